@@ -1,0 +1,44 @@
+//! `multiarc`: benchmarks, trace replay and tools for the multiarc block cache.
+//!
+//! Every subcommand prints human tables (and progress on stderr) by default,
+//! and exactly one JSON document on stdout with `--json`. Errors exit non-zero
+//! with one line on stderr.
+
+mod bench;
+mod lockbench;
+mod peers;
+mod plot;
+mod replay;
+mod util;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "multiarc", version, about = "The multiarc block cache: benchmarks, trace replay, tools")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Cached random-read benchmark (the OpenZFS 5497 workload) against peer caches.
+    Bench(bench::BenchArgs),
+    /// Lock benchmark: our futex locks against std, parking_lot and pthread mutexes.
+    Lockbench(lockbench::LockbenchArgs),
+    /// Replay a block trace through cache policies and report hit ratios.
+    Replay(replay::ReplayArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Bench(args) => bench::run(args),
+        Command::Lockbench(args) => lockbench::run(args),
+        Command::Replay(args) => replay::run(args),
+    };
+    if let Err(err) = result {
+        eprintln!("multiarc: error: {err:#}");
+        std::process::exit(1);
+    }
+}

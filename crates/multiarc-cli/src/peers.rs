@@ -1,0 +1,1 @@
+//! Adapters for the peer caches (being written).

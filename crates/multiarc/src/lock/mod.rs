@@ -1,0 +1,1 @@
+//! Compact futex locks with lock statistics (being written).

@@ -1,0 +1,1 @@
+//! Reference replacement policies from the papers (being written).

@@ -1,0 +1,1 @@
+//! Block trace readers (being written).

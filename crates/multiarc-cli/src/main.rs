@@ -14,7 +14,11 @@ mod util;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "multiarc", version, about = "The multiarc block cache: benchmarks, trace replay, tools")]
+#[command(
+    name = "multiarc",
+    version,
+    about = "The multiarc block cache: benchmarks, trace replay, tools"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -68,7 +68,11 @@ pub fn line_chart(
             )?;
             draw(
                 chart
-                    .draw_series(s.points.iter().map(|&p| Circle::new(p, 3, styles(i).filled())))
+                    .draw_series(
+                        s.points
+                            .iter()
+                            .map(|&p| Circle::new(p, 3, styles(i).filled())),
+                    )
                     .map(|_| ())
                     .map_err(|e| e.to_string()),
             )?;
@@ -102,7 +106,11 @@ pub fn line_chart(
             )?;
             draw(
                 chart
-                    .draw_series(s.points.iter().map(|&p| Circle::new(p, 3, styles(i).filled())))
+                    .draw_series(
+                        s.points
+                            .iter()
+                            .map(|&p| Circle::new(p, 3, styles(i).filled())),
+                    )
                     .map(|_| ())
                     .map_err(|e| e.to_string()),
             )?;

@@ -25,7 +25,9 @@ pub fn parse_size(text: &str) -> anyhow::Result<u64> {
         "mb" => 1_000_000,
         "gb" => 1_000_000_000,
         "tb" => 1_000_000_000_000,
-        other => bail!("size {text:?}: unknown unit {other:?} (use B, KiB, MiB, GiB, TiB, KB, MB, GB)"),
+        other => {
+            bail!("size {text:?}: unknown unit {other:?} (use B, KiB, MiB, GiB, TiB, KB, MB, GB)")
+        }
     };
     if num.is_empty() {
         bail!("size {text:?} has no number");
@@ -68,7 +70,9 @@ pub fn parse_list<T>(
 /// Clap value parser for a comma-separated list of positive counts.
 pub fn count_list_arg(text: &str) -> Result<Vec<usize>, String> {
     parse_list(text, "count", |s| {
-        let n: usize = s.parse().with_context(|| format!("{s:?} is not a whole number"))?;
+        let n: usize = s
+            .parse()
+            .with_context(|| format!("{s:?} is not a whole number"))?;
         if n == 0 {
             bail!("counts must be at least 1");
         }

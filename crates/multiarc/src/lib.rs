@@ -1,9 +1,42 @@
 //! multiarc: an embeddable, highly concurrent, scan-resistant block cache.
 //!
 //! The cache keeps variable-size buffers (blocks of files) under the ARC
-//! replacement policy, with the concurrency design OpenZFS adopted in
-//! "5497 lock contention on arcs_mtx". See the README for the design.
+//! replacement policy (Megiddo & Modha, FAST '03), with the concurrency
+//! design OpenZFS adopted in "5497 lock contention on arcs_mtx": each ARC
+//! state's list is a multilist of independently locked sublists, held
+//! buffers are off the lists, a dedicated thread evicts in batches, and the
+//! hash table and statistics are striped. See the README for the design and
+//! the module comments for the reasons behind each piece.
+//!
+//! ```
+//! use multiarc::{BlockKey, Cache};
+//!
+//! let cache = Cache::<BlockKey>::builder().max_bytes(64 << 20).build()?;
+//! let block = cache.get_or_load(BlockKey::new(1, 42), || -> std::io::Result<Vec<u8>> {
+//!     Ok(vec![0u8; 8192]) // read the block from storage here
+//! }).map_err(|e| std::io::Error::new(e.kind(), e.to_string()))?;
+//! assert_eq!(block.len(), 8192);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
+#![warn(missing_docs)]
+
+mod cache;
+mod config;
+mod counter;
+mod entry;
+mod evict;
+mod hash;
+mod key;
 pub mod lock;
+mod multilist;
+mod policy;
 pub mod reference;
+mod stats;
+mod sync;
 pub mod trace;
+
+pub use cache::{Cache, Handle};
+pub use config::{default_sublists, Builder, ConfigError};
+pub use key::{BlockKey, Key};
+pub use stats::Stats;

@@ -1,0 +1,832 @@
+//! The concurrent cache: [`Cache`], [`Handle`] and the protocol that ties the
+//! hash table, the multilists and the evict thread together.
+//!
+//! # Locks and who may take what
+//!
+//! - A *stripe lock* (hash.rs) guards the lookup of a key and every state
+//!   change of the entries hashed to it: the 0 -> 1 and 1 -> 0 hold
+//!   transitions, ARC state changes, replacing an entry by its ghost.
+//! - A *sublist lock* (multilist.rs) guards one sublist's links and the slot
+//!   field of the entries linked there.
+//! - Order: stripe, then a live sublist, then a ghost sublist. The one
+//!   exception, eviction, walks a sublist first and only *tries* the stripe
+//!   lock of each candidate, skipping it when busy, so it cannot deadlock.
+//!
+//! # Held buffers are off the lists
+//!
+//! As in OpenZFS (`add_reference`/`remove_reference`), the first hold on a
+//! buffer unlinks it from its state's sublist and the last release links it
+//! back at the head. So the lists contain exactly the evictable buffers, the
+//! evict thread never has to skip over held ones, and a hold is a guarantee:
+//! while a buffer is held it is on no list, so no eviction can reach it. The
+//! invariant that makes this work: *a live entry in the table with zero holds
+//! is linked in its state's sublist*, and since holds leave and reach zero
+//! only under the stripe lock, an evictor holding that lock and seeing the
+//! entry linked knows nobody holds it or can start to. Holds above one are
+//! added and dropped with plain atomics (no lock) because they cannot change
+//! list membership.
+//!
+//! Hits write no shared cache line beyond the key's own stripe, sublist and
+//! entry: statistics and per-state byte counts are striped (counter.rs).
+
+use crate::config::{Builder, Config, ConfigError};
+use crate::counter::{thread_random, Striped};
+use crate::entry::{Entry, State};
+use crate::evict::{EvictSignal, EvictThread};
+use crate::hash::HashTable;
+use crate::key::Key;
+use crate::multilist::Multilist;
+use crate::policy::{self, GhostHit, Sizes};
+use crate::stats::{Event, Events, Stats};
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use std::any::Any;
+use std::fmt;
+use std::hash::BuildHasher;
+use std::ops::Deref;
+use std::sync::{Arc, Condvar, Mutex};
+
+/// What one eviction pass achieved.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct EvictOutcome {
+    pub(crate) freed: u64,
+    pub(crate) not_enough: bool,
+}
+
+/// The outcome of a read-through load, shared with the threads waiting for it.
+enum LoadResult<K> {
+    /// Loaded and inserted; each waiter's hold was taken for it.
+    Done(Arc<Entry<K>>),
+    /// The loader failed; the error (an `Arc<E>`) is shared.
+    Failed(Arc<dyn Any + Send + Sync>),
+    /// The loader panicked; waiters retry on their own.
+    Abandoned,
+}
+
+/// A load in flight: other threads missing the same key wait here.
+pub(crate) struct Pending<K> {
+    /// Threads waiting; changed only under the key's stripe lock.
+    waiters: AtomicU32,
+    result: Mutex<Option<LoadResult<K>>>,
+    ready: Condvar,
+}
+
+impl<K> Pending<K> {
+    fn new() -> Self {
+        Pending {
+            waiters: AtomicU32::new(0),
+            result: Mutex::new(None),
+            ready: Condvar::new(),
+        }
+    }
+
+    fn complete(&self, result: LoadResult<K>) {
+        *self.result.lock().unwrap_or_else(|e| e.into_inner()) = Some(result);
+        self.ready.notify_all();
+    }
+
+    fn wait(&self) -> LoadResult<K> {
+        let mut r = self.result.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            match &*r {
+                Some(LoadResult::Done(e)) => return LoadResult::Done(Arc::clone(e)),
+                Some(LoadResult::Failed(err)) => return LoadResult::Failed(Arc::clone(err)),
+                Some(LoadResult::Abandoned) => return LoadResult::Abandoned,
+                None => r = self.ready.wait(r).unwrap_or_else(|e| e.into_inner()),
+            }
+        }
+    }
+}
+
+/// Everything the cache's threads share.
+pub(crate) struct Inner<K> {
+    config: Config,
+    hasher: foldhash::fast::RandomState,
+    table: HashTable<K>,
+    /// Indexed by `State as usize`: MRU, MFU, MRU ghost, MFU ghost.
+    lists: [Multilist<K>; 4],
+    /// The target size `c` and the MRU target `p`, in bytes.
+    c: AtomicU64,
+    p: AtomicU64,
+    /// Bytes per state (indexed by `State as usize`), striped by sublist.
+    bytes: Striped<5>,
+    events: Events,
+    pub(crate) signal: EvictSignal,
+}
+
+/// A concurrent, byte-bounded ARC cache of buffers keyed by `K`.
+///
+/// Share it between threads by reference (it is `Sync`) or in an `Arc`.
+/// Dropping it stops its evict thread; handles borrow it, so none outlives it.
+///
+/// ```
+/// use multiarc::{BlockKey, Cache};
+/// let cache = Cache::<BlockKey>::builder().max_bytes(1 << 20).build().unwrap();
+/// let key = BlockKey::new(7, 0);
+/// assert!(cache.get(&key).is_none());
+/// cache.insert(key, vec![1; 4096]);
+/// let block = cache.get(&key).expect("cached");
+/// assert_eq!(block.len(), 4096);
+/// ```
+pub struct Cache<K: Key> {
+    inner: Arc<Inner<K>>,
+    _evict_thread: Option<EvictThread<K>>,
+}
+
+/// A hold on a cached buffer: derefs to its bytes. While any handle to a
+/// buffer exists, the buffer is neither evicted nor freed; dropping the last
+/// one makes it evictable again (at the head of its list).
+pub struct Handle<'a, K: Key> {
+    inner: &'a Inner<K>,
+    entry: Arc<Entry<K>>,
+}
+
+impl<K: Key> Cache<K> {
+    /// A [`Builder`] for a cache.
+    pub fn builder() -> Builder {
+        Builder::new()
+    }
+
+    pub(crate) fn from_config(config: Config) -> Result<Cache<K>, ConfigError> {
+        let n = config.sublists;
+        let expected = (config.max_bytes / 4096).min(1 << 26) as usize;
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let inner = Arc::new(Inner {
+            hasher: foldhash::fast::RandomState::default(),
+            table: HashTable::new(config.hash_stripes, expected),
+            lists: [
+                Multilist::new(n, "mru.sublist"),
+                Multilist::new(n, "mfu.sublist"),
+                Multilist::new(n, "mru_ghost.sublist"),
+                Multilist::new(n, "mfu_ghost.sublist"),
+            ],
+            c: AtomicU64::new(config.max_bytes),
+            p: AtomicU64::new(config.max_bytes / 2),
+            bytes: Striped::new(n),
+            events: Events::new((cpus * 2).max(8)),
+            signal: EvictSignal::default(),
+            config,
+        });
+        let evict_thread =
+            (!inner.config.inline_eviction).then(|| EvictThread::start(Arc::clone(&inner)));
+        Ok(Cache {
+            inner,
+            _evict_thread: evict_thread,
+        })
+    }
+
+    /// Looks `key` up. On a hit returns a hold on the buffer (and counts the
+    /// access: a buffer seen a second time moves from MRU to MFU).
+    pub fn get(&self, key: &K) -> Option<Handle<'_, K>> {
+        let inner = &*self.inner;
+        let hash = inner.hash(key);
+        let stripe = inner.table.lock(hash);
+        if let Some(e) = stripe.find(hash, key) {
+            if e.state().is_live() {
+                let e = Arc::clone(e);
+                inner.hold_locked(&e);
+                drop(stripe);
+                return Some(Handle { inner, entry: e });
+            }
+        }
+        drop(stripe);
+        inner.events.count(Event::Miss);
+        None
+    }
+
+    /// Caches `data` under `key`, replacing any buffer cached for it (holders
+    /// of the old one keep seeing the old bytes), and returns a hold on it.
+    ///
+    /// A new key enters MRU; a key the cache still remembers (a ghost, or a
+    /// cached buffer being replaced) enters MFU, and a ghost adapts the
+    /// MRU/MFU split. If the insert takes the cache past its target the evict
+    /// thread is woken; far past it, this call waits for eviction (bounded).
+    pub fn insert(&self, key: K, data: Vec<u8>) -> Handle<'_, K> {
+        let entry = self.inner.insert_entry(key, data.into_boxed_slice(), None);
+        Handle {
+            inner: &self.inner,
+            entry,
+        }
+    }
+
+    /// Returns the cached buffer for `key`, or runs `loader` to produce it,
+    /// caches it and returns it. However many threads miss the same key at
+    /// once, one runs its loader and the others wait and share the result; a
+    /// failed load returns the same error to all of them and caches nothing.
+    /// If the loader panics, the waiting threads retry with their own loaders.
+    pub fn get_or_load<E, F>(&self, key: K, loader: F) -> Result<Handle<'_, K>, Arc<E>>
+    where
+        F: FnOnce() -> Result<Vec<u8>, E>,
+        E: Send + Sync + 'static,
+    {
+        let inner = &*self.inner;
+        let hash = inner.hash(&key);
+        let mut loader = Some(loader);
+        loop {
+            let pending = {
+                let mut stripe = inner.table.lock(hash);
+                if let Some(e) = stripe.find(hash, &key) {
+                    if e.state().is_live() {
+                        let e = Arc::clone(e);
+                        inner.hold_locked(&e);
+                        return Ok(Handle { inner, entry: e });
+                    }
+                }
+                if let Some((_, p)) = stripe.loading.iter().find(|(k, _)| *k == key) {
+                    let p = Arc::clone(p);
+                    p.waiters.fetch_add(1, Ordering::Relaxed);
+                    drop(stripe);
+                    inner.events.count(Event::Miss);
+                    inner.events.count(Event::LoadWait);
+                    match p.wait() {
+                        LoadResult::Done(entry) => return Ok(Handle { inner, entry }),
+                        LoadResult::Failed(err) => match err.downcast::<E>() {
+                            Ok(err) => return Err(err),
+                            // Another caller's loader had another error type:
+                            // its error is not ours to return; load ourselves.
+                            Err(_) => continue,
+                        },
+                        LoadResult::Abandoned => continue,
+                    }
+                }
+                let p = Arc::new(Pending::new());
+                stripe.loading.push((key.clone(), Arc::clone(&p)));
+                p
+            };
+            inner.events.count(Event::Miss);
+            inner.events.count(Event::Load);
+            let mut guard = AbandonOnUnwind {
+                inner,
+                hash,
+                key: &key,
+                pending: &pending,
+                armed: true,
+            };
+            let load = (loader.take().expect("loader runs once"))();
+            match load {
+                Ok(data) => {
+                    let entry =
+                        inner.insert_entry(key.clone(), data.into_boxed_slice(), Some(&pending));
+                    guard.armed = false;
+                    pending.complete(LoadResult::Done(Arc::clone(&entry)));
+                    return Ok(Handle { inner, entry });
+                }
+                Err(err) => {
+                    inner.events.count(Event::LoadFailure);
+                    let err = Arc::new(err);
+                    inner.forget_pending(hash, &pending);
+                    guard.armed = false;
+                    pending.complete(LoadResult::Failed(Arc::clone(&err) as _));
+                    return Err(err);
+                }
+            }
+        }
+    }
+
+    /// Drops `key` from the cache (and forgets its ghost). Returns true if a
+    /// buffer was cached. A held buffer stays readable by its holders and is
+    /// freed when the last hold goes.
+    pub fn remove(&self, key: &K) -> bool {
+        let inner = &*self.inner;
+        let hash = inner.hash(key);
+        let mut stripe = inner.table.lock(hash);
+        let Some(old) = stripe.remove(hash, key) else {
+            return false;
+        };
+        let live = old.state().is_live();
+        inner.detach_locked(&old);
+        live
+    }
+
+    /// Changes the cache's size bound at run time. Growing takes effect at
+    /// once; shrinking lets the evict thread bring the cache down in the
+    /// background. The learned MRU/MFU split is kept in proportion, so a
+    /// resize never resets or pins the adaptation. Fails if `bytes` is 0 or
+    /// below `min_bytes`.
+    pub fn set_max_bytes(&self, bytes: u64) -> Result<(), ConfigError> {
+        let inner = &*self.inner;
+        if bytes == 0 || bytes < inner.config.min_bytes {
+            return Err(ConfigError::new(format!(
+                "max_bytes ({bytes}) must be at least min_bytes ({})",
+                inner.config.min_bytes
+            )));
+        }
+        let old = inner.c.swap(bytes, Ordering::AcqRel);
+        let _ = inner
+            .p
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| {
+                Some(policy::rescale_p(p, old, bytes))
+            });
+        if bytes < old {
+            if inner.config.inline_eviction {
+                inner.evict_to_target(false);
+                inner.trim_ghosts();
+            } else {
+                inner.signal.request();
+            }
+        }
+        Ok(())
+    }
+
+    /// Blocks until eviction has brought the cache under its target (or
+    /// cannot, because the rest is held). With inline eviction, evicts now.
+    pub fn wait_for_eviction(&self) {
+        let inner = &*self.inner;
+        if inner.config.inline_eviction {
+            inner.evict_to_target(false);
+            inner.trim_ghosts();
+            return;
+        }
+        while inner.needs_eviction() {
+            if !inner.signal.wait_for_pass() {
+                return;
+            }
+        }
+    }
+
+    /// A snapshot of the statistics.
+    pub fn stats(&self) -> Stats {
+        let inner = &*self.inner;
+        let s = inner.sizes();
+        let (mru_list, _) = inner.lists[State::Mru as usize].totals();
+        let (mfu_list, _) = inner.lists[State::Mfu as usize].totals();
+        let evictable = mru_list + mfu_list;
+        let h = inner.table.figures();
+        let ev = |e| inner.events.get(e);
+        Stats {
+            hits: ev(Event::Hit),
+            misses: ev(Event::Miss),
+            mru_hits: ev(Event::MruHit),
+            mfu_hits: ev(Event::MfuHit),
+            mru_ghost_hits: ev(Event::MruGhostHit),
+            mfu_ghost_hits: ev(Event::MfuGhostHit),
+            inserts: ev(Event::Insert),
+            removes: ev(Event::Remove),
+            evictions: ev(Event::Eviction),
+            evicted_bytes: ev(Event::EvictedBytes),
+            evict_skip: ev(Event::EvictSkip),
+            evict_not_enough: ev(Event::EvictNotEnough),
+            overflow_waits: ev(Event::OverflowWait),
+            ghosts_dropped: ev(Event::GhostDropped),
+            loads: ev(Event::Load),
+            load_failures: ev(Event::LoadFailure),
+            load_waits: ev(Event::LoadWait),
+            size: s.data(),
+            c: inner.c.load(Ordering::Relaxed),
+            p: inner.p.load(Ordering::Relaxed),
+            min_bytes: inner.config.min_bytes,
+            mru_bytes: s.mru,
+            mfu_bytes: s.mfu,
+            mru_ghost_bytes: s.mru_ghost,
+            mfu_ghost_bytes: s.mfu_ghost,
+            anon_bytes: s.anon,
+            held_bytes: (s.mru + s.mfu).saturating_sub(evictable),
+            evictable_bytes: evictable,
+            hash_elements: h.elements,
+            hash_collisions: h.collisions,
+            hash_chain_max: h.chain_max,
+            sublists: inner.config.sublists as u64,
+        }
+    }
+
+    /// Starts (`true`) or stops recording lock statistics for every lock of
+    /// this cache, in [`crate::lock::lockstat`] under the classes
+    /// `hash.stripe`, `mru.sublist`, `mfu.sublist`, `mru_ghost.sublist` and
+    /// `mfu_ghost.sublist`.
+    pub fn set_lockstat(&self, on: bool) {
+        self.inner.table.set_lockstat(on);
+        for l in &self.inner.lists {
+            l.set_lockstat(on);
+        }
+    }
+}
+
+impl<K: Key> fmt::Debug for Cache<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = self.inner.sizes();
+        f.debug_struct("Cache")
+            .field("size", &s.data())
+            .field("c", &self.inner.c.load(Ordering::Relaxed))
+            .field("p", &self.inner.p.load(Ordering::Relaxed))
+            .field("sublists", &self.inner.config.sublists)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Completes a pending load as abandoned if its loader unwinds.
+struct AbandonOnUnwind<'a, K: Key> {
+    inner: &'a Inner<K>,
+    hash: u64,
+    key: &'a K,
+    pending: &'a Arc<Pending<K>>,
+    armed: bool,
+}
+
+impl<K: Key> Drop for AbandonOnUnwind<'_, K> {
+    fn drop(&mut self) {
+        if self.armed {
+            let _ = self.key;
+            self.inner.forget_pending(self.hash, self.pending);
+            self.pending.complete(LoadResult::Abandoned);
+        }
+    }
+}
+
+impl<K: Key> Inner<K> {
+    #[inline]
+    fn hash(&self, key: &K) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    /// The sublist (same index in every state's multilist) of a hash.
+    #[inline]
+    fn sublist_of(&self, hash: u64) -> usize {
+        ((((hash >> 16) & 0xffff_ffff) * self.config.sublists as u64) >> 32) as usize
+    }
+
+    pub(crate) fn sizes(&self) -> Sizes {
+        Sizes {
+            mru: self.bytes.sum(State::Mru as usize),
+            mfu: self.bytes.sum(State::Mfu as usize),
+            mru_ghost: self.bytes.sum(State::MruGhost as usize),
+            mfu_ghost: self.bytes.sum(State::MfuGhost as usize),
+            anon: self.bytes.sum(State::Anon as usize),
+        }
+    }
+
+    fn c(&self) -> u64 {
+        self.c.load(Ordering::Acquire)
+    }
+
+    fn overflow(&self, c: u64) -> u64 {
+        (c >> self.config.overflow_shift).max(1 << 20)
+    }
+
+    /// True when data or history is above its bound.
+    pub(crate) fn needs_eviction(&self) -> bool {
+        let s = self.sizes();
+        let c = self.c();
+        s.data() > c || policy::ghost_excess(&s, c) != (0, 0)
+    }
+
+    fn move_bytes(&self, idx: usize, from: State, to: State, n: u64) {
+        self.bytes.sub(idx, from as usize, n);
+        self.bytes.add(idx, to as usize, n);
+    }
+
+    /// Takes a hold on live entry `e` and records the access. Caller holds
+    /// `e`'s stripe lock.
+    fn hold_locked(&self, e: &Arc<Entry<K>>) {
+        let state = e.state();
+        if e.holds.fetch_add(1, Ordering::Acquire) == 0 {
+            // 0 -> 1: the buffer leaves its list (see the module comment).
+            let idx = self.sublist_of(e.hash);
+            self.lists[state as usize].sublist(idx).lock().remove(e);
+        }
+        self.events.count(Event::Hit);
+        if state == State::Mru {
+            self.events.count(Event::MruHit);
+            // Second access: MRU -> MFU (the paper's case I). The entry is
+            // held, so it is on no list: only the state and the bytes move.
+            e.set_state(State::Mfu);
+            self.move_bytes(self.sublist_of(e.hash), State::Mru, State::Mfu, e.bytes);
+        } else {
+            self.events.count(Event::MfuHit);
+        }
+    }
+
+    /// Drops one hold on `e`.
+    fn release(&self, e: &Arc<Entry<K>>) {
+        let mut cur = e.holds.load(Ordering::Relaxed);
+        while cur > 1 {
+            match e
+                .holds
+                .compare_exchange_weak(cur, cur - 1, Ordering::Release, Ordering::Relaxed)
+            {
+                Ok(_) => return,
+                Err(now) => cur = now,
+            }
+        }
+        // Possibly the last hold: 1 -> 0 happens only under the stripe lock.
+        let _stripe = self.table.lock(e.hash);
+        if e.holds.fetch_sub(1, Ordering::AcqRel) != 1 {
+            return;
+        }
+        let idx = self.sublist_of(e.hash);
+        match e.state() {
+            s @ (State::Mru | State::Mfu) => {
+                self.lists[s as usize]
+                    .sublist(idx)
+                    .lock()
+                    .push_head(Arc::clone(e));
+            }
+            State::Anon => self.bytes.sub(idx, State::Anon as usize, e.bytes),
+            s => unreachable!("a held entry in state {s:?}"),
+        }
+    }
+
+    /// Takes `old`, just removed from or replaced in the table, out of its
+    /// state. Caller holds its stripe lock.
+    fn detach_locked(&self, old: &Arc<Entry<K>>) {
+        let idx = self.sublist_of(old.hash);
+        let state = old.state();
+        match state {
+            State::Mru | State::Mfu => {
+                self.events.count(Event::Remove);
+                if old.holds.load(Ordering::Acquire) == 0 {
+                    self.lists[state as usize].sublist(idx).lock().remove(old);
+                    self.bytes.sub(idx, state as usize, old.bytes);
+                } else {
+                    old.set_state(State::Anon);
+                    self.move_bytes(idx, state, State::Anon, old.bytes);
+                }
+            }
+            State::MruGhost | State::MfuGhost => {
+                self.lists[state as usize].sublist(idx).lock().remove(old);
+                self.bytes.sub(idx, state as usize, old.bytes);
+            }
+            State::Anon => unreachable!("an anonymous entry in the table"),
+        }
+    }
+
+    fn forget_pending(&self, hash: u64, pending: &Arc<Pending<K>>) {
+        let mut stripe = self.table.lock(hash);
+        stripe.loading.retain(|(_, p)| !Arc::ptr_eq(p, pending));
+    }
+
+    /// The insert path shared by `insert` and completed loads: returns the
+    /// new entry with one hold for the caller (plus one per waiter of
+    /// `pending`).
+    fn insert_entry(
+        &self,
+        key: K,
+        data: Box<[u8]>,
+        pending: Option<&Arc<Pending<K>>>,
+    ) -> Arc<Entry<K>> {
+        let hash = self.hash(&key);
+        let idx = self.sublist_of(hash);
+        let size = data.len() as u64;
+
+        // 1. Was the key remembered? A ghost hit adapts p (with the ghost
+        //    still counted, as the paper's delta does) and the ghost goes.
+        let mut ghost_hit = None;
+        let mut reaccess = false;
+        {
+            let mut stripe = self.table.lock(hash);
+            if let Some(e) = stripe.find(hash, &key) {
+                let state = e.state();
+                if state.is_ghost() {
+                    let hit = if state == State::MruGhost {
+                        GhostHit::Mru
+                    } else {
+                        GhostHit::Mfu
+                    };
+                    self.adapt(hit, e.bytes);
+                    self.events.count(if hit == GhostHit::Mru {
+                        Event::MruGhostHit
+                    } else {
+                        Event::MfuGhostHit
+                    });
+                    let ghost = stripe.remove(hash, &key).expect("found above");
+                    self.detach_locked(&ghost);
+                    ghost_hit = Some(hit);
+                } else {
+                    reaccess = true;
+                }
+            }
+        }
+
+        // 2. Make room before the buffer joins a list (the paper's REPLACE
+        //    runs before the new page is placed). Its bytes count as
+        //    anonymous meanwhile.
+        self.bytes.add(idx, State::Anon as usize, size);
+        if self.config.inline_eviction {
+            self.evict_to_target(ghost_hit == Some(GhostHit::Mfu));
+        } else {
+            let c = self.c();
+            let data_bytes = self.sizes().data();
+            if data_bytes > c {
+                if data_bytes > c + self.overflow(c) {
+                    self.events.count(Event::OverflowWait);
+                    self.signal.wait_for_freed(size);
+                } else {
+                    self.signal.request();
+                }
+            }
+        }
+
+        // 3. Install.
+        let entry;
+        {
+            let mut stripe = self.table.lock(hash);
+            let mut holds = 1;
+            if let Some(p) = pending {
+                stripe.loading.retain(|(_, q)| !Arc::ptr_eq(p, q));
+                holds += p.waiters.load(Ordering::Relaxed);
+            }
+            let old = stripe.find(hash, &key).cloned();
+            let state = if ghost_hit.is_some()
+                || reaccess
+                || old.as_ref().is_some_and(|o| o.state().is_live())
+            {
+                State::Mfu
+            } else {
+                State::Mru
+            };
+            entry = Arc::new(Entry::new(key, hash, data, state, holds));
+            match old {
+                Some(old) => {
+                    stripe.replace(Arc::clone(&entry));
+                    self.detach_locked(&old);
+                }
+                None => stripe.insert(Arc::clone(&entry)),
+            }
+            self.move_bytes(idx, State::Anon, state, size);
+            self.events.count(Event::Insert);
+        }
+        if self.config.inline_eviction {
+            self.trim_ghosts();
+        }
+        entry
+    }
+
+    fn adapt(&self, hit: GhostHit, size: u64) {
+        let c = self.c();
+        let s = self.sizes();
+        let _ = self
+            .p
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| {
+                Some(policy::adapt(p, c, hit, size, &s))
+            });
+    }
+
+    /// Evicts until the cached data fits in `c` (the ARC's REPLACE, repeated).
+    /// `b2_hit`: the miss being served was an MFU-ghost hit (the paper's
+    /// tie-break; only meaningful with inline eviction).
+    pub(crate) fn evict_to_target(&self, b2_hit: bool) -> EvictOutcome {
+        let mut outcome = EvictOutcome::default();
+        loop {
+            let c = self.c();
+            let p = self.p.load(Ordering::Acquire);
+            let s = self.sizes();
+            if s.data() <= c {
+                return outcome;
+            }
+            let want = s.data() - c;
+            let from_mru = policy::evict_from_mru(&s, p, b2_hit);
+            let (first, second) = if from_mru {
+                (State::Mru, State::Mfu)
+            } else {
+                (State::Mfu, State::Mru)
+            };
+            let amount = if self.config.inline_eviction {
+                // One buffer at a time, re-deciding each time, as the paper does.
+                1
+            } else if from_mru && s.mru > p {
+                want.min(s.mru - p)
+            } else {
+                want
+            };
+            let mut got = self.evict_state(first, amount);
+            if got == 0 {
+                got = self.evict_state(second, amount);
+            }
+            if got == 0 {
+                self.events.count(Event::EvictNotEnough);
+                outcome.not_enough = true;
+                return outcome;
+            }
+            outcome.freed += got;
+        }
+    }
+
+    /// Drops ghosts until the history is within its bounds.
+    pub(crate) fn trim_ghosts(&self) {
+        let (b1, b2) = policy::ghost_excess(&self.sizes(), self.c());
+        if b1 > 0 {
+            self.evict_state(State::MruGhost, b1);
+        }
+        if b2 > 0 {
+            self.evict_state(State::MfuGhost, b2);
+        }
+    }
+
+    /// Takes at least `amount` bytes out of `state`'s list, from sublist
+    /// tails, `evict_batch_limit` buffers per sublist visit, starting at a
+    /// random sublist (OpenZFS `arc_evict_state`). Live buffers become
+    /// ghosts; ghosts are forgotten. Returns the bytes taken.
+    fn evict_state(&self, state: State, amount: u64) -> u64 {
+        let list = &self.lists[state as usize];
+        let n = list.len();
+        let start = (thread_random() % n as u64) as usize;
+        let batch = self.config.evict_batch_limit;
+        let mut markers: Vec<Option<u32>> = vec![None; n];
+        let mut freed = 0u64;
+        // Buffers are freed after their locks are dropped.
+        let mut dead: Vec<Arc<Entry<K>>> = Vec::new();
+        'rounds: loop {
+            let mut progress = false;
+            for k in 0..n {
+                let i = (start + k) % n;
+                let mut sl = list.sublist(i).lock();
+                let marker = *markers[i].get_or_insert_with(|| sl.insert_marker_at_tail());
+                let mut taken = 0;
+                while taken < batch && freed < amount {
+                    let Some((slot, e)) = sl.step_marker(marker) else {
+                        break;
+                    };
+                    let e = Arc::clone(e);
+                    let Some(mut stripe) = self.table.stripe(e.hash).try_lock() else {
+                        // Someone is taking a hold on it (or working on a
+                        // neighbour key) right now: pass over it.
+                        self.events.count(Event::EvictSkip);
+                        continue;
+                    };
+                    debug_assert_eq!(e.holds.load(Ordering::Relaxed), 0);
+                    sl.take(slot);
+                    if state.is_live() {
+                        let ghost =
+                            Arc::new(Entry::ghost(e.key.clone(), e.hash, e.bytes, state.ghost()));
+                        stripe.replace(Arc::clone(&ghost));
+                        self.lists[state.ghost() as usize]
+                            .sublist(i)
+                            .lock()
+                            .push_head(ghost);
+                        self.move_bytes(i, state, state.ghost(), e.bytes);
+                        self.events.count(Event::Eviction);
+                        self.events.add(Event::EvictedBytes, e.bytes);
+                    } else {
+                        stripe.remove(e.hash, &e.key);
+                        self.bytes.sub(i, state as usize, e.bytes);
+                        self.events.count(Event::GhostDropped);
+                    }
+                    drop(stripe);
+                    freed += e.bytes.max(1);
+                    taken += 1;
+                    progress = true;
+                    dead.push(e);
+                }
+                drop(sl);
+                dead.clear();
+                if freed >= amount {
+                    break 'rounds;
+                }
+            }
+            if !progress {
+                break;
+            }
+        }
+        for (i, m) in markers.iter().enumerate() {
+            if let Some(m) = *m {
+                list.sublist(i).lock().remove_marker(m);
+            }
+        }
+        freed
+    }
+}
+
+impl<K: Key> Handle<'_, K> {
+    /// The key of the held buffer.
+    pub fn key(&self) -> &K {
+        &self.entry.key
+    }
+}
+
+impl<K: Key> Deref for Handle<'_, K> {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.entry.data
+    }
+}
+
+impl<K: Key> AsRef<[u8]> for Handle<'_, K> {
+    fn as_ref(&self) -> &[u8] {
+        &self.entry.data
+    }
+}
+
+impl<K: Key> Clone for Handle<'_, K> {
+    /// Another hold on the same buffer (no lock: the count is already above 0).
+    fn clone(&self) -> Self {
+        self.entry.holds.fetch_add(1, Ordering::Relaxed);
+        Handle {
+            inner: self.inner,
+            entry: Arc::clone(&self.entry),
+        }
+    }
+}
+
+impl<K: Key> Drop for Handle<'_, K> {
+    fn drop(&mut self) {
+        self.inner.release(&self.entry);
+    }
+}
+
+impl<K: Key + fmt::Debug> fmt::Debug for Handle<'_, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Handle")
+            .field("key", &self.entry.key)
+            .field("len", &self.entry.data.len())
+            .finish()
+    }
+}

@@ -1,0 +1,206 @@
+//! Building a cache: tunables, their defaults and validation.
+
+use crate::cache::Cache;
+use crate::key::Key;
+use std::fmt;
+
+/// Why a configuration was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError(String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid cache configuration: {}", self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl ConfigError {
+    pub(crate) fn new(msg: impl Into<String>) -> ConfigError {
+        ConfigError(msg.into())
+    }
+}
+
+/// The tunables, as validated by [`Builder::build`].
+#[derive(Clone, Debug)]
+pub(crate) struct Config {
+    pub(crate) max_bytes: u64,
+    pub(crate) min_bytes: u64,
+    pub(crate) sublists: usize,
+    pub(crate) evict_batch_limit: usize,
+    pub(crate) overflow_shift: u32,
+    pub(crate) hash_stripes: usize,
+    pub(crate) inline_eviction: bool,
+}
+
+/// Builds a [`Cache`]. Only `max_bytes` is required.
+///
+/// ```
+/// let cache: multiarc::Cache<u64> = multiarc::Builder::new().max_bytes(64 << 20).build().unwrap();
+/// # drop(cache);
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct Builder {
+    max_bytes: Option<u64>,
+    min_bytes: Option<u64>,
+    sublists: Option<usize>,
+    evict_batch_limit: Option<usize>,
+    overflow_shift: Option<u32>,
+    hash_stripes: Option<usize>,
+    inline_eviction: bool,
+}
+
+/// The default number of sublists per state: `max(available parallelism, 4)`.
+pub fn default_sublists() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .max(4)
+}
+
+impl Builder {
+    /// A builder with every tunable at its default.
+    pub fn new() -> Builder {
+        Builder::default()
+    }
+
+    /// Upper bound on the bytes of cached data (the ARC's `c` starts here).
+    /// Required.
+    pub fn max_bytes(mut self, bytes: u64) -> Builder {
+        self.max_bytes = Some(bytes);
+        self
+    }
+
+    /// Lowest value [`Cache::set_max_bytes`] accepts. Default: `max_bytes / 32`
+    /// (at least 1).
+    pub fn min_bytes(mut self, bytes: u64) -> Builder {
+        self.min_bytes = Some(bytes);
+        self
+    }
+
+    /// Sublists per ARC state list (each with its own lock). Default:
+    /// `max(available parallelism, 4)`. `1` reproduces the single-list design
+    /// before OpenZFS 5497, for comparison.
+    pub fn sublists(mut self, n: usize) -> Builder {
+        self.sublists = Some(n);
+        self
+    }
+
+    /// Buffers the evict thread takes from one sublist before moving to the
+    /// next (OpenZFS `zfs_arc_evict_batch_limit`). Default: 10.
+    pub fn evict_batch_limit(mut self, n: usize) -> Builder {
+        self.evict_batch_limit = Some(n);
+        self
+    }
+
+    /// An insert that takes the cache past `c + (c >> overflow_shift)` waits
+    /// for the evict thread instead of only waking it (OpenZFS
+    /// `zfs_arc_overflow_shift`). Default: 8 (0.4% of `c`, but at least 1 MiB).
+    pub fn overflow_shift(mut self, shift: u32) -> Builder {
+        self.overflow_shift = Some(shift);
+        self
+    }
+
+    /// Hash table stripes (rounded up to a power of two). Default: 64 per
+    /// sublist, at least 1024.
+    pub fn hash_stripes(mut self, n: usize) -> Builder {
+        self.hash_stripes = Some(n);
+        self
+    }
+
+    /// Test and replay hook: with `true` there is no evict thread and every
+    /// insert evicts synchronously, exactly enough to fit, before it returns.
+    /// Deterministic, but every miss pays for eviction. Default: `false`.
+    pub fn inline_eviction(mut self, inline: bool) -> Builder {
+        self.inline_eviction = inline;
+        self
+    }
+
+    pub(crate) fn config(&self) -> Result<Config, ConfigError> {
+        let max_bytes = self
+            .max_bytes
+            .ok_or_else(|| ConfigError::new("max_bytes is required"))?;
+        if max_bytes == 0 {
+            return Err(ConfigError::new("max_bytes must be greater than 0"));
+        }
+        let min_bytes = self.min_bytes.unwrap_or((max_bytes / 32).max(1));
+        if min_bytes == 0 {
+            return Err(ConfigError::new("min_bytes must be greater than 0"));
+        }
+        if min_bytes > max_bytes {
+            return Err(ConfigError::new(format!(
+                "min_bytes ({min_bytes}) is greater than max_bytes ({max_bytes})"
+            )));
+        }
+        let sublists = self.sublists.unwrap_or_else(default_sublists);
+        if sublists == 0 {
+            return Err(ConfigError::new("sublists must be at least 1"));
+        }
+        if sublists > 1 << 16 {
+            return Err(ConfigError::new(format!(
+                "sublists ({sublists}) is more than 65536"
+            )));
+        }
+        let evict_batch_limit = self.evict_batch_limit.unwrap_or(10);
+        if evict_batch_limit == 0 {
+            return Err(ConfigError::new("evict_batch_limit must be at least 1"));
+        }
+        let overflow_shift = self.overflow_shift.unwrap_or(8);
+        if overflow_shift == 0 || overflow_shift > 63 {
+            return Err(ConfigError::new(format!(
+                "overflow_shift ({overflow_shift}) must be between 1 and 63"
+            )));
+        }
+        let hash_stripes = self.hash_stripes.unwrap_or((sublists * 64).max(1024));
+        if hash_stripes == 0 || hash_stripes > 1 << 24 {
+            return Err(ConfigError::new(format!(
+                "hash_stripes ({hash_stripes}) must be between 1 and 16777216"
+            )));
+        }
+        Ok(Config {
+            max_bytes,
+            min_bytes,
+            sublists,
+            evict_batch_limit,
+            overflow_shift,
+            hash_stripes: hash_stripes.next_power_of_two(),
+            inline_eviction: self.inline_eviction,
+        })
+    }
+
+    /// Checks the configuration and starts the cache (and its evict thread).
+    pub fn build<K: Key>(self) -> Result<Cache<K>, ConfigError> {
+        Cache::from_config(self.config()?)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_bad_configurations_with_clear_errors() {
+        let err = |b: Builder| b.config().unwrap_err().to_string();
+        assert!(err(Builder::new()).contains("max_bytes is required"));
+        assert!(err(Builder::new().max_bytes(0)).contains("max_bytes must be greater than 0"));
+        assert!(err(Builder::new().max_bytes(10).min_bytes(0)).contains("min_bytes"));
+        assert!(err(Builder::new().max_bytes(10).min_bytes(11)).contains("greater than max_bytes"));
+        assert!(err(Builder::new().max_bytes(10).sublists(0)).contains("sublists"));
+        assert!(
+            err(Builder::new().max_bytes(10).evict_batch_limit(0)).contains("evict_batch_limit")
+        );
+        assert!(err(Builder::new().max_bytes(10).overflow_shift(0)).contains("overflow_shift"));
+        assert!(err(Builder::new().max_bytes(10).hash_stripes(0)).contains("hash_stripes"));
+    }
+
+    #[test]
+    fn defaults() {
+        let c = Builder::new().max_bytes(1 << 20).config().unwrap();
+        assert_eq!(c.min_bytes, 1 << 15);
+        assert!(c.sublists >= 4);
+        assert_eq!(c.evict_batch_limit, 10);
+        assert_eq!(c.overflow_shift, 8);
+        assert!(c.hash_stripes.is_power_of_two() && c.hash_stripes >= 1024);
+    }
+}

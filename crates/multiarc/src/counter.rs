@@ -1,0 +1,102 @@
+//! Striped counters: each thread (or each key's sublist) adds to its own
+//! cache line, readers sum the stripes. This keeps statistics and per-state
+//! byte counts off the hit path's shared cache lines: with one shared atomic,
+//! every hit on every core would write the same line.
+
+use crate::sync::{AtomicU64, Ordering};
+use crossbeam_utils::CachePadded;
+use std::cell::Cell;
+
+/// A set of `N` counters striped over cache-padded cells.
+pub(crate) struct Striped<const N: usize> {
+    cells: Box<[CachePadded<[AtomicU64; N]>]>,
+}
+
+impl<const N: usize> Striped<N> {
+    /// `stripes` cells (rounded up to a power of two).
+    pub(crate) fn new(stripes: usize) -> Self {
+        let n = stripes.max(1).next_power_of_two();
+        Striped {
+            cells: (0..n)
+                .map(|_| CachePadded::new(std::array::from_fn(|_| AtomicU64::new(0))))
+                .collect(),
+        }
+    }
+
+    /// Adds `delta` (wrapping: counters that go down use two's complement and
+    /// are summed with wrapping arithmetic) to counter `which` of stripe `stripe`.
+    #[inline]
+    pub(crate) fn add(&self, stripe: usize, which: usize, delta: u64) {
+        let cell = &self.cells[stripe & (self.cells.len() - 1)];
+        cell[which].fetch_add(delta, Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub(crate) fn sub(&self, stripe: usize, which: usize, delta: u64) {
+        self.add(stripe, which, delta.wrapping_neg());
+    }
+
+    /// The sum of counter `which` over all stripes.
+    pub(crate) fn sum(&self, which: usize) -> u64 {
+        self.cells.iter().fold(0u64, |acc, cell| {
+            acc.wrapping_add(cell[which].load(Ordering::Relaxed))
+        })
+    }
+}
+
+thread_local! {
+    static THREAD_STRIPE: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+/// A small number identifying the calling thread, for picking a stripe.
+/// Threads get consecutive numbers on first use, so up to the stripe count
+/// they never share a cell.
+#[inline]
+pub(crate) fn thread_stripe() -> usize {
+    THREAD_STRIPE.with(|s| {
+        let v = s.get();
+        if v != usize::MAX {
+            return v;
+        }
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let v = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        s.set(v);
+        v
+    })
+}
+
+/// A cheap per-thread pseudo-random number (xorshift), for picking where an
+/// eviction pass starts. Not for anything that needs real randomness.
+pub(crate) fn thread_random() -> u64 {
+    thread_local! {
+        static STATE: Cell<u64> = const { Cell::new(0) };
+    }
+    STATE.with(|s| {
+        let mut x = s.get();
+        if x == 0 {
+            x = (thread_stripe() as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        }
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        s.set(x);
+        x
+    })
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sums_over_stripes_with_wrapping_subtraction() {
+        let c = Striped::<2>::new(3);
+        assert_eq!(c.cells.len(), 4);
+        c.add(0, 0, 10);
+        c.add(5, 0, 7);
+        c.sub(2, 0, 4);
+        c.add(1, 1, 1);
+        assert_eq!(c.sum(0), 13);
+        assert_eq!(c.sum(1), 1);
+    }
+}

@@ -1,0 +1,171 @@
+//! The evict thread and how inserting threads talk to it.
+//!
+//! Why a thread: in the design before OpenZFS 5497 the thread that needed
+//! space evicted it itself, so every miss on a full cache walked a list tail
+//! under a list lock. Now inserts only account their bytes; when the cache is
+//! past its target they wake one dedicated thread that evicts in batches
+//! (see `Inner::evict_to_target`). An insert waits only when the cache is
+//! *overflowing*, past `c + (c >> overflow_shift)`: then it waits for the
+//! evict thread to have freed as many bytes as it adds. Waiters are served
+//! in arrival order because each waits for a running total of freed bytes to
+//! reach its own, increasing, mark (OpenZFS `arc_evict_count`). The wait is
+//! bounded: if a pass cannot free enough (everything is held) or a second
+//! passes, the waiter goes on and the cache overshoots rather than hangs.
+
+use crate::cache::Inner;
+use crate::key::Key;
+use crate::sync::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How long an overflowing insert waits at most.
+const MAX_OVERFLOW_WAIT: Duration = Duration::from_secs(1);
+/// How often the idle evict thread looks at the sizes without being asked.
+const IDLE_CHECK: Duration = Duration::from_millis(100);
+
+#[derive(Default)]
+struct Progress {
+    shutdown: bool,
+    /// Bytes freed by all passes so far.
+    freed: u64,
+    /// Passes completed, and how many of them could not reach the target.
+    passes: u64,
+    not_enough: u64,
+}
+
+/// Shared between the cache and its evict thread.
+#[derive(Default)]
+pub(crate) struct EvictSignal {
+    requested: AtomicBool,
+    progress: Mutex<Progress>,
+    /// The evict thread sleeps here.
+    wake: Condvar,
+    /// Waiting inserters (and `wait_for_eviction`) sleep here.
+    done: Condvar,
+}
+
+impl EvictSignal {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Progress> {
+        self.progress.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Asks the evict thread for a pass (cheap when one is already asked for).
+    pub(crate) fn request(&self) {
+        if !self.requested.swap(true, Ordering::AcqRel) {
+            let _g = self.lock();
+            self.wake.notify_one();
+        }
+    }
+
+    /// Waits until the evict thread has freed `bytes` more bytes than it had
+    /// when this call started, a pass gives up, or the wait times out.
+    pub(crate) fn wait_for_freed(&self, bytes: u64) {
+        let deadline = Instant::now() + MAX_OVERFLOW_WAIT;
+        let mut p = self.lock();
+        let target = p.freed + bytes;
+        let not_enough = p.not_enough;
+        self.requested.store(true, Ordering::Release);
+        self.wake.notify_one();
+        while p.freed < target && p.not_enough == not_enough && !p.shutdown {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            p = self
+                .done
+                .wait_timeout(p, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// Requests a pass and waits until it completes; returns false if that
+    /// pass could not reach the target.
+    pub(crate) fn wait_for_pass(&self) -> bool {
+        let mut p = self.lock();
+        let passes = p.passes;
+        let not_enough = p.not_enough;
+        self.requested.store(true, Ordering::Release);
+        self.wake.notify_one();
+        while p.passes == passes && !p.shutdown {
+            p = self
+                .done
+                .wait_timeout(p, IDLE_CHECK)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        p.not_enough == not_enough
+    }
+}
+
+/// The running evict thread; stopped and joined on drop.
+pub(crate) struct EvictThread<K: Key> {
+    inner: Arc<Inner<K>>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl<K: Key> EvictThread<K> {
+    pub(crate) fn start(inner: Arc<Inner<K>>) -> EvictThread<K> {
+        let for_thread = Arc::clone(&inner);
+        let handle = std::thread::Builder::new()
+            .name("multiarc-evict".into())
+            .spawn(move || run(&for_thread))
+            .expect("spawning the multiarc evict thread");
+        EvictThread {
+            inner,
+            handle: Some(handle),
+        }
+    }
+}
+
+fn run<K: Key>(inner: &Inner<K>) {
+    let signal = &inner.signal;
+    loop {
+        {
+            let mut p = signal.lock();
+            loop {
+                if p.shutdown {
+                    return;
+                }
+                if signal.requested.swap(false, Ordering::AcqRel) || inner.needs_eviction() {
+                    break;
+                }
+                p = signal
+                    .wake
+                    .wait_timeout(p, IDLE_CHECK)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+        }
+        let outcome = inner.evict_to_target(false);
+        inner.trim_ghosts();
+        let mut p = signal.lock();
+        p.freed += outcome.freed;
+        p.passes += 1;
+        if outcome.not_enough {
+            p.not_enough += 1;
+        }
+        signal.done.notify_all();
+        drop(p);
+        if outcome.not_enough {
+            // Everything left is held: sleep until asked again rather than spin.
+            let p = signal.lock();
+            let _ = signal.wake.wait_timeout(p, IDLE_CHECK);
+        }
+    }
+}
+
+impl<K: Key> Drop for EvictThread<K> {
+    fn drop(&mut self) {
+        {
+            let mut p = self.inner.signal.lock();
+            p.shutdown = true;
+            self.inner.signal.wake.notify_all();
+            self.inner.signal.done.notify_all();
+        }
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}

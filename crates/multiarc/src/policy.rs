@@ -1,0 +1,166 @@
+//! The ARC policy in bytes, as plain single-threaded functions.
+//!
+//! ARC (Megiddo & Modha, FAST '03) keeps two LRU lists of cached buffers,
+//! T1 = MRU (seen once recently) and T2 = MFU (seen at least twice), and two
+//! ghost lists B1, B2 holding only the keys of buffers recently evicted from
+//! them. A target `p` for T1's size moves on every ghost hit: a hit in B1
+//! means "T1 was too small", so `p` grows; a hit in B2 shrinks it. That is
+//! what makes ARC scan resistant: a one-pass scan lands only in T1 and is
+//! evicted from there, while the MFU buffers stay, and once the scan ends the
+//! ghost hits pull `p` back to where the workload wants it — no tunable and
+//! no resize needed (the FreeBSD 11.2 regression was a cache that did not).
+//!
+//! The paper counts pages; the cache counts bytes. These functions are the
+//! paper's rules generalised to sizes, chosen so that with every buffer of
+//! size 1 they *are* the paper's rules (the differential test checks this,
+//! request by request, against a page-based reference written from the
+//! paper's pseudo-code):
+//!
+//! - adaptation: a ghost hit of `size` bytes in B1 moves `p` up by `size`
+//!   times max(1, |B2| / |B1|) (bytes), capped at `c`; in B2 down likewise;
+//! - replacement: evict from T1 when `|T1| > p` (or `|T1| == p` and the miss
+//!   being served was a B2 hit), else from T2, falling back to the other list
+//!   when the chosen one has nothing to give;
+//! - history: B1 is trimmed so that |T1| + |B1| <= c and B2 so that the whole
+//!   directory stays within 2c.
+//!
+//! Nothing here touches a lock or an atomic; the cache reads its counters,
+//! calls these, and acts.
+
+/// Which ghost list a miss was found in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum GhostHit {
+    /// B1: the key was evicted from MRU.
+    Mru,
+    /// B2: the key was evicted from MFU.
+    Mfu,
+}
+
+/// The byte sizes the policy decisions look at.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Sizes {
+    /// Bytes in T1 (held or not).
+    pub(crate) mru: u64,
+    /// Bytes in T2.
+    pub(crate) mfu: u64,
+    /// Bytes remembered in B1.
+    pub(crate) mru_ghost: u64,
+    /// Bytes remembered in B2.
+    pub(crate) mfu_ghost: u64,
+    /// Bytes held outside the lists: buffers being inserted, and removed
+    /// buffers still held.
+    pub(crate) anon: u64,
+}
+
+impl Sizes {
+    /// Bytes of data the cache holds.
+    pub(crate) fn data(&self) -> u64 {
+        self.mru + self.mfu + self.anon
+    }
+}
+
+/// The new `p` after a ghost hit of `size` bytes (the paper's delta1/delta2,
+/// with integer division; `mru_ghost`/`mfu_ghost` include the hit key).
+pub(crate) fn adapt(p: u64, c: u64, hit: GhostHit, size: u64, s: &Sizes) -> u64 {
+    let scaled = |num: u64, den: u64| -> u64 {
+        if den == 0 || den >= num {
+            size
+        } else {
+            ((size as u128 * num as u128) / den as u128).min(u64::MAX as u128) as u64
+        }
+    };
+    match hit {
+        GhostHit::Mru => p.saturating_add(scaled(s.mfu_ghost, s.mru_ghost)).min(c),
+        GhostHit::Mfu => p.saturating_sub(scaled(s.mru_ghost, s.mfu_ghost)),
+    }
+}
+
+/// Which live list REPLACE evicts from: `true` for MRU (T1).
+/// `b2_hit` is the paper's "x is in B2" for the miss being served.
+pub(crate) fn evict_from_mru(s: &Sizes, p: u64, b2_hit: bool) -> bool {
+    if s.mru == 0 {
+        return false;
+    }
+    if s.mfu == 0 {
+        return true;
+    }
+    s.mru > p || (b2_hit && s.mru == p)
+}
+
+/// How many ghost bytes to drop: (from B1, from B2), keeping
+/// |T1| + |B1| <= c and |T1| + |T2| + |B1| + |B2| <= 2c.
+pub(crate) fn ghost_excess(s: &Sizes, c: u64) -> (u64, u64) {
+    let b1 = (s.mru + s.mru_ghost).saturating_sub(c).min(s.mru_ghost);
+    let total = s.mru + s.mfu + (s.mru_ghost - b1) + s.mfu_ghost;
+    let b2 = total.saturating_sub(2 * c).min(s.mfu_ghost);
+    (b1, b2)
+}
+
+/// `p` rescaled when the target size changes from `old_c` to `new_c`, so the
+/// learned MRU/MFU split survives a resize (a one-byte change changes nothing).
+pub(crate) fn rescale_p(p: u64, old_c: u64, new_c: u64) -> u64 {
+    if old_c == 0 {
+        return new_c / 2;
+    }
+    (((p as u128) * (new_c as u128)) / old_c as u128).min(new_c as u128) as u64
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn sizes(mru: u64, mfu: u64, b1: u64, b2: u64) -> Sizes {
+        Sizes {
+            mru,
+            mfu,
+            mru_ghost: b1,
+            mfu_ghost: b2,
+            anon: 0,
+        }
+    }
+
+    #[test]
+    fn adapt_matches_the_paper_for_unit_sizes() {
+        // |B1| >= |B2|: delta1 = 1.
+        assert_eq!(adapt(3, 10, GhostHit::Mru, 1, &sizes(5, 5, 4, 2)), 4);
+        // |B1| < |B2|: delta1 = |B2| / |B1| (floor).
+        assert_eq!(adapt(3, 10, GhostHit::Mru, 1, &sizes(5, 5, 2, 7)), 6);
+        // Capped at c.
+        assert_eq!(adapt(9, 10, GhostHit::Mru, 1, &sizes(5, 5, 1, 9)), 10);
+        // B2 hit: delta2 = |B1| / |B2| when |B2| < |B1|, floored at 0.
+        assert_eq!(adapt(5, 10, GhostHit::Mfu, 1, &sizes(5, 5, 7, 2)), 2);
+        assert_eq!(adapt(1, 10, GhostHit::Mfu, 1, &sizes(5, 5, 9, 1)), 0);
+        assert_eq!(adapt(5, 10, GhostHit::Mfu, 1, &sizes(5, 5, 1, 3)), 4);
+    }
+
+    #[test]
+    fn adapt_scales_with_bytes() {
+        let s = sizes(0, 0, 8192, 4 * 8192);
+        assert_eq!(adapt(0, 1 << 20, GhostHit::Mru, 8192, &s), 4 * 8192);
+        assert_eq!(adapt(0, 1 << 20, GhostHit::Mru, 4096, &s), 4 * 4096);
+    }
+
+    #[test]
+    fn replace_rule() {
+        assert!(evict_from_mru(&sizes(5, 5, 0, 0), 4, false));
+        assert!(!evict_from_mru(&sizes(4, 5, 0, 0), 4, false));
+        assert!(evict_from_mru(&sizes(4, 5, 0, 0), 4, true));
+        assert!(!evict_from_mru(&sizes(0, 5, 0, 0), 0, true));
+        assert!(evict_from_mru(&sizes(3, 0, 0, 0), 10, false));
+    }
+
+    #[test]
+    fn ghost_bounds() {
+        assert_eq!(ghost_excess(&sizes(6, 4, 5, 0), 10), (1, 0));
+        assert_eq!(ghost_excess(&sizes(2, 8, 8, 3), 10), (0, 1));
+        assert_eq!(ghost_excess(&sizes(2, 8, 9, 3), 10), (1, 1));
+        assert_eq!(ghost_excess(&sizes(10, 0, 0, 0), 10), (0, 0));
+    }
+
+    #[test]
+    fn rescale_keeps_the_split() {
+        assert_eq!(rescale_p(500, 1000, 999), 499);
+        assert_eq!(rescale_p(1000, 1000, 500), 500);
+        assert_eq!(rescale_p(250, 1000, 2000), 500);
+    }
+}

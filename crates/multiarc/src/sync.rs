@@ -1,0 +1,7 @@
+//! The atomics the cache uses: std's normally, loom's under `cfg(loom)` so the
+//! hold/release/evict protocol can be model-checked.
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};

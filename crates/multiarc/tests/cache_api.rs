@@ -1,0 +1,247 @@
+//! The public API's behaviour, one property per test.
+
+use multiarc::{BlockKey, Builder, Cache};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+
+fn inline(max: u64) -> Cache<u64> {
+    Builder::new()
+        .max_bytes(max)
+        .sublists(1)
+        .inline_eviction(true)
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn get_insert_remove() {
+    let cache: Cache<BlockKey> = Builder::new().max_bytes(1 << 20).build().unwrap();
+    let k = BlockKey::new(1, 2);
+    assert!(cache.get(&k).is_none());
+    let h = cache.insert(k, vec![7; 100]);
+    assert_eq!(&h[..], &[7; 100][..]);
+    assert_eq!(h.key(), &k);
+    drop(h);
+    assert_eq!(cache.get(&k).unwrap().len(), 100);
+    assert!(cache.remove(&k));
+    assert!(!cache.remove(&k));
+    assert!(cache.get(&k).is_none());
+    let s = cache.stats();
+    assert_eq!((s.hits, s.misses, s.inserts, s.removes), (1, 2, 1, 1));
+    assert_eq!(s.size, 0);
+}
+
+#[test]
+fn second_access_promotes_to_mfu_and_sizes_add_up() {
+    let cache = inline(10_000);
+    cache.insert(1, vec![0; 1000]);
+    cache.insert(2, vec![0; 500]);
+    let s = cache.stats();
+    assert_eq!((s.mru_bytes, s.mfu_bytes, s.size), (1500, 0, 1500));
+    drop(cache.get(&1));
+    let s = cache.stats();
+    assert_eq!((s.mru_bytes, s.mfu_bytes, s.mru_hits), (500, 1000, 1));
+    drop(cache.get(&1));
+    assert_eq!(cache.stats().mfu_hits, 1);
+}
+
+#[test]
+fn replacing_keeps_old_bytes_for_holders() {
+    let cache = inline(10_000);
+    let old = cache.insert(1, vec![1; 10]);
+    let new = cache.insert(1, vec![2; 20]);
+    assert_eq!(&old[..], &[1; 10][..]);
+    assert_eq!(&new[..], &[2; 20][..]);
+    assert_eq!(
+        cache.stats().anon_bytes,
+        10,
+        "the replaced, still held buffer is anonymous"
+    );
+    drop(old);
+    let s = cache.stats();
+    assert_eq!((s.anon_bytes, s.size, s.mfu_bytes), (0, 20, 20));
+    drop(new);
+    assert_eq!(&cache.get(&1).unwrap()[..], &[2; 20][..]);
+}
+
+#[test]
+fn held_buffers_are_never_evicted() {
+    let cache = inline(1000);
+    let held = cache.insert(0, vec![9; 400]);
+    for k in 1..50 {
+        drop(cache.insert(k, vec![0; 100]));
+    }
+    // The held buffer survived every eviction and is still in the table.
+    assert_eq!(&held[..], &[9; 400][..]);
+    drop(held);
+    assert!(cache.get(&0).is_some());
+    let s = cache.stats();
+    assert!(s.size <= 1000, "{s:?}");
+}
+
+#[test]
+fn inline_eviction_keeps_the_byte_bound_and_ghost_bounds() {
+    let cache = inline(8192 * 10);
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    for _ in 0..1000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let k = x % 20;
+        if cache.get(&k).is_none() {
+            drop(cache.insert(k, vec![0; 8192]));
+        }
+        let s = cache.stats();
+        assert!(s.size <= s.c, "{s:?}");
+        assert!(s.mru_bytes + s.mru_ghost_bytes <= s.c, "{s:?}");
+        assert!(s.mru_bytes + s.mfu_bytes + s.mru_ghost_bytes + s.mfu_ghost_bytes <= 2 * s.c);
+        assert!(s.p <= s.c);
+    }
+    let s = cache.stats();
+    assert!(
+        s.evictions > 0 && s.mru_ghost_hits + s.mfu_ghost_hits > 0,
+        "{s:?}"
+    );
+}
+
+#[test]
+fn background_eviction_brings_size_under_target() {
+    let cache: Cache<u64> = Builder::new().max_bytes(1 << 20).build().unwrap();
+    for k in 0..1000 {
+        drop(cache.insert(k, vec![0; 4096]));
+    }
+    cache.wait_for_eviction();
+    let s = cache.stats();
+    assert!(s.size <= 1 << 20, "{s:?}");
+    assert!(s.evictions >= 1000 - 256, "{s:?}");
+}
+
+#[test]
+fn set_max_bytes_shrinks_in_background_and_grows_at_once() {
+    let cache: Cache<u64> = Builder::new()
+        .max_bytes(4 << 20)
+        .min_bytes(1 << 20)
+        .build()
+        .unwrap();
+    for k in 0..1000 {
+        drop(cache.insert(k, vec![0; 4096]));
+    }
+    cache.wait_for_eviction();
+    assert!(cache.set_max_bytes(1000).is_err(), "below min_bytes");
+    assert!(cache.set_max_bytes(0).is_err());
+    let p_before = cache.stats().p;
+    cache.set_max_bytes(2 << 20).unwrap();
+    let s = cache.stats();
+    assert_eq!(s.c, 2 << 20);
+    assert_eq!(s.p, p_before / 2, "p keeps its share of c");
+    cache.wait_for_eviction();
+    assert!(cache.stats().size <= 2 << 20);
+    cache.set_max_bytes(8 << 20).unwrap();
+    assert_eq!(cache.stats().c, 8 << 20);
+}
+
+#[test]
+fn get_or_load_runs_the_loader_once_for_concurrent_misses() {
+    let cache: Cache<u64> = Builder::new().max_bytes(1 << 20).build().unwrap();
+    let runs = AtomicUsize::new(0);
+    let threads = 8;
+    let barrier = Barrier::new(threads);
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                barrier.wait();
+                let h = cache
+                    .get_or_load(5, || -> Result<Vec<u8>, ()> {
+                        runs.fetch_add(1, Ordering::SeqCst);
+                        std::thread::sleep(Duration::from_millis(100));
+                        Ok(vec![5; 64])
+                    })
+                    .unwrap();
+                assert_eq!(&h[..], &[5; 64][..]);
+            });
+        }
+    });
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    let s = cache.stats();
+    assert_eq!(s.loads, 1);
+    assert_eq!(s.held_bytes, 0, "every waiter's hold was released");
+    assert_eq!(s.evictable_bytes, 64);
+}
+
+#[test]
+fn get_or_load_failure_reaches_every_waiter_and_caches_nothing() {
+    let cache: Cache<u64> = Builder::new().max_bytes(1 << 20).build().unwrap();
+    let runs = AtomicUsize::new(0);
+    let barrier = Barrier::new(4);
+    let errors: Vec<Arc<String>> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..4)
+            .map(|_| {
+                s.spawn(|| {
+                    barrier.wait();
+                    cache
+                        .get_or_load(9, || {
+                            runs.fetch_add(1, Ordering::SeqCst);
+                            std::thread::sleep(Duration::from_millis(100));
+                            Err("disk on fire".to_string())
+                        })
+                        .unwrap_err()
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert!(errors.iter().all(|e| e.as_str() == "disk on fire"));
+    assert!(cache.get(&9).is_none());
+    assert_eq!(cache.stats().load_failures, 1);
+    // The next load runs again and succeeds.
+    let h = cache.get_or_load(9, || Ok::<_, ()>(vec![1])).unwrap();
+    assert_eq!(&h[..], &[1]);
+}
+
+#[test]
+fn a_panicking_loader_does_not_strand_waiters() {
+    let cache: Cache<u64> = Builder::new().max_bytes(1 << 20).build().unwrap();
+    let barrier = Barrier::new(2);
+    std::thread::scope(|s| {
+        let a = s.spawn(|| {
+            barrier.wait();
+            let _ = cache.get_or_load(3, || -> Result<Vec<u8>, ()> {
+                std::thread::sleep(Duration::from_millis(100));
+                panic!("loader bug")
+            });
+        });
+        let b = s.spawn(|| {
+            barrier.wait();
+            std::thread::sleep(Duration::from_millis(20));
+            let h = cache.get_or_load(3, || Ok::<_, ()>(vec![3])).unwrap();
+            assert_eq!(&h[..], &[3]);
+        });
+        assert!(a.join().is_err());
+        b.join().unwrap();
+    });
+}
+
+#[test]
+fn handles_clone_and_release() {
+    let cache = inline(1000);
+    let a = cache.insert(1, vec![1; 10]);
+    let b = a.clone();
+    drop(a);
+    assert_eq!(cache.stats().held_bytes, 10);
+    drop(b);
+    let s = cache.stats();
+    assert_eq!((s.held_bytes, s.evictable_bytes), (0, 10));
+}
+
+#[test]
+fn hash_figures_are_reported() {
+    let cache = inline(1 << 30);
+    for k in 0..10_000 {
+        cache.insert(k, vec![0; 1]);
+    }
+    let s = cache.stats();
+    assert_eq!(s.hash_elements, 10_000);
+    assert!(s.hash_chain_max >= 1);
+}

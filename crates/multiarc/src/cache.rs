@@ -160,7 +160,8 @@ impl<K: Key> Cache<K> {
                 Multilist::new(n, "mfu_ghost.sublist"),
             ],
             c: AtomicU64::new(config.max_bytes),
-            p: AtomicU64::new(config.max_bytes / 2),
+            // The paper starts with p = 0; ghost hits move it from there.
+            p: AtomicU64::new(0),
             bytes: Striped::new(n),
             events: Events::new((cpus * 2).max(8)),
             signal: EvictSignal::default(),
@@ -458,7 +459,7 @@ impl<K: Key> Inner<K> {
     }
 
     fn overflow(&self, c: u64) -> u64 {
-        (c >> self.config.overflow_shift).max(1 << 20)
+        (c >> self.config.overflow_shift).max(1)
     }
 
     /// True when data or history is above its bound.

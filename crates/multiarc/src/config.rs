@@ -96,7 +96,7 @@ impl Builder {
 
     /// An insert that takes the cache past `c + (c >> overflow_shift)` waits
     /// for the evict thread instead of only waking it (OpenZFS
-    /// `zfs_arc_overflow_shift`). Default: 8 (0.4% of `c`, but at least 1 MiB).
+    /// `zfs_arc_overflow_shift`). Default: 8 (0.4% of `c`).
     pub fn overflow_shift(mut self, shift: u32) -> Builder {
         self.overflow_shift = Some(shift);
         self

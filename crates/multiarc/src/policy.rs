@@ -17,7 +17,9 @@
 //! paper's pseudo-code):
 //!
 //! - adaptation: a ghost hit of `size` bytes in B1 moves `p` up by `size`
-//!   times max(1, |B2| / |B1|) (bytes), capped at `c`; in B2 down likewise;
+//!   times max(1, floor(|B2| / |B1|)), capped at `c`; in B2 down likewise.
+//!   Taking the floor of the ratio (not of the product) means a cache of
+//!   uniform `s`-byte blocks is exactly the paper's ARC scaled by `s`;
 //! - replacement: evict from T1 when `|T1| > p` (or `|T1| == p` and the miss
 //!   being served was a B2 hit), else from T2, falling back to the other list
 //!   when the chosen one has nothing to give;
@@ -66,7 +68,7 @@ pub(crate) fn adapt(p: u64, c: u64, hit: GhostHit, size: u64, s: &Sizes) -> u64 
         if den == 0 || den >= num {
             size
         } else {
-            ((size as u128 * num as u128) / den as u128).min(u64::MAX as u128) as u64
+            size.saturating_mul(num / den)
         }
     };
     match hit {
@@ -138,6 +140,9 @@ mod tests {
         let s = sizes(0, 0, 8192, 4 * 8192);
         assert_eq!(adapt(0, 1 << 20, GhostHit::Mru, 8192, &s), 4 * 8192);
         assert_eq!(adapt(0, 1 << 20, GhostHit::Mru, 4096, &s), 4 * 4096);
+        // The ratio is floored before scaling: uniform sizes = pages x size.
+        let s = sizes(0, 0, 2 * 8192, 3 * 8192);
+        assert_eq!(adapt(0, 1 << 20, GhostHit::Mru, 8192, &s), 8192);
     }
 
     #[test]

@@ -124,13 +124,25 @@ fn set_max_bytes_shrinks_in_background_and_grows_at_once() {
         .min_bytes(1 << 20)
         .build()
         .unwrap();
-    for k in 0..1000 {
+    // Half the cache seen twice (MFU), then a stream of new keys through MRU.
+    for k in 0..512 {
+        drop(cache.insert(k, vec![0; 4096]));
+        drop(cache.get(&k));
+    }
+    for k in 1000..3000 {
+        drop(cache.insert(k, vec![0; 4096]));
+        cache.wait_for_eviction();
+    }
+    // Re-reading recently evicted stream keys hits the MRU ghost list and raises p.
+    for k in 2200..2300 {
         drop(cache.insert(k, vec![0; 4096]));
     }
     cache.wait_for_eviction();
+    assert!(cache.stats().mru_ghost_hits > 0);
     assert!(cache.set_max_bytes(1000).is_err(), "below min_bytes");
     assert!(cache.set_max_bytes(0).is_err());
     let p_before = cache.stats().p;
+    assert!(p_before > 0);
     cache.set_max_bytes(2 << 20).unwrap();
     let s = cache.stats();
     assert_eq!(s.c, 2 << 20);

@@ -1,0 +1,198 @@
+//! Concurrency stress, bounded in time: many threads mix every operation.
+//! Checked: every buffer read is the buffer of its key (a checksum of the
+//! key and a version is stamped in it), a held buffer is never evicted, the
+//! size returns under the target once eviction catches up, and nothing
+//! deadlocks (a watchdog fails the test if the run hangs).
+
+use multiarc::{Builder, Cache};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// A buffer whose bytes are derived from (key, version): readers can check
+/// that what they see belongs to the key they asked for.
+fn stamped(key: u64, version: u64, len: usize) -> Vec<u8> {
+    let mut v = vec![0u8; len.max(16)];
+    v[..8].copy_from_slice(&key.to_le_bytes());
+    v[8..16].copy_from_slice(&version.to_le_bytes());
+    let mut x = key.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ version;
+    for b in &mut v[16..] {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = x as u8;
+    }
+    v
+}
+
+fn check(key: u64, bytes: &[u8]) {
+    assert!(bytes.len() >= 16, "short buffer for key {key}");
+    let k = u64::from_le_bytes(bytes[..8].try_into().unwrap());
+    let version = u64::from_le_bytes(bytes[8..16].try_into().unwrap());
+    assert_eq!(k, key, "buffer of key {k} returned for key {key}");
+    assert_eq!(
+        bytes,
+        &stamped(key, version, bytes.len())[..],
+        "corrupt buffer for key {key}"
+    );
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+fn run_stress(cache: &Cache<u64>, threads: usize, run_for: Duration) {
+    let stop = AtomicBool::new(false);
+    let ops = AtomicU64::new(0);
+    const PINNED_BASE: u64 = 1 << 40;
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let (stop, ops) = (&stop, &ops);
+            s.spawn(move || {
+                let mut rng = Rng(0x1234_5678 + t as u64 * 7919);
+                let mut version = 0u64;
+                // Each thread pins a key of its own and keeps it held while churning.
+                let pinned = PINNED_BASE + t as u64;
+                let pin = cache.insert(pinned, stamped(pinned, 0, 4096));
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let r = rng.next();
+                    let key = (r >> 8) % 2000;
+                    let len = 512 + ((r >> 40) % 8) as usize * 1024;
+                    match r % 100 {
+                        0..=59 => {
+                            if let Some(h) = cache.get(&key) {
+                                check(key, &h);
+                            }
+                        }
+                        60..=79 => {
+                            version += 1;
+                            let h = cache.insert(key, stamped(key, version, len));
+                            check(key, &h);
+                        }
+                        80..=84 => {
+                            cache.remove(&key);
+                        }
+                        85..=98 => {
+                            let h = cache
+                                .get_or_load(key, || {
+                                    if r.is_multiple_of(7) {
+                                        Err("injected load failure")
+                                    } else {
+                                        Ok(stamped(key, 0, len))
+                                    }
+                                })
+                                .ok();
+                            if let Some(h) = h {
+                                check(key, &h);
+                            }
+                        }
+                        _ => {
+                            let max = [256u64 << 10, 1 << 20, 4 << 20][(r >> 20) as usize % 3];
+                            cache.set_max_bytes(max).unwrap();
+                        }
+                    }
+                    n += 1;
+                    if n.is_multiple_of(1024) {
+                        // The held buffer was never evicted: still there, intact.
+                        check(pinned, &pin);
+                        let again = cache.get(&pinned).expect("a held buffer was evicted");
+                        check(pinned, &again);
+                    }
+                }
+                ops.fetch_add(n, Ordering::Relaxed);
+                drop(pin);
+            });
+        }
+        std::thread::sleep(run_for);
+        stop.store(true, Ordering::Relaxed);
+    });
+    assert!(
+        ops.load(Ordering::Relaxed) > 1000,
+        "the stress made no progress"
+    );
+    cache.set_max_bytes(1 << 20).unwrap();
+    cache.wait_for_eviction();
+    let s = cache.stats();
+    assert!(
+        s.size <= s.c,
+        "size {} above target {} after eviction: {s:?}",
+        s.size,
+        s.c
+    );
+    assert_eq!(s.held_bytes, 0, "holds leaked: {s:?}");
+    assert_eq!(s.anon_bytes, 0, "anonymous bytes leaked: {s:?}");
+    assert!(s.mru_bytes + s.mru_ghost_bytes <= s.c + 8192, "{s:?}");
+}
+
+/// Runs `f` on a thread and fails if it does not finish within `limit`.
+fn with_watchdog(limit: Duration, f: impl FnOnce() + Send + 'static) {
+    let (tx, rx) = mpsc::channel();
+    let h = std::thread::spawn(move || {
+        f();
+        let _ = tx.send(());
+    });
+    let started = Instant::now();
+    match rx.recv_timeout(limit) {
+        Ok(()) => h.join().unwrap(),
+        Err(mpsc::RecvTimeoutError::Disconnected) => {
+            // The closure panicked: re-raise its panic.
+            if let Err(p) = h.join() {
+                std::panic::resume_unwind(p);
+            }
+        }
+        Err(mpsc::RecvTimeoutError::Timeout) => {
+            panic!(
+                "stress run hung (no progress after {:?})",
+                started.elapsed()
+            )
+        }
+    }
+}
+
+#[test]
+fn stress_default_sublists() {
+    with_watchdog(Duration::from_secs(60), || {
+        let cache: Cache<u64> = Builder::new()
+            .max_bytes(1 << 20)
+            .min_bytes(64 << 10)
+            .build()
+            .unwrap();
+        run_stress(&cache, 8, Duration::from_secs(2));
+    });
+}
+
+#[test]
+fn stress_one_sublist_small_batches() {
+    with_watchdog(Duration::from_secs(60), || {
+        let cache: Cache<u64> = Builder::new()
+            .max_bytes(1 << 20)
+            .min_bytes(64 << 10)
+            .sublists(1)
+            .evict_batch_limit(1)
+            .hash_stripes(4)
+            .build()
+            .unwrap();
+        run_stress(&cache, 6, Duration::from_secs(2));
+    });
+}
+
+#[test]
+fn stress_inline_eviction() {
+    with_watchdog(Duration::from_secs(60), || {
+        let cache: Cache<u64> = Builder::new()
+            .max_bytes(1 << 20)
+            .min_bytes(64 << 10)
+            .sublists(3)
+            .inline_eviction(true)
+            .build()
+            .unwrap();
+        run_stress(&cache, 4, Duration::from_secs(2));
+    });
+}

@@ -1,0 +1,77 @@
+//! Measures the cache's metadata per cached buffer with a counting global
+//! allocator: everything the cache allocates beyond the buffers' own bytes
+//! (entry headers, sublist slots, hash chains, striped counters), divided by
+//! the number of buffers.
+//!
+//! The CI run uses 100,000 buffers and fails if the overhead exceeds 160
+//! bytes per buffer. The figure in docs/BENCHMARKS.md (1M buffers of 8 KiB):
+//! `MULTIARC_OVERHEAD_ENTRIES=1000000 cargo test --release -p multiarc --test memory_overhead -- --nocapture`
+
+use multiarc::{BlockKey, Builder, Cache};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicIsize, Ordering};
+
+struct Counting;
+
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+// SAFETY: forwards every call to the system allocator unchanged; only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: same layout contract as our caller's.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: ptr was allocated by System with this layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(
+            new_size as isize - layout.size() as isize,
+            Ordering::Relaxed,
+        );
+        // SAFETY: forwarded unchanged.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+#[test]
+fn metadata_per_cached_buffer() {
+    let entries: usize = std::env::var("MULTIARC_OVERHEAD_ENTRIES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000);
+    let block = 8192usize;
+    let before_build = LIVE.load(Ordering::Relaxed);
+    let cache: Cache<BlockKey> = Builder::new()
+        .max_bytes((entries * block) as u64)
+        .build()
+        .unwrap();
+    let empty = LIVE.load(Ordering::Relaxed) - before_build;
+    for i in 0..entries as u64 {
+        drop(cache.insert(BlockKey::new(i >> 20, i & 0xfffff), vec![0u8; block]));
+    }
+    cache.wait_for_eviction();
+    let s = cache.stats();
+    assert_eq!(s.size, (entries * block) as u64, "all buffers cached");
+    let total = LIVE.load(Ordering::Relaxed) - before_build;
+    let data = (entries * block) as isize;
+    let meta = total - data;
+    let per_entry = meta as f64 / entries as f64;
+    println!(
+        "{entries} buffers of {block} B: data {data} B, metadata {meta} B (empty cache {empty} B), \
+         {per_entry:.1} B per buffer = {:.2}% of the data",
+        100.0 * meta as f64 / data as f64
+    );
+    assert!(per_entry < 160.0, "metadata per buffer {per_entry:.1} B");
+    drop(cache);
+    assert!(
+        LIVE.load(Ordering::Relaxed) - before_build < 4096,
+        "dropping the cache frees everything"
+    );
+}

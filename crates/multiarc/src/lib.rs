@@ -40,3 +40,8 @@ pub use cache::{Cache, Handle};
 pub use config::{default_sublists, Builder, ConfigError};
 pub use key::{BlockKey, Key};
 pub use stats::Stats;
+
+/// The README's examples, compiled and run as doctests.
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

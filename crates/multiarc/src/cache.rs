@@ -142,7 +142,7 @@ pub struct Handle<'a, K: Key> {
 
 impl<K: Key> Cache<K> {
     /// A [`Builder`] for a cache.
-    pub fn builder() -> Builder {
+    pub fn builder() -> Builder<K> {
         Builder::new()
     }
 

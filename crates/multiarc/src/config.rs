@@ -3,6 +3,7 @@
 use crate::cache::Cache;
 use crate::key::Key;
 use std::fmt;
+use std::marker::PhantomData;
 
 /// Why a configuration was refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,14 +35,14 @@ pub(crate) struct Config {
     pub(crate) inline_eviction: bool,
 }
 
-/// Builds a [`Cache`]. Only `max_bytes` is required.
+/// Builds a [`Cache`] with keys of type `K`. Only `max_bytes` is required.
 ///
 /// ```
-/// let cache: multiarc::Cache<u64> = multiarc::Builder::new().max_bytes(64 << 20).build().unwrap();
+/// let cache: multiarc::Cache<u64> = multiarc::Cache::builder().max_bytes(64 << 20).build().unwrap();
 /// # drop(cache);
 /// ```
-#[derive(Clone, Debug, Default)]
-pub struct Builder {
+pub struct Builder<K> {
+    _key: PhantomData<fn() -> K>,
     max_bytes: Option<u64>,
     min_bytes: Option<u64>,
     sublists: Option<usize>,
@@ -59,22 +60,60 @@ pub fn default_sublists() -> usize {
         .max(4)
 }
 
-impl Builder {
+impl<K> Clone for Builder<K> {
+    fn clone(&self) -> Self {
+        Builder {
+            _key: PhantomData,
+            ..*self
+        }
+    }
+}
+
+impl<K> fmt::Debug for Builder<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("max_bytes", &self.max_bytes)
+            .field("min_bytes", &self.min_bytes)
+            .field("sublists", &self.sublists)
+            .field("evict_batch_limit", &self.evict_batch_limit)
+            .field("overflow_shift", &self.overflow_shift)
+            .field("hash_stripes", &self.hash_stripes)
+            .field("inline_eviction", &self.inline_eviction)
+            .finish()
+    }
+}
+
+impl<K> Default for Builder<K> {
+    fn default() -> Self {
+        Builder {
+            _key: PhantomData,
+            max_bytes: None,
+            min_bytes: None,
+            sublists: None,
+            evict_batch_limit: None,
+            overflow_shift: None,
+            hash_stripes: None,
+            inline_eviction: false,
+        }
+    }
+}
+
+impl<K> Builder<K> {
     /// A builder with every tunable at its default.
-    pub fn new() -> Builder {
+    pub fn new() -> Builder<K> {
         Builder::default()
     }
 
     /// Upper bound on the bytes of cached data (the ARC's `c` starts here).
     /// Required.
-    pub fn max_bytes(mut self, bytes: u64) -> Builder {
+    pub fn max_bytes(mut self, bytes: u64) -> Builder<K> {
         self.max_bytes = Some(bytes);
         self
     }
 
     /// Lowest value [`Cache::set_max_bytes`] accepts. Default: `max_bytes / 32`
     /// (at least 1).
-    pub fn min_bytes(mut self, bytes: u64) -> Builder {
+    pub fn min_bytes(mut self, bytes: u64) -> Builder<K> {
         self.min_bytes = Some(bytes);
         self
     }
@@ -82,14 +121,14 @@ impl Builder {
     /// Sublists per ARC state list (each with its own lock). Default:
     /// `max(available parallelism, 4)`. `1` reproduces the single-list design
     /// before OpenZFS 5497, for comparison.
-    pub fn sublists(mut self, n: usize) -> Builder {
+    pub fn sublists(mut self, n: usize) -> Builder<K> {
         self.sublists = Some(n);
         self
     }
 
     /// Buffers the evict thread takes from one sublist before moving to the
     /// next (OpenZFS `zfs_arc_evict_batch_limit`). Default: 10.
-    pub fn evict_batch_limit(mut self, n: usize) -> Builder {
+    pub fn evict_batch_limit(mut self, n: usize) -> Builder<K> {
         self.evict_batch_limit = Some(n);
         self
     }
@@ -97,14 +136,14 @@ impl Builder {
     /// An insert that takes the cache past `c + (c >> overflow_shift)` waits
     /// for the evict thread instead of only waking it (OpenZFS
     /// `zfs_arc_overflow_shift`). Default: 8 (0.4% of `c`).
-    pub fn overflow_shift(mut self, shift: u32) -> Builder {
+    pub fn overflow_shift(mut self, shift: u32) -> Builder<K> {
         self.overflow_shift = Some(shift);
         self
     }
 
     /// Hash table stripes (rounded up to a power of two). Default: 64 per
     /// sublist, at least 1024.
-    pub fn hash_stripes(mut self, n: usize) -> Builder {
+    pub fn hash_stripes(mut self, n: usize) -> Builder<K> {
         self.hash_stripes = Some(n);
         self
     }
@@ -112,7 +151,7 @@ impl Builder {
     /// Test and replay hook: with `true` there is no evict thread and every
     /// insert evicts synchronously, exactly enough to fit, before it returns.
     /// Deterministic, but every miss pays for eviction. Default: `false`.
-    pub fn inline_eviction(mut self, inline: bool) -> Builder {
+    pub fn inline_eviction(mut self, inline: bool) -> Builder<K> {
         self.inline_eviction = inline;
         self
     }
@@ -168,9 +207,11 @@ impl Builder {
             inline_eviction: self.inline_eviction,
         })
     }
+}
 
+impl<K: Key> Builder<K> {
     /// Checks the configuration and starts the cache (and its evict thread).
-    pub fn build<K: Key>(self) -> Result<Cache<K>, ConfigError> {
+    pub fn build(self) -> Result<Cache<K>, ConfigError> {
         Cache::from_config(self.config()?)
     }
 }
@@ -181,7 +222,7 @@ mod tests {
 
     #[test]
     fn rejects_bad_configurations_with_clear_errors() {
-        let err = |b: Builder| b.config().unwrap_err().to_string();
+        let err = |b: Builder<u64>| b.config().unwrap_err().to_string();
         assert!(err(Builder::new()).contains("max_bytes is required"));
         assert!(err(Builder::new().max_bytes(0)).contains("max_bytes must be greater than 0"));
         assert!(err(Builder::new().max_bytes(10).min_bytes(0)).contains("min_bytes"));
@@ -196,7 +237,7 @@ mod tests {
 
     #[test]
     fn defaults() {
-        let c = Builder::new().max_bytes(1 << 20).config().unwrap();
+        let c = Builder::<u64>::new().max_bytes(1 << 20).config().unwrap();
         assert_eq!(c.min_bytes, 1 << 15);
         assert!(c.sublists >= 4);
         assert_eq!(c.evict_batch_limit, 10);

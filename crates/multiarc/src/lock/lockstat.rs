@@ -1,0 +1,437 @@
+//! Lock statistics: per lock instance, how often it was acquired, how often
+//! it was contended, and how long the contended acquisitions waited; reported
+//! in the layout of illumos `lockstat(8)` or as JSON.
+//!
+//! Tracing is switched on per lock instance with `set_lockstat(Some(id))`
+//! ([`super::Mutex::set_lockstat`], [`super::RwLock::set_lockstat`]). Each
+//! distinct [`LockId`] gets a *slot* (a small integer stored in the traced
+//! lock's state word). A traced acquisition adds to the counters of its slot
+//! in a table owned by the acquiring thread; [`snapshot`] merges the tables of
+//! all threads. So recording touches no memory shared with other threads, and
+//! a contended traced acquisition costs one `Instant::now()` pair on top.
+
+use super::LockId;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+/// Slot assignment: slot `s` (from 1) belongs to `ids[s - 1]`.
+struct Registry {
+    ids: Vec<LockId>,
+    slots: BTreeMap<LockId, u32>,
+}
+
+static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
+    ids: Vec::new(),
+    slots: BTreeMap::new(),
+});
+
+/// The counters of one slot in one thread.
+#[derive(Clone, Copy, Default)]
+struct Counters {
+    acquisitions: u64,
+    contended: u64,
+    wait_ns_total: u64,
+    wait_ns_max: u64,
+}
+
+/// One thread's counters, indexed by slot. Behind a mutex only so that
+/// `snapshot` and `reset` can reach it; the owning thread never contends on
+/// it except with them.
+type ThreadTable = Mutex<Vec<Counters>>;
+
+/// The tables of all threads that ever recorded (kept after a thread exits
+/// so that its statistics still count; `reset` drops those of exited threads).
+static THREADS: Mutex<Vec<Arc<ThreadTable>>> = Mutex::new(Vec::new());
+
+thread_local! {
+    static LOCAL: Arc<ThreadTable> = {
+        let table = Arc::new(Mutex::new(Vec::new()));
+        lock(&THREADS).push(Arc::clone(&table));
+        table
+    };
+}
+
+/// Locks a statistics mutex; counters stay usable after a panic elsewhere.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The slot of `id`, assigning the next free one on first use; `None` if
+/// that slot is above `max_slot` (the capacity of the caller's state word).
+pub(crate) fn slot_for(id: LockId, max_slot: u32) -> Option<u32> {
+    let mut registry = lock(&REGISTRY);
+    let slot = match registry.slots.get(&id) {
+        Some(&slot) => slot,
+        None => {
+            let slot = u32::try_from(registry.ids.len() + 1).ok()?;
+            registry.ids.push(id);
+            registry.slots.insert(id, slot);
+            slot
+        }
+    };
+    (slot <= max_slot).then_some(slot)
+}
+
+/// Records one acquisition of the lock traced in `slot` (0 = untraced, a
+/// no-op); `wait` is `Some` if the acquisition was contended.
+pub(crate) fn record(slot: u32, wait: Option<Duration>) {
+    if slot == 0 {
+        return;
+    }
+    // `try_with`: a lock taken in a thread-local destructor is not counted.
+    let _ = LOCAL.try_with(|table| {
+        let mut table = lock(table);
+        let index = slot as usize;
+        if table.len() <= index {
+            table.resize(index + 1, Counters::default());
+        }
+        let counters = &mut table[index];
+        counters.acquisitions += 1;
+        if let Some(wait) = wait {
+            let ns = u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX);
+            counters.contended += 1;
+            counters.wait_ns_total = counters.wait_ns_total.saturating_add(ns);
+            counters.wait_ns_max = counters.wait_ns_max.max(ns);
+        }
+    });
+}
+
+/// Clears all recorded statistics (tracing stays on where it is on).
+pub fn reset() {
+    let mut threads = lock(&THREADS);
+    for table in threads.iter() {
+        lock(table).clear();
+    }
+    // Tables only we still reference belong to exited threads: now empty.
+    threads.retain(|table| Arc::strong_count(table) > 1);
+}
+
+/// The merged statistics of every traced lock instance acquired since the
+/// last [`reset`]: one row per [`LockId`], in the order ids were first traced.
+pub fn snapshot() -> Report {
+    let mut merged: Vec<Counters> = Vec::new();
+    for table in lock(&THREADS).iter() {
+        let table = lock(table);
+        if merged.len() < table.len() {
+            merged.resize(table.len(), Counters::default());
+        }
+        for (sum, counters) in merged.iter_mut().zip(table.iter()) {
+            sum.acquisitions += counters.acquisitions;
+            sum.contended += counters.contended;
+            sum.wait_ns_total = sum.wait_ns_total.saturating_add(counters.wait_ns_total);
+            sum.wait_ns_max = sum.wait_ns_max.max(counters.wait_ns_max);
+        }
+    }
+    let registry = lock(&REGISTRY);
+    let rows = merged
+        .iter()
+        .enumerate()
+        .skip(1)
+        .filter(|(_, counters)| counters.acquisitions > 0)
+        .map(|(slot, counters)| LockRow {
+            id: registry.ids[slot - 1],
+            acquisitions: counters.acquisitions,
+            contended: counters.contended,
+            wait_ns_total: counters.wait_ns_total,
+            wait_ns_max: counters.wait_ns_max,
+        })
+        .collect();
+    Report { rows }
+}
+
+/// Lock statistics of a set of lock instances (see [`snapshot`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Report {
+    /// One row per lock instance (or per class, from [`Report::by_class`]).
+    pub rows: Vec<LockRow>,
+}
+
+/// The statistics of one traced lock instance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LockRow {
+    /// The instance (in [`Report::by_class`] rows: the class, with `index`
+    /// the number of instances summed).
+    pub id: LockId,
+    /// Acquisitions (shared and exclusive alike for a reader-writer lock).
+    pub acquisitions: u64,
+    /// Acquisitions that found the lock unavailable and had to wait.
+    pub contended: u64,
+    /// Total time the contended acquisitions waited, in nanoseconds.
+    pub wait_ns_total: u64,
+    /// The longest single wait, in nanoseconds.
+    pub wait_ns_max: u64,
+}
+
+impl LockRow {
+    /// Mean wait of the contended acquisitions in nanoseconds (0 if none).
+    pub fn wait_ns_avg(&self) -> u64 {
+        self.wait_ns_total.checked_div(self.contended).unwrap_or(0)
+    }
+}
+
+fn share(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 / whole as f64
+    }
+}
+
+impl Report {
+    /// Acquisitions of all rows.
+    pub fn total_acquisitions(&self) -> u64 {
+        self.rows.iter().map(|r| r.acquisitions).sum()
+    }
+
+    /// Contended acquisitions of all rows.
+    pub fn total_contended(&self) -> u64 {
+        self.rows.iter().map(|r| r.contended).sum()
+    }
+
+    /// The hottest instance's share of all contended acquisitions (0 when
+    /// none were contended): near 1 means one lock serialises everything;
+    /// near 1/n means contention is spread evenly over n instances.
+    pub fn hottest_contended_share(&self) -> f64 {
+        let max = self.rows.iter().map(|r| r.contended).max().unwrap_or(0);
+        share(max, self.total_contended())
+    }
+
+    /// The busiest instance's share of all acquisitions (0 when none).
+    pub fn hottest_acquisition_share(&self) -> f64 {
+        let max = self.rows.iter().map(|r| r.acquisitions).max().unwrap_or(0);
+        share(max, self.total_acquisitions())
+    }
+
+    /// One row per class, summing its instances; `id.index` is the number of
+    /// instances, `wait_ns_max` the longest wait of any. Sorted by class.
+    pub fn by_class(&self) -> Vec<LockRow> {
+        let mut classes: BTreeMap<&'static str, LockRow> = BTreeMap::new();
+        for row in &self.rows {
+            let class = classes.entry(row.id.class).or_insert(LockRow {
+                id: LockId::new(row.id.class, 0),
+                acquisitions: 0,
+                contended: 0,
+                wait_ns_total: 0,
+                wait_ns_max: 0,
+            });
+            class.id.index += 1;
+            class.acquisitions += row.acquisitions;
+            class.contended += row.contended;
+            class.wait_ns_total = class.wait_ns_total.saturating_add(row.wait_ns_total);
+            class.wait_ns_max = class.wait_ns_max.max(row.wait_ns_max);
+        }
+        classes.into_values().collect()
+    }
+
+    /// The rows whose class starts with `prefix` (e.g. `"mru."`).
+    pub fn filter_class_prefix(&self, prefix: &str) -> Report {
+        Report {
+            rows: self
+                .rows
+                .iter()
+                .filter(|r| r.id.class.starts_with(prefix))
+                .copied()
+                .collect(),
+        }
+    }
+
+    /// The rows by decreasing contended count (then acquisitions, then id).
+    fn sorted_rows(&self) -> Vec<LockRow> {
+        let mut rows = self.rows.clone();
+        rows.sort_by(|a, b| {
+            b.contended
+                .cmp(&a.contended)
+                .then(b.acquisitions.cmp(&a.acquisitions))
+                .then(a.id.cmp(&b.id))
+        });
+        rows
+    }
+
+    /// The report in the layout of `lockstat(8)`: a summary, then the `top`
+    /// most contended instances with their count of contended acquisitions,
+    /// its share of all contended acquisitions (`indv`) and the running sum
+    /// (`cuml`), the mean wait in ns, the instance index (`Lock`) and class.
+    pub fn to_table(&self, top: usize) -> String {
+        let total = self.total_contended();
+        let acquisitions = self.total_acquisitions();
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "Lock contention: {total} of {acquisitions} acquisitions contended ({:.2}%), {} lock instances",
+            share(total, acquisitions) * 100.0,
+            self.rows.len(),
+        );
+        let _ = writeln!(
+            out,
+            "Hottest lock instance: {:.1}% of contended acquisitions, {:.1}% of acquisitions",
+            self.hottest_contended_share() * 100.0,
+            self.hottest_acquisition_share() * 100.0,
+        );
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "{:>10} {:>4} {:>4} {:>10} {:>8} Class",
+            "Count", "indv", "cuml", "avg nsec", "Lock"
+        );
+        let _ = writeln!(out, "{}", "-".repeat(60));
+        let mut cumulative = 0;
+        let contended_rows = self.sorted_rows().into_iter().filter(|r| r.contended > 0);
+        for row in contended_rows.take(top) {
+            cumulative += row.contended;
+            let _ = writeln!(
+                out,
+                "{:>10} {:>3.0}% {:>3.0}% {:>10} {:>8} {}",
+                row.contended,
+                share(row.contended, total) * 100.0,
+                share(cumulative, total) * 100.0,
+                row.wait_ns_avg(),
+                format!("#{}", row.id.index),
+                row.id.class,
+            );
+        }
+        if total == 0 {
+            let _ = writeln!(out, "(no contended acquisitions)");
+        }
+        out
+    }
+
+    /// The report as one JSON object: totals, the two hottest-instance shares
+    /// and every row (sorted as in [`Report::to_table`]).
+    pub fn to_json(&self) -> String {
+        let mut out = String::new();
+        let _ = write!(
+            out,
+            "{{\"total_acquisitions\":{},\"total_contended\":{},\"hottest_contended_share\":{},\"hottest_acquisition_share\":{},\"rows\":[",
+            self.total_acquisitions(),
+            self.total_contended(),
+            json_number(self.hottest_contended_share()),
+            json_number(self.hottest_acquisition_share()),
+        );
+        for (i, row) in self.sorted_rows().iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str("{\"class\":");
+            json_string(&mut out, row.id.class);
+            let _ = write!(
+                out,
+                ",\"index\":{},\"acquisitions\":{},\"contended\":{},\"wait_ns_total\":{},\"wait_ns_max\":{},\"wait_ns_avg\":{}}}",
+                row.id.index,
+                row.acquisitions,
+                row.contended,
+                row.wait_ns_total,
+                row.wait_ns_max,
+                row.wait_ns_avg(),
+            );
+        }
+        out.push_str("]}");
+        out
+    }
+}
+
+/// A finite f64 as a JSON number (shares are always finite).
+fn json_number(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x}")
+    } else {
+        "null".to_string()
+    }
+}
+
+/// Appends `s` as a JSON string literal.
+fn json_string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(class: &'static str, index: u32, acquisitions: u64, contended: u64) -> LockRow {
+        LockRow {
+            id: LockId::new(class, index),
+            acquisitions,
+            contended,
+            wait_ns_total: contended * 100,
+            wait_ns_max: contended * 10,
+        }
+    }
+
+    #[test]
+    fn shares_and_classes() {
+        let report = Report {
+            rows: vec![
+                row("mru.sublist", 0, 100, 30),
+                row("mru.sublist", 1, 50, 10),
+                row("hash.stripe", 7, 850, 60),
+            ],
+        };
+        assert_eq!(report.total_acquisitions(), 1000);
+        assert_eq!(report.total_contended(), 100);
+        assert_eq!(report.hottest_contended_share(), 0.6);
+        assert_eq!(report.hottest_acquisition_share(), 0.85);
+        let classes = report.by_class();
+        assert_eq!(classes.len(), 2);
+        assert_eq!(classes[0].id, LockId::new("hash.stripe", 1));
+        assert_eq!(classes[1].id, LockId::new("mru.sublist", 2));
+        assert_eq!(classes[1].acquisitions, 150);
+        assert_eq!(classes[1].contended, 40);
+        assert_eq!(classes[1].wait_ns_max, 300);
+        let mru = report.filter_class_prefix("mru.");
+        assert_eq!(mru.rows.len(), 2);
+        assert_eq!(mru.hottest_contended_share(), 0.75);
+        assert_eq!(Report::default().hottest_contended_share(), 0.0);
+    }
+
+    #[test]
+    fn table_is_sorted_by_contention_with_cumulative_shares() {
+        let report = Report {
+            rows: vec![row("a", 0, 10, 10), row("b", 1, 10, 0), row("c", 2, 90, 30)],
+        };
+        let table = report.to_table(10);
+        let lines: Vec<&str> = table.lines().collect();
+        assert!(lines[0].contains("40 of 110 acquisitions"), "{table}");
+        assert!(lines[1].contains("75.0% of contended"), "{table}");
+        let rows: Vec<Vec<&str>> = lines[5..]
+            .iter()
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(
+            rows,
+            vec![
+                vec!["30", "75%", "75%", "100", "#2", "c"],
+                vec!["10", "25%", "100%", "100", "#0", "a"],
+            ]
+        );
+        assert_eq!(report.to_table(1).lines().count(), 6);
+    }
+
+    #[test]
+    fn json_escapes_class_names() {
+        let report = Report {
+            rows: vec![row("we\"ird\\\n", 3, 4, 2)],
+        };
+        assert_eq!(
+            report.to_json(),
+            "{\"total_acquisitions\":4,\"total_contended\":2,\"hottest_contended_share\":1,\
+             \"hottest_acquisition_share\":1,\"rows\":[{\"class\":\"we\\\"ird\\\\\\n\",\"index\":3,\
+             \"acquisitions\":4,\"contended\":2,\"wait_ns_total\":200,\"wait_ns_max\":20,\"wait_ns_avg\":100}]}"
+        );
+    }
+}

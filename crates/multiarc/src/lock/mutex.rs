@@ -1,0 +1,414 @@
+//! The 4-byte futex mutex.
+//!
+//! State word layout: bit 0 `LOCKED`, bit 1 `WAITERS` (`LOCKED | WAITERS` is
+//! the "contended" state), bits 2..32 the lockstat slot (0 = not traced).
+
+use super::futex::{Futex, PlatformFutex};
+use super::lockstat;
+use super::sync::{spin_hint, AtomicU32, Ordering::*};
+use super::LockId;
+use std::cell::UnsafeCell;
+use std::fmt;
+use std::marker::PhantomData;
+use std::ops::{Deref, DerefMut};
+use std::time::Instant;
+
+const LOCKED: u32 = 1;
+const WAITERS: u32 = 2;
+/// Held, and some thread may be asleep waiting for it.
+const CONTENDED: u32 = LOCKED | WAITERS;
+/// The lock-state bits; the others hold the lockstat slot.
+const STATE: u32 = LOCKED | WAITERS;
+const SLOT_SHIFT: u32 = 2;
+/// The largest lockstat slot the word can hold.
+pub(crate) const MAX_SLOT: u32 = u32::MAX >> SLOT_SHIFT;
+
+/// The lock without data: the state machine, over a [`Futex`] implementation
+/// (a type parameter so the portable fallback can be tested on Linux).
+pub(crate) struct RawMutex<F: Futex = PlatformFutex> {
+    word: AtomicU32,
+    futex: PhantomData<fn() -> F>,
+}
+
+impl<F: Futex> RawMutex<F> {
+    /// An unlocked, untraced mutex.
+    #[cfg(not(loom))]
+    pub(crate) const fn new() -> Self {
+        RawMutex {
+            word: AtomicU32::new(0),
+            futex: PhantomData,
+        }
+    }
+
+    /// An unlocked, untraced mutex.
+    #[cfg(loom)]
+    pub(crate) fn new() -> Self {
+        RawMutex {
+            word: AtomicU32::new(0),
+            futex: PhantomData,
+        }
+    }
+
+    /// Acquires the lock, sleeping while another thread holds it.
+    #[inline]
+    pub(crate) fn lock(&self) {
+        // Fails when held, and also whenever the lock is traced (slot bits set).
+        if let Err(word) = self.word.compare_exchange(0, LOCKED, Acquire, Relaxed) {
+            self.lock_slow(word);
+        }
+    }
+
+    /// Acquires the lock if it is free.
+    #[inline]
+    pub(crate) fn try_lock(&self) -> bool {
+        match self.word.compare_exchange(0, LOCKED, Acquire, Relaxed) {
+            Ok(_) => true,
+            Err(word) => self.try_lock_slow(word),
+        }
+    }
+
+    /// Releases the lock.
+    ///
+    /// # Safety
+    /// The calling context must hold the lock (acquired by `lock`/`try_lock`
+    /// and not yet released).
+    #[inline]
+    pub(crate) unsafe fn unlock(&self) {
+        // Fails when a waiter may sleep, or when the lock is traced.
+        if self
+            .word
+            .compare_exchange(LOCKED, 0, Release, Relaxed)
+            .is_err()
+        {
+            self.unlock_slow();
+        }
+    }
+
+    /// Stores `slot` (0 = untraced) in the word, leaving the lock state alone.
+    pub(crate) fn set_slot(&self, slot: u32) {
+        debug_assert!(slot <= MAX_SLOT);
+        let _ = self.word.fetch_update(Relaxed, Relaxed, |word| {
+            Some((word & STATE) | (slot << SLOT_SHIFT))
+        });
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn try_lock_slow(&self, mut word: u32) -> bool {
+        while word & LOCKED == 0 {
+            match self
+                .word
+                .compare_exchange_weak(word, word | LOCKED, Acquire, Relaxed)
+            {
+                Ok(_) => {
+                    lockstat::record(word >> SLOT_SHIFT, None);
+                    return true;
+                }
+                Err(now) => word = now,
+            }
+        }
+        false
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn lock_slow(&self, mut word: u32) {
+        // Free but traced: an uncontended acquisition.
+        while word & LOCKED == 0 {
+            match self
+                .word
+                .compare_exchange_weak(word, word | LOCKED, Acquire, Relaxed)
+            {
+                Ok(_) => {
+                    lockstat::record(word >> SLOT_SHIFT, None);
+                    return;
+                }
+                Err(now) => word = now,
+            }
+        }
+        // Contended. Time the wait only if the lock is traced.
+        let slot = word >> SLOT_SHIFT;
+        let start = (slot != 0).then(Instant::now);
+        self.lock_contended(word);
+        if let Some(start) = start {
+            lockstat::record(slot, Some(start.elapsed()));
+        }
+    }
+
+    fn lock_contended(&self, mut word: u32) {
+        for _ in 0..super::spin_count() {
+            if word & LOCKED == 0 {
+                match self
+                    .word
+                    .compare_exchange_weak(word, word | LOCKED, Acquire, Relaxed)
+                {
+                    Ok(_) => return,
+                    Err(now) => word = now,
+                }
+            } else {
+                spin_hint();
+                word = self.word.load(Relaxed);
+            }
+        }
+        loop {
+            // Mark the lock contended; if it was free we now hold it (marked
+            // contended, which at worst costs one unneeded wake-up).
+            let old = self.word.fetch_or(CONTENDED, Acquire);
+            if old & LOCKED == 0 {
+                return;
+            }
+            // Sleep while the word is unchanged: still held, still marked, same slot.
+            F::wait(&self.word, old | CONTENDED);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn unlock_slow(&self) {
+        // Clear the state, keep the slot bits.
+        let old = self.word.fetch_and(!STATE, Release);
+        if old & WAITERS != 0 {
+            F::wake_one(&self.word);
+        }
+    }
+}
+
+/// A mutual-exclusion lock in 4 bytes, with optional lock statistics.
+///
+/// Like `std::sync::Mutex` but without poisoning: a panic while the lock is
+/// held just releases it. Locking never spins unless [`super::set_spin_count`]
+/// says so.
+pub struct Mutex<T: ?Sized> {
+    raw: RawMutex,
+    data: UnsafeCell<T>,
+}
+
+// SAFETY: the mutex hands out access to `T` to one thread at a time, so it
+// can be sent and shared whenever `T` can be sent (as `std::sync::Mutex`).
+unsafe impl<T: ?Sized + Send> Send for Mutex<T> {}
+// SAFETY: as above: shared access only ever yields exclusive access to `T`.
+unsafe impl<T: ?Sized + Send> Sync for Mutex<T> {}
+
+/// Exclusive access to a [`Mutex`]'s data; unlocks when dropped.
+#[must_use = "the lock is released at once if the guard is not kept"]
+pub struct MutexGuard<'a, T: ?Sized> {
+    mutex: &'a Mutex<T>,
+    /// Not `Send`, like `std`'s guard: unlock on the locking thread.
+    not_send: PhantomData<*const ()>,
+}
+
+// SAFETY: sharing the guard only shares `&T`.
+unsafe impl<T: ?Sized + Sync> Sync for MutexGuard<'_, T> {}
+
+impl<T> Mutex<T> {
+    /// A new unlocked mutex holding `value`.
+    #[cfg(not(loom))]
+    pub const fn new(value: T) -> Self {
+        Mutex {
+            raw: RawMutex::new(),
+            data: UnsafeCell::new(value),
+        }
+    }
+
+    /// A new unlocked mutex holding `value`.
+    #[cfg(loom)]
+    pub fn new(value: T) -> Self {
+        Mutex {
+            raw: RawMutex::new(),
+            data: UnsafeCell::new(value),
+        }
+    }
+
+    /// Consumes the mutex and returns its data.
+    pub fn into_inner(self) -> T {
+        self.data.into_inner()
+    }
+}
+
+impl<T: ?Sized> Mutex<T> {
+    /// Acquires the lock, sleeping while another thread holds it.
+    #[inline]
+    pub fn lock(&self) -> MutexGuard<'_, T> {
+        self.raw.lock();
+        MutexGuard {
+            mutex: self,
+            not_send: PhantomData,
+        }
+    }
+
+    /// Acquires the lock if it is free, without waiting.
+    #[inline]
+    pub fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
+        self.raw.try_lock().then(|| MutexGuard {
+            mutex: self,
+            not_send: PhantomData,
+        })
+    }
+
+    /// Mutable access to the data without locking (the borrow proves exclusivity).
+    pub fn get_mut(&mut self) -> &mut T {
+        self.data.get_mut()
+    }
+
+    /// Starts (`Some`) or stops (`None`) recording [`lockstat`] statistics
+    /// for this lock instance under `id`.
+    ///
+    /// Acquisitions already waiting when tracing is switched on or off are
+    /// recorded according to the state they found on arrival.
+    pub fn set_lockstat(&self, id: Option<LockId>) {
+        let slot = match id {
+            Some(id) => lockstat::slot_for(id, MAX_SLOT).unwrap_or(0),
+            None => 0,
+        };
+        self.raw.set_slot(slot);
+    }
+}
+
+impl<T: Default> Default for Mutex<T> {
+    fn default() -> Self {
+        Mutex::new(T::default())
+    }
+}
+
+impl<T> From<T> for Mutex<T> {
+    fn from(value: T) -> Self {
+        Mutex::new(value)
+    }
+}
+
+impl<T: ?Sized + fmt::Debug> fmt::Debug for Mutex<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("Mutex");
+        match self.try_lock() {
+            Some(guard) => d.field("data", &&*guard),
+            None => d.field("data", &format_args!("<locked>")),
+        };
+        d.finish_non_exhaustive()
+    }
+}
+
+impl<T: ?Sized> Deref for MutexGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: the guard proves this thread holds the lock, so no other
+        // reference to the data exists mutably.
+        unsafe { &*self.mutex.data.get() }
+    }
+}
+
+impl<T: ?Sized> DerefMut for MutexGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: the guard proves exclusive access, and `&mut self` makes
+        // this the only reference derived from it.
+        unsafe { &mut *self.mutex.data.get() }
+    }
+}
+
+impl<T: ?Sized> Drop for MutexGuard<'_, T> {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: the guard exists only while its thread holds the lock.
+        unsafe { self.mutex.raw.unlock() }
+    }
+}
+
+impl<T: ?Sized + fmt::Debug> fmt::Debug for MutexGuard<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
+
+impl<T: ?Sized + fmt::Display> fmt::Display for MutexGuard<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&**self, f)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::super::parking::ParkingFutex;
+    use super::*;
+    use std::sync::Arc;
+
+    /// Increments a non-atomic counter under the raw lock from many threads.
+    fn hammer<F: Futex + 'static>(threads: usize, iterations: usize) {
+        struct Shared<F: Futex> {
+            lock: RawMutex<F>,
+            counter: UnsafeCell<usize>,
+        }
+        // SAFETY: `counter` is only accessed while `lock` is held.
+        unsafe impl<F: Futex> Sync for Shared<F> {}
+        let shared = Arc::new(Shared::<F> {
+            lock: RawMutex::new(),
+            counter: UnsafeCell::new(0),
+        });
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                let shared = Arc::clone(&shared);
+                std::thread::spawn(move || {
+                    for _ in 0..iterations {
+                        shared.lock.lock();
+                        // SAFETY: the lock is held.
+                        unsafe { *shared.counter.get() += 1 };
+                        // SAFETY: locked just above.
+                        unsafe { shared.lock.unlock() };
+                    }
+                })
+            })
+            .collect();
+        for handle in handles {
+            handle.join().unwrap();
+        }
+        // SAFETY: all threads are joined.
+        assert_eq!(unsafe { *shared.counter.get() }, threads * iterations);
+        assert_eq!(shared.lock.word.load(Relaxed), 0, "unlocked and untraced");
+    }
+
+    #[test]
+    fn excludes_with_the_platform_futex() {
+        hammer::<PlatformFutex>(8, 20_000);
+    }
+
+    #[test]
+    fn excludes_with_the_portable_fallback() {
+        hammer::<ParkingFutex>(8, 20_000);
+    }
+
+    #[test]
+    fn unlock_keeps_the_slot_bits() {
+        let raw = RawMutex::<PlatformFutex>::new();
+        raw.set_slot(5);
+        raw.lock();
+        assert_eq!(raw.word.load(Relaxed), (5 << SLOT_SHIFT) | LOCKED);
+        // SAFETY: locked just above.
+        unsafe { raw.unlock() };
+        assert_eq!(raw.word.load(Relaxed), 5 << SLOT_SHIFT);
+        assert!(raw.try_lock());
+        assert!(!raw.try_lock());
+        // SAFETY: locked by try_lock.
+        unsafe { raw.unlock() };
+        raw.set_slot(0);
+        assert_eq!(raw.word.load(Relaxed), 0);
+    }
+
+    #[test]
+    fn a_waiter_marks_the_word_contended() {
+        let raw = Arc::new(RawMutex::<PlatformFutex>::new());
+        raw.lock();
+        let waiter = {
+            let raw = Arc::clone(&raw);
+            std::thread::spawn(move || {
+                raw.lock();
+                // SAFETY: locked just above.
+                unsafe { raw.unlock() };
+            })
+        };
+        while raw.word.load(Relaxed) != CONTENDED {
+            std::thread::yield_now();
+        }
+        // SAFETY: locked at the start of the test.
+        unsafe { raw.unlock() };
+        waiter.join().unwrap();
+        assert_eq!(raw.word.load(Relaxed), 0);
+    }
+}

@@ -45,6 +45,13 @@ use std::hash::BuildHasher;
 use std::ops::Deref;
 use std::sync::{Arc, Condvar, Mutex};
 
+/// Hashes keys: seeded at random per cache (so adversarial keys cannot be
+/// aimed at one stripe), except under loom, whose executions must repeat.
+#[cfg(not(loom))]
+type KeyHasher = foldhash::fast::RandomState;
+#[cfg(loom)]
+type KeyHasher = foldhash::fast::FixedState;
+
 /// What one eviction pass achieved.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct EvictOutcome {
@@ -100,7 +107,7 @@ impl<K> Pending<K> {
 /// Everything the cache's threads share.
 pub(crate) struct Inner<K> {
     config: Config,
-    hasher: foldhash::fast::RandomState,
+    hasher: KeyHasher,
     table: HashTable<K>,
     /// Indexed by `State as usize`: MRU, MFU, MRU ghost, MFU ghost.
     lists: [Multilist<K>; 4],
@@ -151,7 +158,7 @@ impl<K: Key> Cache<K> {
         let expected = (config.max_bytes / 4096).min(1 << 26) as usize;
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let inner = Arc::new(Inner {
-            hasher: foldhash::fast::RandomState::default(),
+            hasher: KeyHasher::default(),
             table: HashTable::new(config.hash_stripes, expected),
             lists: [
                 Multilist::new(n, "mru.sublist"),
@@ -469,9 +476,13 @@ impl<K: Key> Inner<K> {
         s.data() > c || policy::ghost_excess(&s, c) != (0, 0)
     }
 
+    /// Moves `n` bytes between states. Adds before it subtracts: a
+    /// concurrent reader of the sums may then over-count for a moment (and
+    /// evict a little early) but never under-count and stop evicting while
+    /// the cache is over its target (loom found that race).
     fn move_bytes(&self, idx: usize, from: State, to: State, n: u64) {
-        self.bytes.sub(idx, from as usize, n);
         self.bytes.add(idx, to as usize, n);
+        self.bytes.sub(idx, from as usize, n);
     }
 
     /// Takes a hold on live entry `e` and records the access. Caller holds

@@ -53,6 +53,11 @@ thread_local! {
 /// they never share a cell.
 #[inline]
 pub(crate) fn thread_stripe() -> usize {
+    // Loom replays each execution and needs every choice to repeat: a
+    // process-wide counter would not.
+    if cfg!(loom) {
+        return 0;
+    }
     THREAD_STRIPE.with(|s| {
         let v = s.get();
         if v != usize::MAX {
@@ -68,6 +73,9 @@ pub(crate) fn thread_stripe() -> usize {
 /// A cheap per-thread pseudo-random number (xorshift), for picking where an
 /// eviction pass starts. Not for anything that needs real randomness.
 pub(crate) fn thread_random() -> u64 {
+    if cfg!(loom) {
+        return 0;
+    }
     thread_local! {
         static STATE: Cell<u64> = const { Cell::new(0) };
     }

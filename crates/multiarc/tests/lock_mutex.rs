@@ -93,7 +93,7 @@ fn no_lost_wake_up_with_many_sleepers() {
                     for _ in 0..rounds {
                         let mut n = lock.lock();
                         *n += 1;
-                        if *n % 50 == 0 {
+                        if (*n).is_multiple_of(50) {
                             thread::sleep(Duration::from_millis(2));
                         }
                     }

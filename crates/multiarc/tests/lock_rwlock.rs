@@ -127,7 +127,7 @@ fn no_lost_wake_up_with_many_sleeping_readers_and_writers() {
                         if (t + i) % 4 == 0 {
                             let mut n = lock.write();
                             *n += 1;
-                            if *n % 25 == 0 {
+                            if (*n).is_multiple_of(25) {
                                 thread::sleep(Duration::from_millis(2));
                             }
                         } else {

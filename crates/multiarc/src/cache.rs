@@ -28,10 +28,20 @@
 //!
 //! Hits write no shared cache line beyond the key's own stripe, sublist and
 //! entry: statistics and per-state byte counts are striped (counter.rs).
+//!
+//! # The lazy hit mode
+//!
+//! [`HitMode::Lazy`] drops the list work from hits (CAR): a buffer stays
+//! linked while held, a hit takes a hold and sets a reference bit in the same
+//! atomic word, and a release is one atomic decrement with no lock. The
+//! evictor, under the sublist and (tried) stripe locks, skips held buffers,
+//! moves referenced ones (clearing the bit) and evicts the rest. A buffer
+//! removed from the table while held is marked `DETACHED` in that word, so
+//! exactly one party, the remover or the last releaser, frees its bytes.
 
-use crate::config::{Builder, Config, ConfigError};
+use crate::config::{Builder, Config, ConfigError, HitMode};
 use crate::counter::{thread_random, Striped};
-use crate::entry::{Entry, State};
+use crate::entry::{Entry, State, DETACHED, HOLDS, REFERENCED};
 use crate::evict::{EvictSignal, EvictThread};
 use crate::hash::HashTable;
 use crate::key::Key;
@@ -57,6 +67,15 @@ type KeyHasher = foldhash::fast::FixedState;
 pub(crate) struct EvictOutcome {
     pub(crate) freed: u64,
     pub(crate) not_enough: bool,
+}
+
+/// What one walk of a state's list did.
+#[derive(Clone, Copy, Debug, Default)]
+struct Walk {
+    /// Bytes taken out of the state.
+    freed: u64,
+    /// Bytes of referenced or held buffers moved instead (lazy mode).
+    moved: u64,
 }
 
 /// The outcome of a read-through load, shared with the threads waiting for it.
@@ -355,13 +374,20 @@ impl<K: Key> Cache<K> {
     pub fn stats(&self) -> Stats {
         let inner = &*self.inner;
         let s = inner.sizes();
-        let (mru_list, _) = inner.lists[State::Mru as usize].totals();
-        let (mfu_list, _) = inner.lists[State::Mfu as usize].totals();
-        let evictable = mru_list + mfu_list;
+        let (held, evictable) = if inner.config.hit_mode == HitMode::Lazy {
+            // Held buffers stay linked: the lists do not tell them apart.
+            let held = inner.events.get(Event::HeldUp) - inner.events.get(Event::HeldDown);
+            (held, (s.mru + s.mfu).saturating_sub(held))
+        } else {
+            let (mru_list, _) = inner.lists[State::Mru as usize].totals();
+            let (mfu_list, _) = inner.lists[State::Mfu as usize].totals();
+            let listed = mru_list + mfu_list;
+            ((s.mru + s.mfu).saturating_sub(listed), listed)
+        };
         let h = inner.table.figures();
         let ev = |e| inner.events.get(e);
         Stats {
-            hits: ev(Event::Hit),
+            hits: ev(Event::MruHit) + ev(Event::MfuHit),
             misses: ev(Event::Miss),
             mru_hits: ev(Event::MruHit),
             mfu_hits: ev(Event::MfuHit),
@@ -387,7 +413,7 @@ impl<K: Key> Cache<K> {
             mru_ghost_bytes: s.mru_ghost,
             mfu_ghost_bytes: s.mfu_ghost,
             anon_bytes: s.anon,
-            held_bytes: (s.mru + s.mfu).saturating_sub(evictable),
+            held_bytes: held,
             evictable_bytes: evictable,
             hash_elements: h.elements,
             hash_collisions: h.collisions,
@@ -489,12 +515,26 @@ impl<K: Key> Inner<K> {
     /// `e`'s stripe lock.
     fn hold_locked(&self, e: &Arc<Entry<K>>) {
         let state = e.state();
+        if self.config.hit_mode == HitMode::Lazy {
+            let old = e.holds.fetch_add(1, Ordering::Acquire);
+            if old & REFERENCED == 0 {
+                e.holds.fetch_or(REFERENCED, Ordering::Relaxed);
+            }
+            if old & HOLDS == 0 {
+                self.events.add(Event::HeldUp, e.bytes);
+            }
+            self.events.count(if state == State::Mru {
+                Event::MruHit
+            } else {
+                Event::MfuHit
+            });
+            return;
+        }
         if e.holds.fetch_add(1, Ordering::Acquire) == 0 {
             // 0 -> 1: the buffer leaves its list (see the module comment).
             let idx = self.sublist_of(e.hash);
             self.lists[state as usize].sublist(idx).lock().remove(e);
         }
-        self.events.count(Event::Hit);
         if state == State::Mru {
             self.events.count(Event::MruHit);
             // Second access: MRU -> MFU (the paper's case I). The entry is
@@ -508,6 +548,19 @@ impl<K: Key> Inner<K> {
 
     /// Drops one hold on `e`.
     fn release(&self, e: &Arc<Entry<K>>) {
+        if self.config.hit_mode == HitMode::Lazy {
+            let old = e.holds.fetch_sub(1, Ordering::AcqRel);
+            if old & HOLDS == 1 {
+                if old & DETACHED != 0 {
+                    // Removed while held: the last hold frees its bytes.
+                    self.bytes
+                        .sub(self.sublist_of(e.hash), State::Anon as usize, e.bytes);
+                } else {
+                    self.events.add(Event::HeldDown, e.bytes);
+                }
+            }
+            return;
+        }
         let mut cur = e.holds.load(Ordering::Relaxed);
         while cur > 1 {
             match e
@@ -542,6 +595,21 @@ impl<K: Key> Inner<K> {
         let idx = self.sublist_of(old.hash);
         let state = old.state();
         match state {
+            State::Mru | State::Mfu if self.config.hit_mode == HitMode::Lazy => {
+                // Lazy: always linked, and releases take no lock, so who
+                // frees the bytes is settled by one atomic on the hold word.
+                self.events.count(Event::Remove);
+                self.lists[state as usize].sublist(idx).lock().remove(old);
+                self.move_bytes(idx, state, State::Anon, old.bytes);
+                old.set_state(State::Anon);
+                let prev = old.holds.fetch_or(DETACHED, Ordering::AcqRel);
+                if prev & HOLDS == 0 {
+                    self.bytes.sub(idx, State::Anon as usize, old.bytes);
+                } else {
+                    // No longer a held live buffer: an anonymous one.
+                    self.events.add(Event::HeldDown, old.bytes);
+                }
+            }
             State::Mru | State::Mfu => {
                 self.events.count(Event::Remove);
                 if old.holds.load(Ordering::Acquire) == 0 {
@@ -592,7 +660,9 @@ impl<K: Key> Inner<K> {
                     } else {
                         GhostHit::Mfu
                     };
-                    self.adapt(hit, e.bytes);
+                    if self.config.hit_mode == HitMode::Eager {
+                        self.adapt(hit, e.bytes, 0);
+                    }
                     self.events.count(if hit == GhostHit::Mru {
                         Event::MruGhostHit
                     } else {
@@ -600,7 +670,7 @@ impl<K: Key> Inner<K> {
                     });
                     let ghost = stripe.remove(hash, &key).expect("found above");
                     self.detach_locked(&ghost);
-                    ghost_hit = Some(hit);
+                    ghost_hit = Some((hit, ghost.bytes));
                 } else {
                     reaccess = true;
                 }
@@ -611,8 +681,9 @@ impl<K: Key> Inner<K> {
         //    runs before the new page is placed). Its bytes count as
         //    anonymous meanwhile.
         self.bytes.add(idx, State::Anon as usize, size);
+        let b2_hit = matches!(ghost_hit, Some((GhostHit::Mfu, _)));
         if self.config.inline_eviction {
-            self.evict_to_target(ghost_hit == Some(GhostHit::Mfu));
+            self.evict_to_target(b2_hit);
         } else {
             let c = self.c();
             let data_bytes = self.sizes().data();
@@ -624,6 +695,12 @@ impl<K: Key> Inner<K> {
                     self.signal.request();
                 }
             }
+        }
+
+        // CAR adapts after its REPLACE, with the hit key still counted in
+        // its ghost list (it was taken out above, so add its bytes back).
+        if let (HitMode::Lazy, Some((hit, ghost_bytes))) = (self.config.hit_mode, ghost_hit) {
+            self.adapt(hit, ghost_bytes, ghost_bytes);
         }
 
         // 3. Install.
@@ -652,6 +729,14 @@ impl<K: Key> Inner<K> {
                 }
                 None => stripe.insert(Arc::clone(&entry)),
             }
+            if self.config.hit_mode == HitMode::Lazy {
+                // Lazy: buffers are linked even while held.
+                self.events.add(Event::HeldUp, size);
+                self.lists[state as usize]
+                    .sublist(idx)
+                    .lock()
+                    .push_head(Arc::clone(&entry));
+            }
             self.move_bytes(idx, State::Anon, state, size);
             self.events.count(Event::Insert);
         }
@@ -661,9 +746,15 @@ impl<K: Key> Inner<K> {
         entry
     }
 
-    fn adapt(&self, hit: GhostHit, size: u64) {
+    /// Moves `p` for a ghost hit of `size` bytes; `absent` bytes of the hit
+    /// key's ghost are no longer counted in its list but should be.
+    fn adapt(&self, hit: GhostHit, size: u64, absent: u64) {
         let c = self.c();
-        let s = self.sizes();
+        let mut s = self.sizes();
+        match hit {
+            GhostHit::Mru => s.mru_ghost += absent,
+            GhostHit::Mfu => s.mfu_ghost += absent,
+        }
         let _ = self
             .p
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| {
@@ -671,11 +762,18 @@ impl<K: Key> Inner<K> {
             });
     }
 
-    /// Evicts until the cached data fits in `c` (the ARC's REPLACE, repeated).
-    /// `b2_hit`: the miss being served was an MFU-ghost hit (the paper's
-    /// tie-break; only meaningful with inline eviction).
+    /// Evicts until the cached data fits in `c` (the ARC's REPLACE, repeated;
+    /// CAR's in the lazy mode). `b2_hit`: the miss being served was an
+    /// MFU-ghost hit (the paper's tie-break; only meaningful with inline
+    /// eviction).
     pub(crate) fn evict_to_target(&self, b2_hit: bool) -> EvictOutcome {
+        let lazy = self.config.hit_mode == HitMode::Lazy;
+        let inline = self.config.inline_eviction;
         let mut outcome = EvictOutcome::default();
+        // Bytes moved (lazy mode) since anything was freed. Once that exceeds
+        // twice the cached bytes, every unheld buffer has lost its reference
+        // bit and come round again: what is left is held, so stop.
+        let mut moved_since_free = 0u64;
         loop {
             let c = self.c();
             let p = self.p.load(Ordering::Acquire);
@@ -684,30 +782,42 @@ impl<K: Key> Inner<K> {
                 return outcome;
             }
             let want = s.data() - c;
-            let from_mru = policy::evict_from_mru(&s, p, b2_hit);
+            let from_mru = if lazy {
+                policy::car_evict_from_mru(&s, p)
+            } else {
+                policy::evict_from_mru(&s, p, b2_hit)
+            };
             let (first, second) = if from_mru {
                 (State::Mru, State::Mfu)
             } else {
                 (State::Mfu, State::Mru)
             };
-            let amount = if self.config.inline_eviction {
-                // One buffer at a time, re-deciding each time, as the paper does.
+            let amount = if inline {
+                // One buffer at a time, re-deciding each time, as the papers do.
                 1
             } else if from_mru && s.mru > p {
                 want.min(s.mru - p)
             } else {
                 want
             };
-            let mut got = self.evict_state(first, amount);
-            if got == 0 {
-                got = self.evict_state(second, amount);
+            // Inline lazy eviction looks at one buffer per decision (CAR
+            // re-evaluates |T1| >= p after every move).
+            let candidates = if inline && lazy { 1 } else { usize::MAX };
+            let mut walk = self.evict_state(first, amount, candidates);
+            if walk.freed == 0 && walk.moved == 0 {
+                walk = self.evict_state(second, amount, candidates);
             }
-            if got == 0 {
-                self.events.count(Event::EvictNotEnough);
-                outcome.not_enough = true;
-                return outcome;
+            if walk.freed == 0 {
+                moved_since_free += walk.moved;
+                if walk.moved == 0 || moved_since_free > 2 * (s.mru + s.mfu) {
+                    self.events.count(Event::EvictNotEnough);
+                    outcome.not_enough = true;
+                    return outcome;
+                }
+                continue;
             }
-            outcome.freed += got;
+            moved_since_free = 0;
+            outcome.freed += walk.freed;
         }
     }
 
@@ -715,45 +825,90 @@ impl<K: Key> Inner<K> {
     pub(crate) fn trim_ghosts(&self) {
         let (b1, b2) = policy::ghost_excess(&self.sizes(), self.c());
         if b1 > 0 {
-            self.evict_state(State::MruGhost, b1);
+            self.evict_state(State::MruGhost, b1, usize::MAX);
         }
         if b2 > 0 {
-            self.evict_state(State::MfuGhost, b2);
+            self.evict_state(State::MfuGhost, b2, usize::MAX);
         }
     }
 
     /// Takes at least `amount` bytes out of `state`'s list, from sublist
     /// tails, `evict_batch_limit` buffers per sublist visit, starting at a
-    /// random sublist (OpenZFS `arc_evict_state`). Live buffers become
-    /// ghosts; ghosts are forgotten. Returns the bytes taken.
-    fn evict_state(&self, state: State, amount: u64) -> u64 {
+    /// random sublist (OpenZFS `arc_evict_state`), looking at no more than
+    /// `candidates` buffers. Live buffers become ghosts; ghosts are
+    /// forgotten. In the lazy mode a referenced buffer is moved instead (CAR)
+    /// and a held one is passed over.
+    fn evict_state(&self, state: State, amount: u64, candidates: usize) -> Walk {
+        let lazy = self.config.hit_mode == HitMode::Lazy && state.is_live();
         let list = &self.lists[state as usize];
         let n = list.len();
         let start = (thread_random() % n as u64) as usize;
         let batch = self.config.evict_batch_limit;
+        // Moves do not free anything: bound how many a visit may make.
+        let visit_limit = batch.saturating_mul(8);
         let mut markers: Vec<Option<u32>> = vec![None; n];
-        let mut freed = 0u64;
+        let mut walk = Walk::default();
+        let mut examined = 0usize;
         // Buffers are freed after their locks are dropped.
         let mut dead: Vec<Arc<Entry<K>>> = Vec::new();
+        let mut idle_rounds = 0;
         'rounds: loop {
-            let mut progress = false;
+            let before = walk;
             for k in 0..n {
                 let i = (start + k) % n;
                 let mut sl = list.sublist(i).lock();
                 let marker = *markers[i].get_or_insert_with(|| sl.insert_marker_at_tail());
-                let mut taken = 0;
-                while taken < batch && freed < amount {
+                let (mut taken, mut looked) = (0, 0);
+                while taken < batch
+                    && looked < visit_limit
+                    && walk.freed < amount
+                    && examined < candidates
+                {
                     let Some((slot, e)) = sl.step_marker(marker) else {
                         break;
                     };
                     let e = Arc::clone(e);
+                    looked += 1;
+                    examined += 1;
                     let Some(mut stripe) = self.table.stripe(e.hash).try_lock() else {
                         // Someone is taking a hold on it (or working on a
                         // neighbour key) right now: pass over it.
                         self.events.count(Event::EvictSkip);
                         continue;
                     };
-                    debug_assert_eq!(e.holds.load(Ordering::Relaxed), 0);
+                    if lazy {
+                        // Holds only grow under the stripe lock we hold, so
+                        // this word cannot gain a hold or a reference now.
+                        let word = e.holds.load(Ordering::Acquire);
+                        if word & REFERENCED != 0 {
+                            e.holds.fetch_and(!REFERENCED, Ordering::AcqRel);
+                            let moving = sl.take(slot);
+                            if state == State::Mru {
+                                // Referenced in T1: to T2's head (CAR).
+                                moving.set_state(State::Mfu);
+                                self.lists[State::Mfu as usize]
+                                    .sublist(i)
+                                    .lock()
+                                    .push_head(moving);
+                                self.move_bytes(i, State::Mru, State::Mfu, e.bytes);
+                            } else {
+                                sl.push_head(moving);
+                            }
+                            walk.moved += e.bytes.max(1);
+                            continue;
+                        }
+                        if word & HOLDS != 0 {
+                            // Held: passed over, to the head so the walk
+                            // does not meet it again at once.
+                            let held = sl.take(slot);
+                            sl.push_head(held);
+                            walk.moved += e.bytes.max(1);
+                            self.events.count(Event::EvictSkip);
+                            continue;
+                        }
+                    } else {
+                        debug_assert_eq!(e.holds.load(Ordering::Relaxed) & HOLDS, 0);
+                    }
                     sl.take(slot);
                     if state.is_live() {
                         let ghost =
@@ -772,19 +927,24 @@ impl<K: Key> Inner<K> {
                         self.events.count(Event::GhostDropped);
                     }
                     drop(stripe);
-                    freed += e.bytes.max(1);
+                    walk.freed += e.bytes.max(1);
                     taken += 1;
-                    progress = true;
                     dead.push(e);
                 }
                 drop(sl);
                 dead.clear();
-                if freed >= amount {
+                if walk.freed >= amount || examined >= candidates {
                     break 'rounds;
                 }
             }
-            if !progress {
-                break;
+            if walk.freed == before.freed {
+                // A round that freed nothing. In the lazy mode the first such
+                // round may have cleared reference bits that make the next
+                // one succeed; a second means there is nothing to take.
+                idle_rounds += 1;
+                if !lazy || walk.moved == before.moved || idle_rounds >= 2 {
+                    break;
+                }
             }
         }
         for (i, m) in markers.iter().enumerate() {
@@ -792,7 +952,7 @@ impl<K: Key> Inner<K> {
                 list.sublist(i).lock().remove_marker(m);
             }
         }
-        freed
+        walk
     }
 }
 

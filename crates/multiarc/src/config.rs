@@ -23,6 +23,24 @@ impl ConfigError {
     }
 }
 
+/// How a cache hit is recorded.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum HitMode {
+    /// The OpenZFS way: the first hold on a buffer unlinks it from its
+    /// sublist and the last release links it back at the head, so the lists
+    /// are exact LRU orders of the unheld buffers (ARC exactly). Each hit
+    /// takes its sublist lock twice.
+    #[default]
+    Eager,
+    /// CAR (Bansal & Modha, FAST '04): a hit only takes a hold and sets the
+    /// entry's reference bit; buffers stay linked while held and no sublist
+    /// lock is taken on a hit or a release. The evictor does the list work:
+    /// a referenced buffer at a list tail moves (MRU to MFU, MFU back to the
+    /// MFU head) with its bit cleared instead of being evicted. Same ghost
+    /// lists, same adaptation of `p`, same statistics.
+    Lazy,
+}
+
 /// The tunables, as validated by [`Builder::build`].
 #[derive(Clone, Debug)]
 pub(crate) struct Config {
@@ -33,6 +51,7 @@ pub(crate) struct Config {
     pub(crate) overflow_shift: u32,
     pub(crate) hash_stripes: usize,
     pub(crate) inline_eviction: bool,
+    pub(crate) hit_mode: HitMode,
 }
 
 /// Builds a [`Cache`] with keys of type `K`. Only `max_bytes` is required.
@@ -50,6 +69,7 @@ pub struct Builder<K> {
     overflow_shift: Option<u32>,
     hash_stripes: Option<usize>,
     inline_eviction: bool,
+    hit_mode: HitMode,
 }
 
 /// The default number of sublists per state: `max(available parallelism, 4)`.
@@ -79,6 +99,7 @@ impl<K> fmt::Debug for Builder<K> {
             .field("overflow_shift", &self.overflow_shift)
             .field("hash_stripes", &self.hash_stripes)
             .field("inline_eviction", &self.inline_eviction)
+            .field("hit_mode", &self.hit_mode)
             .finish()
     }
 }
@@ -94,6 +115,7 @@ impl<K> Default for Builder<K> {
             overflow_shift: None,
             hash_stripes: None,
             inline_eviction: false,
+            hit_mode: HitMode::default(),
         }
     }
 }
@@ -156,6 +178,12 @@ impl<K> Builder<K> {
         self
     }
 
+    /// How hits are recorded: [`HitMode::Eager`] (default) or [`HitMode::Lazy`].
+    pub fn hit_mode(mut self, mode: HitMode) -> Builder<K> {
+        self.hit_mode = mode;
+        self
+    }
+
     pub(crate) fn config(&self) -> Result<Config, ConfigError> {
         let max_bytes = self
             .max_bytes
@@ -205,6 +233,7 @@ impl<K> Builder<K> {
             overflow_shift,
             hash_stripes: hash_stripes.next_power_of_two(),
             inline_eviction: self.inline_eviction,
+            hit_mode: self.hit_mode,
         })
     }
 }

@@ -60,6 +60,15 @@ impl State {
 /// Sentinel for "not linked in any sublist".
 pub(crate) const NO_SLOT: u32 = u32::MAX;
 
+/// Lazy hit mode: bit of `Entry::holds` set by a hit, cleared by the evictor
+/// (CAR's reference bit).
+pub(crate) const REFERENCED: u32 = 1 << 31;
+/// Lazy hit mode: bit of `Entry::holds` set when the entry leaves the table
+/// while held; the release that drops the last hold then frees its bytes.
+pub(crate) const DETACHED: u32 = 1 << 30;
+/// The hold count part of `Entry::holds`.
+pub(crate) const HOLDS: u32 = DETACHED - 1;
+
 /// One cached buffer or ghost.
 pub(crate) struct Entry<K> {
     pub(crate) key: K,
@@ -68,8 +77,10 @@ pub(crate) struct Entry<K> {
     pub(crate) data: Box<[u8]>,
     /// Bytes charged to the cache: `data.len()`, or the evicted size for ghosts.
     pub(crate) bytes: u64,
-    /// Number of live `Handle`s. Changes 0->1 and 1->0 only under the entry's
-    /// hash stripe lock; other changes are lock-free.
+    /// Number of live `Handle`s (low bits, `HOLDS`), plus, in the lazy hit
+    /// mode, the `REFERENCED` and `DETACHED` flags. In the eager mode the
+    /// count changes 0->1 and 1->0 only under the entry's hash stripe lock;
+    /// in both modes it grows only under that lock.
     pub(crate) holds: AtomicU32,
     state: AtomicU8,
     /// Slot in the sublist of its state while linked, else `NO_SLOT`; read and

@@ -37,7 +37,7 @@ mod sync;
 pub mod trace;
 
 pub use cache::{Cache, Handle};
-pub use config::{default_sublists, Builder, ConfigError};
+pub use config::{default_sublists, Builder, ConfigError, HitMode};
 pub use key::{BlockKey, Key};
 pub use stats::Stats;
 

@@ -89,6 +89,18 @@ pub(crate) fn evict_from_mru(s: &Sizes, p: u64, b2_hit: bool) -> bool {
     s.mru > p || (b2_hit && s.mru == p)
 }
 
+/// Which live list CAR's REPLACE takes from (the lazy hit mode): T1 while
+/// `|T1| >= max(1, p)`, else T2, with the same fallbacks.
+pub(crate) fn car_evict_from_mru(s: &Sizes, p: u64) -> bool {
+    if s.mru == 0 {
+        return false;
+    }
+    if s.mfu == 0 {
+        return true;
+    }
+    s.mru >= p.max(1)
+}
+
 /// How many ghost bytes to drop: (from B1, from B2), keeping
 /// |T1| + |B1| <= c and |T1| + |T2| + |B1| + |B2| <= 2c.
 pub(crate) fn ghost_excess(s: &Sizes, c: u64) -> (u64, u64) {
@@ -152,6 +164,14 @@ mod tests {
         assert!(evict_from_mru(&sizes(4, 5, 0, 0), 4, true));
         assert!(!evict_from_mru(&sizes(0, 5, 0, 0), 0, true));
         assert!(evict_from_mru(&sizes(3, 0, 0, 0), 10, false));
+    }
+
+    #[test]
+    fn car_replace_rule() {
+        assert!(car_evict_from_mru(&sizes(4, 5, 0, 0), 4));
+        assert!(!car_evict_from_mru(&sizes(3, 5, 0, 0), 4));
+        assert!(car_evict_from_mru(&sizes(1, 5, 0, 0), 0));
+        assert!(!car_evict_from_mru(&sizes(0, 5, 0, 0), 0));
     }
 
     #[test]

@@ -1,22 +1,56 @@
 //! The public API's behaviour, one property per test.
 
-use multiarc::{BlockKey, Builder, Cache};
+use multiarc::{BlockKey, Builder, Cache, HitMode};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
-fn inline(max: u64) -> Cache<u64> {
+fn inline(max: u64, mode: HitMode) -> Cache<u64> {
     Builder::new()
         .max_bytes(max)
         .sublists(1)
         .inline_eviction(true)
+        .hit_mode(mode)
         .build()
         .unwrap()
 }
 
-#[test]
-fn get_insert_remove() {
-    let cache: Cache<BlockKey> = Builder::new().max_bytes(1 << 20).build().unwrap();
+fn background(max: u64, mode: HitMode) -> Builder<u64> {
+    Builder::new().max_bytes(max).hit_mode(mode)
+}
+
+/// Runs each listed test function once per hit mode.
+macro_rules! in_both_modes {
+    ($($name:ident),* $(,)?) => {
+        mod eager {
+            $( #[test] fn $name() { super::$name(multiarc::HitMode::Eager) } )*
+        }
+        mod lazy {
+            $( #[test] fn $name() { super::$name(multiarc::HitMode::Lazy) } )*
+        }
+    };
+}
+
+in_both_modes!(
+    get_insert_remove,
+    replacing_keeps_old_bytes_for_holders,
+    held_buffers_are_never_evicted,
+    inline_eviction_keeps_the_byte_bound_and_ghost_bounds,
+    background_eviction_brings_size_under_target,
+    set_max_bytes_shrinks_in_background_and_grows_at_once,
+    get_or_load_runs_the_loader_once_for_concurrent_misses,
+    get_or_load_failure_reaches_every_waiter_and_caches_nothing,
+    a_panicking_loader_does_not_strand_waiters,
+    handles_clone_and_release,
+    hash_figures_are_reported,
+);
+
+fn get_insert_remove(mode: HitMode) {
+    let cache: Cache<BlockKey> = Builder::new()
+        .max_bytes(1 << 20)
+        .hit_mode(mode)
+        .build()
+        .unwrap();
     let k = BlockKey::new(1, 2);
     assert!(cache.get(&k).is_none());
     let h = cache.insert(k, vec![7; 100]);
@@ -33,8 +67,8 @@ fn get_insert_remove() {
 }
 
 #[test]
-fn second_access_promotes_to_mfu_and_sizes_add_up() {
-    let cache = inline(10_000);
+fn eager_second_access_promotes_to_mfu_and_sizes_add_up() {
+    let cache = inline(10_000, HitMode::Eager);
     cache.insert(1, vec![0; 1000]);
     cache.insert(2, vec![0; 500]);
     let s = cache.stats();
@@ -46,9 +80,8 @@ fn second_access_promotes_to_mfu_and_sizes_add_up() {
     assert_eq!(cache.stats().mfu_hits, 1);
 }
 
-#[test]
-fn replacing_keeps_old_bytes_for_holders() {
-    let cache = inline(10_000);
+fn replacing_keeps_old_bytes_for_holders(mode: HitMode) {
+    let cache = inline(10_000, mode);
     let old = cache.insert(1, vec![1; 10]);
     let new = cache.insert(1, vec![2; 20]);
     assert_eq!(&old[..], &[1; 10][..]);
@@ -65,9 +98,8 @@ fn replacing_keeps_old_bytes_for_holders() {
     assert_eq!(&cache.get(&1).unwrap()[..], &[2; 20][..]);
 }
 
-#[test]
-fn held_buffers_are_never_evicted() {
-    let cache = inline(1000);
+fn held_buffers_are_never_evicted(mode: HitMode) {
+    let cache = inline(1000, mode);
     let held = cache.insert(0, vec![9; 400]);
     for k in 1..50 {
         drop(cache.insert(k, vec![0; 100]));
@@ -80,9 +112,8 @@ fn held_buffers_are_never_evicted() {
     assert!(s.size <= 1000, "{s:?}");
 }
 
-#[test]
-fn inline_eviction_keeps_the_byte_bound_and_ghost_bounds() {
-    let cache = inline(8192 * 10);
+fn inline_eviction_keeps_the_byte_bound_and_ghost_bounds(mode: HitMode) {
+    let cache = inline(8192 * 10, mode);
     let mut x = 0x2545_F491_4F6C_DD1Du64;
     for _ in 0..1000 {
         x ^= x << 13;
@@ -105,9 +136,8 @@ fn inline_eviction_keeps_the_byte_bound_and_ghost_bounds() {
     );
 }
 
-#[test]
-fn background_eviction_brings_size_under_target() {
-    let cache: Cache<u64> = Builder::new().max_bytes(1 << 20).build().unwrap();
+fn background_eviction_brings_size_under_target(mode: HitMode) {
+    let cache: Cache<u64> = background(1 << 20, mode).build().unwrap();
     for k in 0..1000 {
         drop(cache.insert(k, vec![0; 4096]));
     }
@@ -117,10 +147,8 @@ fn background_eviction_brings_size_under_target() {
     assert!(s.evictions >= 1000 - 256, "{s:?}");
 }
 
-#[test]
-fn set_max_bytes_shrinks_in_background_and_grows_at_once() {
-    let cache: Cache<u64> = Builder::new()
-        .max_bytes(4 << 20)
+fn set_max_bytes_shrinks_in_background_and_grows_at_once(mode: HitMode) {
+    let cache: Cache<u64> = background(4 << 20, mode)
         .min_bytes(1 << 20)
         .build()
         .unwrap();
@@ -153,9 +181,8 @@ fn set_max_bytes_shrinks_in_background_and_grows_at_once() {
     assert_eq!(cache.stats().c, 8 << 20);
 }
 
-#[test]
-fn get_or_load_runs_the_loader_once_for_concurrent_misses() {
-    let cache: Cache<u64> = Builder::new().max_bytes(1 << 20).build().unwrap();
+fn get_or_load_runs_the_loader_once_for_concurrent_misses(mode: HitMode) {
+    let cache: Cache<u64> = background(1 << 20, mode).build().unwrap();
     let runs = AtomicUsize::new(0);
     let threads = 8;
     let barrier = Barrier::new(threads);
@@ -181,9 +208,8 @@ fn get_or_load_runs_the_loader_once_for_concurrent_misses() {
     assert_eq!(s.evictable_bytes, 64);
 }
 
-#[test]
-fn get_or_load_failure_reaches_every_waiter_and_caches_nothing() {
-    let cache: Cache<u64> = Builder::new().max_bytes(1 << 20).build().unwrap();
+fn get_or_load_failure_reaches_every_waiter_and_caches_nothing(mode: HitMode) {
+    let cache: Cache<u64> = background(1 << 20, mode).build().unwrap();
     let runs = AtomicUsize::new(0);
     let barrier = Barrier::new(4);
     let errors: Vec<Arc<String>> = std::thread::scope(|s| {
@@ -212,9 +238,8 @@ fn get_or_load_failure_reaches_every_waiter_and_caches_nothing() {
     assert_eq!(&h[..], &[1]);
 }
 
-#[test]
-fn a_panicking_loader_does_not_strand_waiters() {
-    let cache: Cache<u64> = Builder::new().max_bytes(1 << 20).build().unwrap();
+fn a_panicking_loader_does_not_strand_waiters(mode: HitMode) {
+    let cache: Cache<u64> = background(1 << 20, mode).build().unwrap();
     let barrier = Barrier::new(2);
     std::thread::scope(|s| {
         let a = s.spawn(|| {
@@ -235,9 +260,8 @@ fn a_panicking_loader_does_not_strand_waiters() {
     });
 }
 
-#[test]
-fn handles_clone_and_release() {
-    let cache = inline(1000);
+fn handles_clone_and_release(mode: HitMode) {
+    let cache = inline(1000, mode);
     let a = cache.insert(1, vec![1; 10]);
     let b = a.clone();
     drop(a);
@@ -247,13 +271,52 @@ fn handles_clone_and_release() {
     assert_eq!((s.held_bytes, s.evictable_bytes), (0, 10));
 }
 
-#[test]
-fn hash_figures_are_reported() {
-    let cache = inline(1 << 30);
+fn hash_figures_are_reported(mode: HitMode) {
+    let cache = inline(1 << 30, mode);
     for k in 0..10_000 {
         cache.insert(k, vec![0; 1]);
     }
     let s = cache.stats();
     assert_eq!(s.hash_elements, 10_000);
     assert!(s.hash_chain_max >= 1);
+}
+
+#[test]
+fn lazy_hits_only_mark_and_the_evictor_promotes() {
+    let cache = inline(3, HitMode::Lazy);
+    for k in 0..3 {
+        drop(cache.insert(k, vec![0; 1]));
+    }
+    drop(cache.get(&0));
+    let s = cache.stats();
+    assert_eq!(
+        (s.mru_bytes, s.mfu_bytes, s.mru_hits),
+        (3, 0, 1),
+        "a lazy hit moves nothing"
+    );
+    // Key 0 is the oldest, but referenced: the evictor moves it to MFU and
+    // evicts key 1 instead (CAR).
+    drop(cache.insert(3, vec![0; 1]));
+    assert!(cache.get(&0).is_some());
+    assert!(cache.get(&1).is_none());
+    let s = cache.stats();
+    assert_eq!((s.mfu_bytes, s.evictions), (1, 1), "{s:?}");
+}
+
+#[test]
+fn lazy_held_buffers_stay_linked_but_are_not_evicted() {
+    let cache = inline(2, HitMode::Lazy);
+    let held = cache.insert(0, vec![7; 1]);
+    drop(cache.insert(1, vec![0; 1]));
+    assert_eq!(cache.stats().held_bytes, 1);
+    for k in 2..20 {
+        drop(cache.insert(k, vec![0; 1]));
+    }
+    assert_eq!(held[0], 7);
+    assert!(cache.get(&0).is_some());
+    assert!(cache.remove(&0));
+    let s = cache.stats();
+    assert_eq!((s.held_bytes, s.anon_bytes), (0, 1), "{s:?}");
+    drop(held);
+    assert_eq!(cache.stats().anon_bytes, 0);
 }

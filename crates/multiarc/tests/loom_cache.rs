@@ -12,12 +12,13 @@
 #![cfg(loom)]
 
 use loom::thread;
-use multiarc::{Builder, Cache};
+use multiarc::{Builder, Cache, HitMode};
 use std::sync::Arc;
 
-fn cache(max: u64) -> Arc<Cache<u64>> {
+fn cache(max: u64, mode: HitMode) -> Arc<Cache<u64>> {
     Arc::new(
         Builder::new()
+            .hit_mode(mode)
             .max_bytes(max)
             .min_bytes(1)
             .sublists(1)
@@ -31,6 +32,23 @@ fn cache(max: u64) -> Arc<Cache<u64>> {
 /// Once both threads are done and eviction has caught up (an inline pass that
 /// met a busy stripe gives up and counts `evict_not_enough`), the cache is
 /// within its bound, nothing is held and every byte is accounted for.
+macro_rules! in_both_modes {
+    ($($name:ident),* $(,)?) => {
+        mod eager {
+            $( #[test] fn $name() { super::$name(multiarc::HitMode::Eager) } )*
+        }
+        mod lazy {
+            $( #[test] fn $name() { super::$name(multiarc::HitMode::Lazy) } )*
+        }
+    };
+}
+
+in_both_modes!(
+    a_held_buffer_is_not_evicted_by_a_concurrent_insert,
+    release_races_with_eviction_and_remove,
+    two_readers_share_holds,
+);
+
 fn check_quiescent(cache: &Cache<u64>) {
     cache.wait_for_eviction();
     let s = cache.stats();
@@ -40,10 +58,9 @@ fn check_quiescent(cache: &Cache<u64>) {
     assert_eq!(s.evictable_bytes, s.mru_bytes + s.mfu_bytes, "{s:?}");
 }
 
-#[test]
-fn a_held_buffer_is_not_evicted_by_a_concurrent_insert() {
-    loom::model(|| {
-        let cache = cache(2);
+fn a_held_buffer_is_not_evicted_by_a_concurrent_insert(mode: HitMode) {
+    loom::model(move || {
+        let cache = cache(2, mode);
         drop(cache.insert(1, vec![1]));
         drop(cache.insert(2, vec![2]));
         let reader = {
@@ -66,10 +83,9 @@ fn a_held_buffer_is_not_evicted_by_a_concurrent_insert() {
     });
 }
 
-#[test]
-fn release_races_with_eviction_and_remove() {
-    loom::model(|| {
-        let cache = cache(2);
+fn release_races_with_eviction_and_remove(mode: HitMode) {
+    loom::model(move || {
+        let cache = cache(2, mode);
         let held = cache.insert(1, vec![1]);
         drop(cache.insert(2, vec![2]));
         let remover = {
@@ -87,10 +103,9 @@ fn release_races_with_eviction_and_remove() {
     });
 }
 
-#[test]
-fn two_readers_share_holds() {
-    loom::model(|| {
-        let cache = cache(1);
+fn two_readers_share_holds(mode: HitMode) {
+    loom::model(move || {
+        let cache = cache(1, mode);
         drop(cache.insert(1, vec![1]));
         let other = {
             let cache = Arc::clone(&cache);

@@ -4,7 +4,7 @@
 //! size returns under the target once eviction catches up, and nothing
 //! deadlocks (a watchdog fails the test if the run hangs).
 
-use multiarc::{Builder, Cache};
+use multiarc::{Builder, Cache, HitMode};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -194,5 +194,35 @@ fn stress_inline_eviction() {
             .build()
             .unwrap();
         run_stress(&cache, 4, Duration::from_secs(2));
+    });
+}
+
+#[test]
+fn stress_lazy_default_sublists() {
+    with_watchdog(Duration::from_secs(60), || {
+        let cache: Cache<u64> = Builder::new()
+            .max_bytes(1 << 20)
+            .min_bytes(64 << 10)
+            .hit_mode(HitMode::Lazy)
+            .build()
+            .unwrap();
+        run_stress(&cache, 8, Duration::from_secs(2));
+    });
+}
+
+#[test]
+fn stress_lazy_one_sublist_inline() {
+    with_watchdog(Duration::from_secs(60), || {
+        let cache: Cache<u64> = Builder::new()
+            .max_bytes(1 << 20)
+            .min_bytes(64 << 10)
+            .sublists(1)
+            .evict_batch_limit(1)
+            .hash_stripes(4)
+            .inline_eviction(true)
+            .hit_mode(HitMode::Lazy)
+            .build()
+            .unwrap();
+        run_stress(&cache, 6, Duration::from_secs(2));
     });
 }

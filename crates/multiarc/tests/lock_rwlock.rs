@@ -160,3 +160,18 @@ fn get_mut_and_debug() {
     assert_eq!(format!("{lock:?}"), "RwLock { data: <locked>, .. }");
     drop(guard);
 }
+
+#[test]
+fn the_reader_count_limit_is_enforced() {
+    let lock = RwLock::new(());
+    let guards: Vec<_> = (0..65_534)
+        .map(|_| lock.try_read().expect("room for this reader"))
+        .collect();
+    assert!(lock.try_read().is_none(), "the count is full");
+    assert!(lock.try_write().is_none());
+    let overflow = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(lock.read())));
+    assert!(overflow.is_err(), "one reader too many must panic");
+    drop(guards);
+    drop(lock.write());
+    assert!(lock.try_write().is_some());
+}

@@ -137,6 +137,11 @@ fn traced_rwlock_writer_and_reader() {
 }
 
 #[test]
+fn traced_rwlock_two_writers_one_reader() {
+    model(2, || rwlock_threads(2, 1, true));
+}
+
+#[test]
 fn rwlock_reader_waits_behind_a_writer() {
     model(3, || {
         let lock = Arc::new(RwLock::new(UnsafeCell::new(0u32)));

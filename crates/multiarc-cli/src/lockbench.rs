@@ -1,9 +1,495 @@
-//! `multiarc lockbench` (being written).
+//! `multiarc lockbench`: our futex mutex against `std`, `parking_lot` and
+//! `pthread` mutexes, uncontended and contended.
+//!
+//! Every thread loops: acquire, increment a counter shared by all threads,
+//! release; for a fixed time. The counter must equal the sum of the threads'
+//! acquisition counts at the end (a check of mutual exclusion). Reported per
+//! lock and thread count: millions of acquisitions per second, the lock's
+//! size, and fairness (the fewest acquisitions of any thread divided by the
+//! most). Each configuration runs several times; the median run is reported.
+
+use crate::util::{self, Progress};
+use anyhow::{bail, Context, Result};
+use multiarc::lock::bench_variants::SpinWakeAllMutex;
+use serde::Serialize;
+use std::cell::UnsafeCell;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+/// Runs per configuration; the median is reported.
+const RUNS: usize = 3;
+/// Acquisitions between two looks at the stop flag.
+const BATCH: u64 = 64;
+
+/// The lock names `--locks` accepts, in table order.
+const LOCK_NAMES: [&str; 5] = [
+    "multiarc",
+    "multiarc-spinwake",
+    "std",
+    "parking_lot",
+    "pthread",
+];
 
 /// Arguments of `multiarc lockbench`.
 #[derive(clap::Args)]
-pub struct LockbenchArgs {}
+pub struct LockbenchArgs {
+    /// Thread counts to measure, comma-separated (1 = uncontended).
+    #[arg(long, value_parser = util::count_list_arg, default_value = "1,4")]
+    threads: std::vec::Vec<usize>,
+    /// Duration of each run in seconds (each configuration runs 3 times).
+    #[arg(long, default_value_t = 2.0)]
+    seconds: f64,
+    /// Only these locks, comma-separated: multiarc, multiarc-spinwake, std,
+    /// parking_lot, pthread (default: all).
+    #[arg(long, value_parser = util::name_list_arg)]
+    locks: Option<std::vec::Vec<String>>,
+    /// Spin counts to measure our lock with, comma-separated (see
+    /// `multiarc::lock::set_spin_count`); 0 = sleep at once, the default.
+    #[arg(long, value_parser = spin_list_arg, default_value = "0")]
+    spins: std::vec::Vec<u32>,
+    /// Print one JSON document on stdout instead of the table.
+    #[arg(long)]
+    json: bool,
+}
 
-pub fn run(_args: LockbenchArgs) -> anyhow::Result<()> {
-    anyhow::bail!("multiarc lockbench is not implemented yet")
+fn spin_list_arg(text: &str) -> Result<Vec<u32>, String> {
+    util::parse_list(text, "spin count", |s| {
+        s.parse::<u32>()
+            .with_context(|| format!("{s:?} is not a whole number"))
+    })
+    .map_err(|e| format!("{e:#}"))
+}
+
+/// A lock under test: guards one counter.
+trait BenchLock: Send + Sync + 'static {
+    /// Size of the lock without data, in bytes.
+    const SIZE: usize;
+    fn new() -> Self;
+    /// One acquisition: lock, increment the counter, unlock.
+    fn increment(&self);
+    /// The counter (after all threads stopped).
+    fn count(&self) -> u64;
+}
+
+struct OurMutex(multiarc::lock::Mutex<u64>);
+
+impl BenchLock for OurMutex {
+    const SIZE: usize = std::mem::size_of::<multiarc::lock::Mutex<()>>();
+    fn new() -> Self {
+        OurMutex(multiarc::lock::Mutex::new(0))
+    }
+    fn increment(&self) {
+        *self.0.lock() += 1;
+    }
+    fn count(&self) -> u64 {
+        *self.0.lock()
+    }
+}
+
+struct SpinWakeAll(SpinWakeAllMutex<u64>);
+
+impl BenchLock for SpinWakeAll {
+    const SIZE: usize = std::mem::size_of::<SpinWakeAllMutex<()>>();
+    fn new() -> Self {
+        SpinWakeAll(SpinWakeAllMutex::new(0))
+    }
+    fn increment(&self) {
+        *self.0.lock() += 1;
+    }
+    fn count(&self) -> u64 {
+        *self.0.lock()
+    }
+}
+
+struct StdMutex(std::sync::Mutex<u64>);
+
+impl BenchLock for StdMutex {
+    const SIZE: usize = std::mem::size_of::<std::sync::Mutex<()>>();
+    fn new() -> Self {
+        StdMutex(std::sync::Mutex::new(0))
+    }
+    fn increment(&self) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+    }
+    fn count(&self) -> u64 {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+struct ParkingLotMutex(parking_lot::Mutex<u64>);
+
+impl BenchLock for ParkingLotMutex {
+    const SIZE: usize = std::mem::size_of::<parking_lot::Mutex<()>>();
+    fn new() -> Self {
+        ParkingLotMutex(parking_lot::Mutex::new(0))
+    }
+    fn increment(&self) {
+        *self.0.lock() += 1;
+    }
+    fn count(&self) -> u64 {
+        *self.0.lock()
+    }
+}
+
+/// A `pthread_mutex_t` (default attributes) and the counter it guards. The
+/// mutex is boxed because POSIX forbids moving an initialised mutex.
+struct PthreadMutex {
+    mutex: Box<UnsafeCell<libc::pthread_mutex_t>>,
+    counter: UnsafeCell<u64>,
+}
+
+// SAFETY: the pthread mutex may be used from any thread, and `counter` is
+// only accessed while it is held.
+unsafe impl Send for PthreadMutex {}
+// SAFETY: as above.
+unsafe impl Sync for PthreadMutex {}
+
+impl BenchLock for PthreadMutex {
+    const SIZE: usize = std::mem::size_of::<libc::pthread_mutex_t>();
+    fn new() -> Self {
+        // SAFETY: an all-zero `pthread_mutex_t` is valid storage to pass to
+        // `pthread_mutex_init`, which initialises it in place (boxed: stable).
+        let mutex = Box::new(UnsafeCell::new(unsafe { std::mem::zeroed() }));
+        // SAFETY: `mutex` points to writable storage that never moves; a null
+        // attribute pointer selects the default (normal) mutex type.
+        let rc = unsafe { libc::pthread_mutex_init(mutex.get(), std::ptr::null()) };
+        assert_eq!(rc, 0, "pthread_mutex_init failed");
+        PthreadMutex {
+            mutex,
+            counter: UnsafeCell::new(0),
+        }
+    }
+    fn increment(&self) {
+        // SAFETY: the mutex was initialised in `new` and is destroyed only in
+        // `drop`; `counter` is touched only between lock and unlock.
+        unsafe {
+            libc::pthread_mutex_lock(self.mutex.get());
+            *self.counter.get() += 1;
+            libc::pthread_mutex_unlock(self.mutex.get());
+        }
+    }
+    fn count(&self) -> u64 {
+        // SAFETY: as in `increment`.
+        unsafe {
+            libc::pthread_mutex_lock(self.mutex.get());
+            let n = *self.counter.get();
+            libc::pthread_mutex_unlock(self.mutex.get());
+            n
+        }
+    }
+}
+
+impl Drop for PthreadMutex {
+    fn drop(&mut self) {
+        // SAFETY: initialised in `new`, unlocked (all users are gone).
+        unsafe { libc::pthread_mutex_destroy(self.mutex.get()) };
+    }
+}
+
+/// One run: acquisitions per thread and the run's duration.
+struct Sample {
+    per_thread: Vec<u64>,
+    elapsed: Duration,
+}
+
+impl Sample {
+    fn total(&self) -> u64 {
+        self.per_thread.iter().sum()
+    }
+
+    fn mops(&self) -> f64 {
+        self.total() as f64 / self.elapsed.as_secs_f64() / 1e6
+    }
+
+    fn fairness(&self) -> f64 {
+        let min = self.per_thread.iter().copied().min().unwrap_or(0);
+        let max = self.per_thread.iter().copied().max().unwrap_or(0);
+        if max == 0 {
+            0.0
+        } else {
+            min as f64 / max as f64
+        }
+    }
+}
+
+/// Runs `threads` threads hammering one `L` for `duration`.
+fn run_once<L: BenchLock>(name: &str, threads: usize, duration: Duration) -> Result<Sample> {
+    let lock = Arc::new(L::new());
+    let stop = Arc::new(AtomicBool::new(false));
+    let start_line = Arc::new(Barrier::new(threads + 1));
+    let handles: Vec<_> = (0..threads)
+        .map(|_| {
+            let (lock, stop, start_line) = (lock.clone(), stop.clone(), start_line.clone());
+            std::thread::spawn(move || {
+                start_line.wait();
+                let mut acquisitions = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    for _ in 0..BATCH {
+                        lock.increment();
+                    }
+                    acquisitions += BATCH;
+                }
+                acquisitions
+            })
+        })
+        .collect();
+    start_line.wait();
+    let start = Instant::now();
+    std::thread::sleep(duration);
+    stop.store(true, Ordering::Relaxed);
+    let per_thread = handles
+        .into_iter()
+        .map(|h| {
+            h.join()
+                .map_err(|_| anyhow::anyhow!("a {name} benchmark thread panicked"))
+        })
+        .collect::<Result<Vec<u64>>>()?;
+    let sample = Sample {
+        per_thread,
+        elapsed: start.elapsed(),
+    };
+    let counted = lock.count();
+    if counted != sample.total() {
+        bail!(
+            "{name} with {threads} threads: the counter is {counted} but the threads acquired the lock {} times (mutual exclusion broken)",
+            sample.total()
+        );
+    }
+    Ok(sample)
+}
+
+/// One row of the results (also the JSON record).
+#[derive(Serialize)]
+struct Measurement {
+    lock: String,
+    threads: usize,
+    mops: f64,
+    size_bytes: usize,
+    fairness: f64,
+}
+
+#[derive(Serialize)]
+struct Machine {
+    cpus: usize,
+}
+
+#[derive(Serialize)]
+struct Config {
+    threads: Vec<usize>,
+    seconds: f64,
+    runs: usize,
+    statistic: &'static str,
+    spins: Vec<u32>,
+    locks: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct Document {
+    machine: Machine,
+    config: Config,
+    results: Vec<Measurement>,
+}
+
+/// Measures `L` at every thread count: the median of `RUNS` runs each.
+fn measure<L: BenchLock>(
+    name: &str,
+    args: &LockbenchArgs,
+    progress: &mut Progress,
+    results: &mut Vec<Measurement>,
+) -> Result<()> {
+    let duration = Duration::from_secs_f64(args.seconds);
+    for &threads in &args.threads {
+        let mut samples = Vec::with_capacity(RUNS);
+        for run in 1..=RUNS {
+            progress.update(&format!(
+                "lockbench: {name}, {threads} threads, run {run}/{RUNS}"
+            ));
+            samples.push(run_once::<L>(name, threads, duration)?);
+        }
+        samples.sort_by(|a, b| a.mops().total_cmp(&b.mops()));
+        let median = &samples[RUNS / 2];
+        results.push(Measurement {
+            lock: name.to_string(),
+            threads,
+            mops: median.mops(),
+            size_bytes: L::SIZE,
+            fairness: median.fairness(),
+        });
+    }
+    Ok(())
+}
+
+fn selected_locks(args: &LockbenchArgs) -> Result<Vec<String>> {
+    let Some(wanted) = &args.locks else {
+        return Ok(LOCK_NAMES.iter().map(|s| s.to_string()).collect());
+    };
+    for name in wanted {
+        if !LOCK_NAMES.contains(&name.as_str()) {
+            bail!(
+                "--locks: unknown lock {name:?} (known: {})",
+                LOCK_NAMES.join(", ")
+            );
+        }
+    }
+    // Table order, without duplicates.
+    Ok(LOCK_NAMES
+        .iter()
+        .filter(|n| wanted.iter().any(|w| w == *n))
+        .map(|s| s.to_string())
+        .collect())
+}
+
+/// Runs `multiarc lockbench`.
+pub fn run(args: LockbenchArgs) -> Result<()> {
+    if !(args.seconds.is_finite() && args.seconds > 0.0 && args.seconds <= 86_400.0) {
+        bail!(
+            "--seconds must be a positive number of seconds (at most a day), got {}",
+            args.seconds
+        );
+    }
+    let locks = selected_locks(&args)?;
+    let mut progress = Progress::new(true);
+    let mut results = Vec::new();
+    for name in &locks {
+        match name.as_str() {
+            "multiarc" => {
+                let before = multiarc::lock::spin_count();
+                for &spins in &args.spins {
+                    multiarc::lock::set_spin_count(spins);
+                    let row = if spins == 0 {
+                        "multiarc".to_string()
+                    } else {
+                        format!("multiarc-spin{spins}")
+                    };
+                    let measured = measure::<OurMutex>(&row, &args, &mut progress, &mut results);
+                    multiarc::lock::set_spin_count(before);
+                    measured?;
+                }
+            }
+            "multiarc-spinwake" => {
+                measure::<SpinWakeAll>(name, &args, &mut progress, &mut results)?
+            }
+            "std" => measure::<StdMutex>(name, &args, &mut progress, &mut results)?,
+            "parking_lot" => measure::<ParkingLotMutex>(name, &args, &mut progress, &mut results)?,
+            "pthread" => measure::<PthreadMutex>(name, &args, &mut progress, &mut results)?,
+            other => unreachable!("validated lock name {other}"),
+        }
+    }
+    progress.finish("lockbench: done");
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if args.json {
+        let document = Document {
+            machine: Machine { cpus },
+            config: Config {
+                threads: args.threads.clone(),
+                seconds: args.seconds,
+                runs: RUNS,
+                statistic: "median",
+                spins: args.spins.clone(),
+                locks,
+            },
+            results,
+        };
+        println!("{}", serde_json::to_string_pretty(&document)?);
+    } else {
+        print!("{}", table(&args, cpus, &results));
+    }
+    Ok(())
+}
+
+/// The human table: one row per lock, per thread count Macq/s and fairness.
+fn table(args: &LockbenchArgs, cpus: usize, results: &[Measurement]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Lock benchmark: each thread loops lock, increment a shared counter, unlock for {} s;",
+        args.seconds
+    );
+    let _ = writeln!(
+        out,
+        "median of {RUNS} runs; {cpus} CPUs. Macq/s = million acquisitions per second (all threads);"
+    );
+    let _ = writeln!(
+        out,
+        "fair = fewest acquisitions of any thread / most (1 = perfectly fair)."
+    );
+    let _ = writeln!(out);
+    let mut header = format!("{:<20} {:>5}", "lock", "bytes");
+    for threads in &args.threads {
+        let _ = write!(
+            header,
+            " {:>12} {:>5}",
+            format!("{threads} thr Macq/s"),
+            "fair"
+        );
+    }
+    let _ = writeln!(out, "{header}");
+    let _ = writeln!(out, "{}", "-".repeat(header.len()));
+    let mut names: Vec<&str> = Vec::new();
+    for m in results {
+        if !names.contains(&m.lock.as_str()) {
+            names.push(&m.lock);
+        }
+    }
+    for name in names {
+        let rows: Vec<&Measurement> = results.iter().filter(|m| m.lock == name).collect();
+        let _ = write!(out, "{:<20} {:>5}", name, rows[0].size_bytes);
+        for threads in &args.threads {
+            match rows.iter().find(|m| m.threads == *threads) {
+                Some(m) => {
+                    let _ = write!(out, " {:>12.1} {:>5.2}", m.mops, m.fairness);
+                }
+                None => {
+                    let _ = write!(out, " {:>12} {:>5}", "-", "-");
+                }
+            }
+        }
+        let _ = writeln!(out);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_lock_keeps_count_under_contention() {
+        let d = Duration::from_millis(30);
+        for sample in [
+            run_once::<OurMutex>("multiarc", 3, d).unwrap(),
+            run_once::<SpinWakeAll>("multiarc-spinwake", 3, d).unwrap(),
+            run_once::<StdMutex>("std", 3, d).unwrap(),
+            run_once::<ParkingLotMutex>("parking_lot", 3, d).unwrap(),
+            run_once::<PthreadMutex>("pthread", 3, d).unwrap(),
+        ] {
+            assert_eq!(sample.per_thread.len(), 3);
+            assert!(sample.total() > 0);
+            assert!((0.0..=1.0).contains(&sample.fairness()));
+        }
+    }
+
+    #[test]
+    fn sizes_are_reported() {
+        assert_eq!(OurMutex::SIZE, 4);
+        assert_eq!(SpinWakeAll::SIZE, 4);
+    }
+
+    #[test]
+    fn fairness_is_min_over_max() {
+        let sample = Sample {
+            per_thread: vec![50, 100, 80],
+            elapsed: Duration::from_secs(1),
+        };
+        assert_eq!(sample.fairness(), 0.5);
+        assert_eq!(sample.mops(), 230.0 / 1e6);
+    }
+
+    #[test]
+    fn spin_lists_accept_zero() {
+        assert_eq!(spin_list_arg("0,40").unwrap(), vec![0, 40]);
+        assert!(spin_list_arg("x").is_err());
+    }
 }

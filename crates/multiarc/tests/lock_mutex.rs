@@ -50,7 +50,7 @@ fn exclusion_stress(threads: u32, iterations: u64) {
                     let mut state = shared.lock();
                     assert_eq!(state.a, state.b);
                     state.a += 1;
-                    if i % 64 == 0 {
+                    if i.is_multiple_of(64) {
                         thread::yield_now(); // invite others in while held
                     }
                     state.log.push(t);
@@ -93,7 +93,7 @@ fn no_lost_wake_up_with_many_sleepers() {
                     for _ in 0..rounds {
                         let mut n = lock.lock();
                         *n += 1;
-                        if (*n).is_multiple_of(50) {
+                        if n.is_multiple_of(50) {
                             thread::sleep(Duration::from_millis(2));
                         }
                     }
@@ -172,7 +172,7 @@ fn spin_wake_all_variant_excludes() {
                         let mut pair = lock.lock();
                         assert_eq!(pair.0, pair.1);
                         pair.0 += 1;
-                        if i % 64 == 0 {
+                        if i.is_multiple_of(64) {
                             thread::yield_now();
                         }
                         pair.1 += 1;

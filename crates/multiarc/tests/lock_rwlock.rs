@@ -44,7 +44,7 @@ fn writers_exclude_everyone_readers_share() {
                             let mut pair = lock.write();
                             assert_eq!(inside.load(Ordering::SeqCst), 0, "reader inside a write");
                             pair.0 += 1;
-                            if i % 64 == 0 {
+                            if i.is_multiple_of(64) {
                                 thread::yield_now();
                             }
                             pair.1 += 1;
@@ -53,7 +53,7 @@ fn writers_exclude_everyone_readers_share() {
                             let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
                             max_inside.fetch_max(now, Ordering::SeqCst);
                             assert_eq!(pair.0, pair.1, "torn write seen by a reader");
-                            if i % 64 == 0 {
+                            if i.is_multiple_of(64) {
                                 thread::yield_now();
                             }
                             inside.fetch_sub(1, Ordering::SeqCst);
@@ -124,15 +124,15 @@ fn no_lost_wake_up_with_many_sleeping_readers_and_writers() {
                 let lock = Arc::clone(&lock);
                 thread::spawn(move || {
                     for i in 0..50u64 {
-                        if (t + i) % 4 == 0 {
+                        if (t + i).is_multiple_of(4) {
                             let mut n = lock.write();
                             *n += 1;
-                            if (*n).is_multiple_of(25) {
+                            if n.is_multiple_of(25) {
                                 thread::sleep(Duration::from_millis(2));
                             }
                         } else {
                             let n = lock.read();
-                            if i % 10 == 0 {
+                            if i.is_multiple_of(10) {
                                 thread::sleep(Duration::from_micros(500));
                             }
                             std::hint::black_box(*n);
@@ -145,7 +145,7 @@ fn no_lost_wake_up_with_many_sleeping_readers_and_writers() {
             handle.join().unwrap();
         }
         let writes: u64 = (0..32u64)
-            .map(|t| (0..50u64).filter(|i| (t + i) % 4 == 0).count() as u64)
+            .map(|t| (0..50u64).filter(|i| (t + i).is_multiple_of(4)).count() as u64)
             .sum();
         assert_eq!(*lock.read(), writes);
     });
@@ -159,4 +159,19 @@ fn get_mut_and_debug() {
     let guard = lock.write();
     assert_eq!(format!("{lock:?}"), "RwLock { data: <locked>, .. }");
     drop(guard);
+}
+
+#[test]
+fn the_reader_count_limit_is_enforced() {
+    let lock = RwLock::new(());
+    let guards: Vec<_> = (0..65_534)
+        .map(|_| lock.try_read().expect("room for this reader"))
+        .collect();
+    assert!(lock.try_read().is_none(), "the count is full");
+    assert!(lock.try_write().is_none());
+    let overflow = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(lock.read())));
+    assert!(overflow.is_err(), "one reader too many must panic");
+    drop(guards);
+    drop(lock.write());
+    assert!(lock.try_write().is_some());
 }

@@ -16,7 +16,7 @@ fn every_acquisition_of_a_contended_lock_is_counted() {
     let lock = Arc::new(Mutex::new(0u64));
     lock.set_lockstat(Some(LockId::new("stats.counted", 0)));
     let threads = 4;
-    let iterations = 20_000;
+    let iterations: u64 = 20_000;
     let barrier = Arc::new(Barrier::new(threads));
     let handles: Vec<_> = (0..threads)
         .map(|_| {
@@ -27,7 +27,7 @@ fn every_acquisition_of_a_contended_lock_is_counted() {
                 for i in 0..iterations {
                     let mut n = lock.lock();
                     *n += 1;
-                    if i % 256 == 0 {
+                    if i.is_multiple_of(256) {
                         thread::yield_now();
                     }
                 }

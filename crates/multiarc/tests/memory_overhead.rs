@@ -7,7 +7,7 @@
 //! bytes per buffer. The figure in docs/BENCHMARKS.md (1M buffers of 8 KiB):
 //! `MULTIARC_OVERHEAD_ENTRIES=1000000 cargo test --release -p multiarc --test memory_overhead -- --nocapture`
 
-use multiarc::{BlockKey, Builder, Cache};
+use multiarc::{BlockKey, Builder, Cache, HitMode};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
 
@@ -40,8 +40,19 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOC: Counting = Counting;
 
+/// Both modes in one test: the allocation counter is process-wide, so they
+/// must not run at the same time.
 #[test]
 fn metadata_per_cached_buffer() {
+    let eager = measure(HitMode::Eager);
+    let lazy = measure(HitMode::Lazy);
+    assert!(
+        lazy <= eager,
+        "lazy mode metadata ({lazy:.1} B) exceeds eager ({eager:.1} B)"
+    );
+}
+
+fn measure(mode: HitMode) -> f64 {
     let entries: usize = std::env::var("MULTIARC_OVERHEAD_ENTRIES")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -50,6 +61,7 @@ fn metadata_per_cached_buffer() {
     let before_build = LIVE.load(Ordering::Relaxed);
     let cache: Cache<BlockKey> = Builder::new()
         .max_bytes((entries * block) as u64)
+        .hit_mode(mode)
         .build()
         .unwrap();
     let empty = LIVE.load(Ordering::Relaxed) - before_build;
@@ -64,7 +76,7 @@ fn metadata_per_cached_buffer() {
     let meta = total - data;
     let per_entry = meta as f64 / entries as f64;
     println!(
-        "{entries} buffers of {block} B: data {data} B, metadata {meta} B (empty cache {empty} B), \
+        "{mode:?}: {entries} buffers of {block} B: data {data} B, metadata {meta} B (empty cache {empty} B), \
          {per_entry:.1} B per buffer = {:.2}% of the data",
         100.0 * meta as f64 / data as f64
     );
@@ -74,4 +86,5 @@ fn metadata_per_cached_buffer() {
         LIVE.load(Ordering::Relaxed) - before_build < 4096,
         "dropping the cache frees everything"
     );
+    per_entry
 }

@@ -1,1 +1,302 @@
-//! Block trace readers (being written).
+//! Block traces: streaming readers that turn a trace file into the sequence
+//! of block ids it requests, in memory bounded by one line.
+//!
+//! Formats:
+//! - [`TraceFormat::Ids`]: one decimal block id per line (blank lines and
+//!   `#` comments are skipped).
+//! - [`TraceFormat::Arc`]: the ARC paper's `.lis` traces, `start_block
+//!   block_count ignored request_id` per line; a line requests `block_count`
+//!   consecutive blocks.
+//! - [`TraceFormat::CloudPhysics`]: CSV with the header `version,time,op,
+//!   size,lbn`, `lbn` in 512-byte sectors and `size` in bytes; a request
+//!   touches every block of `block_size` bytes it overlaps, in order.
+//! - [`TraceFormat::Csv`]: any CSV whose column `id_column` (0-based) holds
+//!   the block id, with an optional header line.
+//!
+//! Compressed files are the caller's business: wrap the decoder (the CLI
+//! reads `.zst` with the `zstd` crate) in a `BufRead`.
+
+use std::fmt;
+use std::io::BufRead;
+
+/// How a trace file is laid out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TraceFormat {
+    /// One decimal block id per line.
+    Ids,
+    /// `start_block block_count ignored request_id` per line.
+    Arc,
+    /// The CloudPhysics CSV (`version,time,op,size,lbn`), expanded to blocks
+    /// of `block_size` bytes.
+    CloudPhysics {
+        /// Bytes per block (> 0).
+        block_size: u64,
+    },
+    /// A CSV with the block id in column `id_column` (0-based).
+    Csv {
+        /// Column of the block id.
+        id_column: usize,
+        /// Whether the first line is a header to skip.
+        header: bool,
+    },
+}
+
+/// A malformed trace: where and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TraceError {
+    /// 1-based line number (0 when the error is not about one line).
+    pub line: u64,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl fmt::Display for TraceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 {
+            write!(f, "{}", self.reason)
+        } else {
+            write!(f, "line {}: {}", self.line, self.reason)
+        }
+    }
+}
+
+impl std::error::Error for TraceError {}
+
+/// Reads block ids from a trace, one request's blocks at a time.
+pub struct TraceReader<R> {
+    input: R,
+    format: TraceFormat,
+    line: u64,
+    text: String,
+    /// Blocks of the current request still to hand out: next id, how many.
+    pending: (u64, u64),
+    produced: bool,
+    done: bool,
+}
+
+impl<R: BufRead> TraceReader<R> {
+    /// A reader of `input` in `format`.
+    pub fn new(input: R, format: TraceFormat) -> TraceReader<R> {
+        TraceReader {
+            input,
+            format,
+            line: 0,
+            text: String::new(),
+            pending: (0, 0),
+            produced: false,
+            done: false,
+        }
+    }
+
+    /// The number of the last line read.
+    pub fn line(&self) -> u64 {
+        self.line
+    }
+
+    fn err(&self, reason: impl Into<String>) -> TraceError {
+        TraceError {
+            line: self.line,
+            reason: reason.into(),
+        }
+    }
+
+    /// Reads lines until one yields a request: `Ok(Some((first, count)))`,
+    /// `Ok(None)` at the end.
+    fn next_request(&mut self) -> Result<Option<(u64, u64)>, TraceError> {
+        loop {
+            self.text.clear();
+            let n = self
+                .input
+                .read_line(&mut self.text)
+                .map_err(|e| self.err(format!("read error: {e}")))?;
+            if n == 0 {
+                return Ok(None);
+            }
+            self.line += 1;
+            let line = self.text.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let number = |field: Option<&str>, what: &str| -> Result<u64, TraceError> {
+                let field = field.map(str::trim).unwrap_or("");
+                if field.is_empty() {
+                    return Err(self.err(format!("missing {what}")));
+                }
+                field
+                    .parse::<u64>()
+                    .map_err(|_| self.err(format!("{what} {field:?} is not a whole number")))
+            };
+            match self.format {
+                TraceFormat::Ids => return Ok(Some((number(Some(line), "block id")?, 1))),
+                TraceFormat::Arc => {
+                    let mut fields = line.split_whitespace();
+                    let start = number(fields.next(), "start block")?;
+                    let count = number(fields.next(), "block count")?;
+                    if count == 0 {
+                        return Err(self.err("block count is 0"));
+                    }
+                    return Ok(Some((start, count)));
+                }
+                TraceFormat::CloudPhysics { block_size } => {
+                    if self.line == 1 {
+                        if !line.starts_with("version,") {
+                            return Err(self.err(format!(
+                                "expected the header `version,time,op,size,lbn`, found {line:?}"
+                            )));
+                        }
+                        continue;
+                    }
+                    let fields: Vec<&str> = line.split(',').collect();
+                    if fields.len() != 5 {
+                        return Err(self.err(format!(
+                            "expected 5 fields (version,time,op,size,lbn), found {}",
+                            fields.len()
+                        )));
+                    }
+                    let size = number(Some(fields[3]), "size")?;
+                    let lbn = number(Some(fields[4]), "lbn")?;
+                    let start = lbn
+                        .checked_mul(512)
+                        .ok_or_else(|| self.err("lbn out of range"))?;
+                    let end = start
+                        .checked_add(size.max(1))
+                        .ok_or_else(|| self.err("request end out of range"))?;
+                    let first = start / block_size;
+                    let last = (end - 1) / block_size;
+                    return Ok(Some((first, last - first + 1)));
+                }
+                TraceFormat::Csv { id_column, header } => {
+                    if header && self.line == 1 {
+                        continue;
+                    }
+                    let field = line.split(',').nth(id_column);
+                    if field.is_none() {
+                        return Err(self.err(format!("no column {id_column}")));
+                    }
+                    return Ok(Some((number(field, "block id")?, 1)));
+                }
+            }
+        }
+    }
+}
+
+impl<R: BufRead> Iterator for TraceReader<R> {
+    type Item = Result<u64, TraceError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        if self.pending.1 == 0 {
+            match self.next_request() {
+                Ok(Some(request)) => self.pending = request,
+                Ok(None) => {
+                    self.done = true;
+                    if !self.produced {
+                        return Some(Err(TraceError {
+                            line: 0,
+                            reason: "the trace is empty (no requests)".into(),
+                        }));
+                    }
+                    return None;
+                }
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+            }
+        }
+        let (id, count) = self.pending;
+        self.pending = (id.wrapping_add(1), count - 1);
+        self.produced = true;
+        Some(Ok(id))
+    }
+}
+
+impl TraceFormat {
+    fn check(self) -> Result<(), TraceError> {
+        match self {
+            TraceFormat::CloudPhysics { block_size: 0 } => Err(TraceError {
+                line: 0,
+                reason: "block size must be greater than 0".into(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// A reader of `input` in this format, after checking the format's
+    /// parameters.
+    pub fn reader<R: BufRead>(self, input: R) -> Result<TraceReader<R>, TraceError> {
+        self.check()?;
+        Ok(TraceReader::new(input, self))
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn read(text: &str, format: TraceFormat) -> Result<Vec<u64>, TraceError> {
+        format.reader(text.as_bytes())?.collect()
+    }
+
+    #[test]
+    fn ids() {
+        assert_eq!(
+            read("1\n\n# c\n 2 \n3", TraceFormat::Ids),
+            Ok(vec![1, 2, 3])
+        );
+        let e = read("1\nx\n", TraceFormat::Ids).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "line 2: block id \"x\" is not a whole number"
+        );
+    }
+
+    #[test]
+    fn arc_lines_expand_to_consecutive_blocks() {
+        assert_eq!(
+            read("10 3 0 1\n5 1 0 2\n", TraceFormat::Arc),
+            Ok(vec![10, 11, 12, 5])
+        );
+        assert_eq!(read("10\n", TraceFormat::Arc).unwrap_err().line, 1);
+        assert!(read("1 0 0 0\n", TraceFormat::Arc)
+            .unwrap_err()
+            .reason
+            .contains("block count is 0"));
+    }
+
+    #[test]
+    fn cloudphysics_expands_byte_ranges_to_blocks() {
+        let f = TraceFormat::CloudPhysics { block_size: 8192 };
+        let text = "version,time,op,size,lbn\n1,0,2a,512,0\n1,0,2a,8192,8\n1,0,28,16384,32\n";
+        // [0,512) -> 0; [4096, 12288) -> 0,1; [16384, 32768) -> 2,3.
+        assert_eq!(read(text, f), Ok(vec![0, 0, 1, 2, 3]));
+        let e = read("version,time,op,size,lbn\n1,0,2a,512\n", f).unwrap_err();
+        assert_eq!(e.line, 2);
+        assert!(read("1,0,2a,512,0\n", f)
+            .unwrap_err()
+            .reason
+            .contains("header"));
+        assert!(read("version\n", TraceFormat::CloudPhysics { block_size: 0 }).is_err());
+    }
+
+    #[test]
+    fn csv_column_and_header() {
+        let f = TraceFormat::Csv {
+            id_column: 1,
+            header: true,
+        };
+        assert_eq!(read("a,b\nx,7\ny,8\n", f), Ok(vec![7, 8]));
+        assert_eq!(read("a,b\nx\n", f).unwrap_err().line, 2);
+    }
+
+    #[test]
+    fn an_empty_trace_is_an_error() {
+        assert!(read("", TraceFormat::Ids)
+            .unwrap_err()
+            .reason
+            .contains("empty"));
+        assert!(read("# only a comment\n", TraceFormat::Ids).is_err());
+    }
+}

@@ -2,6 +2,8 @@
 //!
 //! State word layout: bit 0 `LOCKED`, bit 1 `WAITERS` (`LOCKED | WAITERS` is
 //! the "contended" state), bits 2..32 the lockstat slot (0 = not traced).
+//! Between an unlock's two steps the word may briefly be `WAITERS` without
+//! `LOCKED`: free, and lockable like any free word.
 
 use super::futex::{Futex, PlatformFutex};
 use super::lockstat;
@@ -74,13 +76,13 @@ impl<F: Futex> RawMutex<F> {
     /// and not yet released).
     #[inline]
     pub(crate) unsafe fn unlock(&self) {
-        // Fails when a waiter may sleep, or when the lock is traced.
-        if self
-            .word
-            .compare_exchange(LOCKED, 0, Release, Relaxed)
-            .is_err()
-        {
-            self.unlock_slow();
+        // One unconditional `lock xadd`: clears LOCKED, keeps the slot bits
+        // (cheaper than a compare-exchange, which a `swap(0)` would need to
+        // preserve them).
+        let old = self.word.fetch_sub(LOCKED, Release);
+        debug_assert!(old & LOCKED != 0, "unlock of an unlocked mutex");
+        if old & WAITERS != 0 {
+            self.wake_waiter();
         }
     }
 
@@ -113,7 +115,8 @@ impl<F: Futex> RawMutex<F> {
     #[cold]
     #[inline(never)]
     fn lock_slow(&self, mut word: u32) {
-        // Free but traced: an uncontended acquisition.
+        // Free, but traced or still marked by an unlock in progress: an
+        // uncontended acquisition.
         while word & LOCKED == 0 {
             match self
                 .word
@@ -162,14 +165,16 @@ impl<F: Futex> RawMutex<F> {
         }
     }
 
+    /// The unlock found WAITERS set: the word is now free but still marked.
+    /// Clear the mark and wake one sleeper, which marks the word again if it
+    /// has to go back to sleep (so a sleeper is never left unmarked). A locker
+    /// that took the lock in between keeps it; clearing its mark is safe for
+    /// the same reason.
     #[cold]
     #[inline(never)]
-    fn unlock_slow(&self) {
-        // Clear the state, keep the slot bits.
-        let old = self.word.fetch_and(!STATE, Release);
-        if old & WAITERS != 0 {
-            F::wake_one(&self.word);
-        }
+    fn wake_waiter(&self) {
+        self.word.fetch_and(!WAITERS, Relaxed);
+        F::wake_one(&self.word);
     }
 }
 

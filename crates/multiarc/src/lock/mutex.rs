@@ -132,20 +132,25 @@ impl<F: Futex> RawMutex<F> {
         // Contended. Time the wait only if the lock is traced.
         let slot = word >> SLOT_SHIFT;
         let start = (slot != 0).then(Instant::now);
-        self.lock_contended(word);
-        if let Some(start) = start {
-            lockstat::record(slot, Some(start.elapsed()));
+        let end = self.lock_contended(word, start.is_some());
+        if let (Some(start), Some(end)) = (start, end) {
+            lockstat::record(slot, Some(end.saturating_duration_since(start)));
         }
     }
 
-    fn lock_contended(&self, mut word: u32) {
+    /// Acquires a lock found held. If `timed`, returns the time just before
+    /// the successful attempt: the wait's end, read outside the critical
+    /// section so that tracing does not lengthen it.
+    fn lock_contended(&self, mut word: u32, timed: bool) -> Option<Instant> {
+        let clock = || timed.then(Instant::now);
         for _ in 0..super::spin_count() {
             if word & LOCKED == 0 {
+                let before = clock();
                 match self
                     .word
                     .compare_exchange_weak(word, word | LOCKED, Acquire, Relaxed)
                 {
-                    Ok(_) => return,
+                    Ok(_) => return before,
                     Err(now) => word = now,
                 }
             } else {
@@ -153,15 +158,17 @@ impl<F: Futex> RawMutex<F> {
                 word = self.word.load(Relaxed);
             }
         }
+        let mut before = clock();
         loop {
             // Mark the lock contended; if it was free we now hold it (marked
             // contended, which at worst costs one unneeded wake-up).
             let old = self.word.fetch_or(CONTENDED, Acquire);
             if old & LOCKED == 0 {
-                return;
+                return before;
             }
             // Sleep while the word is unchanged: still held, still marked, same slot.
             F::wait(&self.word, old | CONTENDED);
+            before = clock();
         }
     }
 

@@ -23,9 +23,19 @@ const RUNS: usize = 3;
 /// Acquisitions between two looks at the stop flag.
 const BATCH: u64 = 64;
 
-/// The lock names `--locks` accepts, in table order.
-const LOCK_NAMES: [&str; 5] = [
+/// The locks measured by default, in table order.
+const DEFAULT_LOCKS: [&str; 5] = [
     "multiarc",
+    "multiarc-spinwake",
+    "std",
+    "parking_lot",
+    "pthread",
+];
+/// Every lock name `--locks` accepts, in table order: the defaults plus
+/// `multiarc-lockstat` (our mutex with lock statistics on, to measure their cost).
+const LOCK_NAMES: [&str; 6] = [
+    "multiarc",
+    "multiarc-lockstat",
     "multiarc-spinwake",
     "std",
     "parking_lot",
@@ -42,7 +52,8 @@ pub struct LockbenchArgs {
     #[arg(long, default_value_t = 2.0)]
     seconds: f64,
     /// Only these locks, comma-separated: multiarc, multiarc-spinwake, std,
-    /// parking_lot, pthread (default: all).
+    /// parking_lot, pthread (the default set), and multiarc-lockstat (our
+    /// lock with lock statistics on).
     #[arg(long, value_parser = util::name_list_arg)]
     locks: Option<std::vec::Vec<String>>,
     /// Spin counts to measure our lock with, comma-separated (see
@@ -71,6 +82,11 @@ trait BenchLock: Send + Sync + 'static {
     fn increment(&self);
     /// The counter (after all threads stopped).
     fn count(&self) -> u64;
+    /// Checks anything else the lock knows about the finished run, given
+    /// the total of the threads' acquisitions (and after `count`).
+    fn check(&self, _acquisitions: u64) -> Result<()> {
+        Ok(())
+    }
 }
 
 struct OurMutex(multiarc::lock::Mutex<u64>);
@@ -85,6 +101,39 @@ impl BenchLock for OurMutex {
     }
     fn count(&self) -> u64 {
         *self.0.lock()
+    }
+}
+
+/// Our mutex with lock statistics on: what tracing costs.
+struct OurTracedMutex(multiarc::lock::Mutex<u64>);
+
+const TRACED_CLASS: &str = "lockbench.mutex";
+
+impl BenchLock for OurTracedMutex {
+    const SIZE: usize = std::mem::size_of::<multiarc::lock::Mutex<()>>();
+    fn new() -> Self {
+        multiarc::lock::lockstat::reset();
+        let lock = multiarc::lock::Mutex::new(0);
+        lock.set_lockstat(Some(multiarc::lock::LockId::new(TRACED_CLASS, 0)));
+        OurTracedMutex(lock)
+    }
+    fn increment(&self) {
+        *self.0.lock() += 1;
+    }
+    fn count(&self) -> u64 {
+        *self.0.lock()
+    }
+    fn check(&self, acquisitions: u64) -> Result<()> {
+        let report = multiarc::lock::lockstat::snapshot().filter_class_prefix(TRACED_CLASS);
+        // The threads' acquisitions plus the one in `count`.
+        let recorded = report.total_acquisitions();
+        if recorded != acquisitions + 1 {
+            bail!(
+                "multiarc-lockstat: lock statistics recorded {recorded} acquisitions, expected {}",
+                acquisitions + 1
+            );
+        }
+        Ok(())
     }
 }
 
@@ -257,6 +306,7 @@ fn run_once<L: BenchLock>(name: &str, threads: usize, duration: Duration) -> Res
             sample.total()
         );
     }
+    lock.check(sample.total())?;
     Ok(sample)
 }
 
@@ -323,7 +373,7 @@ fn measure<L: BenchLock>(
 
 fn selected_locks(args: &LockbenchArgs) -> Result<Vec<String>> {
     let Some(wanted) = &args.locks else {
-        return Ok(LOCK_NAMES.iter().map(|s| s.to_string()).collect());
+        return Ok(DEFAULT_LOCKS.iter().map(|s| s.to_string()).collect());
     };
     for name in wanted {
         if !LOCK_NAMES.contains(&name.as_str()) {
@@ -367,6 +417,9 @@ pub fn run(args: LockbenchArgs) -> Result<()> {
                     multiarc::lock::set_spin_count(before);
                     measured?;
                 }
+            }
+            "multiarc-lockstat" => {
+                measure::<OurTracedMutex>(name, &args, &mut progress, &mut results)?
             }
             "multiarc-spinwake" => {
                 measure::<SpinWakeAll>(name, &args, &mut progress, &mut results)?
@@ -460,6 +513,7 @@ mod tests {
         let d = Duration::from_millis(30);
         for sample in [
             run_once::<OurMutex>("multiarc", 3, d).unwrap(),
+            run_once::<OurTracedMutex>("multiarc-lockstat", 3, d).unwrap(),
             run_once::<SpinWakeAll>("multiarc-spinwake", 3, d).unwrap(),
             run_once::<StdMutex>("std", 3, d).unwrap(),
             run_once::<ParkingLotMutex>("parking_lot", 3, d).unwrap(),

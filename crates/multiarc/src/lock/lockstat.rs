@@ -6,13 +6,15 @@
 //! ([`super::Mutex::set_lockstat`], [`super::RwLock::set_lockstat`]). Each
 //! distinct [`LockId`] gets a *slot* (a small integer stored in the traced
 //! lock's state word). A traced acquisition adds to the counters of its slot
-//! in a table owned by the acquiring thread; [`snapshot`] merges the tables of
-//! all threads. So recording touches no memory shared with other threads, and
-//! a contended traced acquisition costs one `Instant::now()` pair on top.
+//! in a table owned by the acquiring thread, with plain loads and stores (no
+//! locked instruction, no shared cache line); [`snapshot`] merges the tables
+//! of all threads. A contended traced acquisition also reads the clock twice.
 
 use super::LockId;
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering::*};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -27,33 +29,68 @@ static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
     slots: BTreeMap::new(),
 });
 
-/// The counters of one slot in one thread.
-#[derive(Clone, Copy, Default)]
-struct Counters {
-    acquisitions: u64,
-    contended: u64,
-    wait_ns_total: u64,
-    wait_ns_max: u64,
+/// Incremented by [`reset`]. A thread's counters belong to the epoch stored
+/// in its table; the owner zeroes them on its first record in a new epoch,
+/// and [`snapshot`] ignores tables of an old epoch. So `reset` never writes
+/// counters another thread is updating.
+static EPOCH: AtomicU64 = AtomicU64::new(0);
+
+/// The counters of one slot in one thread. Written only by the owning
+/// thread (a relaxed load and store: no locked instruction), read by
+/// [`snapshot`].
+#[derive(Default)]
+struct SlotCounters {
+    acquisitions: AtomicU64,
+    contended: AtomicU64,
+    wait_ns_total: AtomicU64,
+    wait_ns_max: AtomicU64,
 }
 
-/// One thread's counters, indexed by slot. Behind a mutex only so that
-/// `snapshot` and `reset` can reach it; the owning thread never contends on
-/// it except with them.
-type ThreadTable = Mutex<Vec<Counters>>;
+/// Slots per chunk of a thread's table.
+const CHUNK: usize = 64;
+
+/// A fixed block of counters; a thread's table grows by whole chunks, so
+/// counters never move while `snapshot` reads them.
+struct Chunk([SlotCounters; CHUNK]);
+
+impl Chunk {
+    fn new() -> Arc<Chunk> {
+        Arc::new(Chunk(std::array::from_fn(|_| SlotCounters::default())))
+    }
+}
+
+/// One thread's counters, as seen by `snapshot` and `reset`.
+struct ThreadTable {
+    /// The epoch the counters belong to.
+    epoch: AtomicU64,
+    /// The chunks, slot `s` in `chunks[s / CHUNK].0[s % CHUNK]`. The mutex
+    /// is taken by the owner only to append a chunk.
+    chunks: Mutex<Vec<Arc<Chunk>>>,
+}
+
+/// The owning thread's handle on its table: its own copy of the chunk list,
+/// read without locking.
+struct Local {
+    table: Arc<ThreadTable>,
+    chunks: RefCell<Vec<Arc<Chunk>>>,
+}
 
 /// The tables of all threads that ever recorded (kept after a thread exits
 /// so that its statistics still count; `reset` drops those of exited threads).
 static THREADS: Mutex<Vec<Arc<ThreadTable>>> = Mutex::new(Vec::new());
 
 thread_local! {
-    static LOCAL: Arc<ThreadTable> = {
-        let table = Arc::new(Mutex::new(Vec::new()));
+    static LOCAL: Local = {
+        let table = Arc::new(ThreadTable {
+            epoch: AtomicU64::new(EPOCH.load(Acquire)),
+            chunks: Mutex::new(Vec::new()),
+        });
         lock(&THREADS).push(Arc::clone(&table));
-        table
+        Local { table, chunks: RefCell::new(Vec::new()) }
     };
 }
 
-/// Locks a statistics mutex; counters stay usable after a panic elsewhere.
+/// Locks a statistics mutex; the data stays usable after a panic elsewhere.
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -74,6 +111,11 @@ pub(crate) fn slot_for(id: LockId, max_slot: u32) -> Option<u32> {
     (slot <= max_slot).then_some(slot)
 }
 
+/// Adds `n` to a counter only this thread writes.
+fn add(counter: &AtomicU64, n: u64) {
+    counter.store(counter.load(Relaxed).saturating_add(n), Relaxed);
+}
+
 /// Records one acquisition of the lock traced in `slot` (0 = untraced, a
 /// no-op); `wait` is `Some` if the acquisition was contended.
 pub(crate) fn record(slot: u32, wait: Option<Duration>) {
@@ -81,47 +123,84 @@ pub(crate) fn record(slot: u32, wait: Option<Duration>) {
         return;
     }
     // `try_with`: a lock taken in a thread-local destructor is not counted.
-    let _ = LOCAL.try_with(|table| {
-        let mut table = lock(table);
-        let index = slot as usize;
-        if table.len() <= index {
-            table.resize(index + 1, Counters::default());
+    let _ = LOCAL.try_with(|local| {
+        // `try_borrow_mut`: never re-entered in practice (recording takes no
+        // traced lock), but a nested record is dropped rather than panicking.
+        let Ok(mut chunks) = local.chunks.try_borrow_mut() else {
+            return;
+        };
+        let epoch = EPOCH.load(Acquire);
+        if local.table.epoch.load(Relaxed) != epoch {
+            // First record since a reset: start this thread's counters anew.
+            for chunk in chunks.iter() {
+                for counters in &chunk.0 {
+                    counters.acquisitions.store(0, Relaxed);
+                    counters.contended.store(0, Relaxed);
+                    counters.wait_ns_total.store(0, Relaxed);
+                    counters.wait_ns_max.store(0, Relaxed);
+                }
+            }
+            // Release: a snapshot that sees the new epoch sees the zeroes.
+            local.table.epoch.store(epoch, Release);
         }
-        let counters = &mut table[index];
-        counters.acquisitions += 1;
+        let (chunk, index) = (slot as usize / CHUNK, slot as usize % CHUNK);
+        while chunks.len() <= chunk {
+            let new = Chunk::new();
+            lock(&local.table.chunks).push(Arc::clone(&new));
+            chunks.push(new);
+        }
+        let counters = &chunks[chunk].0[index];
+        add(&counters.acquisitions, 1);
         if let Some(wait) = wait {
             let ns = u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX);
-            counters.contended += 1;
-            counters.wait_ns_total = counters.wait_ns_total.saturating_add(ns);
-            counters.wait_ns_max = counters.wait_ns_max.max(ns);
+            add(&counters.contended, 1);
+            add(&counters.wait_ns_total, ns);
+            if ns > counters.wait_ns_max.load(Relaxed) {
+                counters.wait_ns_max.store(ns, Relaxed);
+            }
         }
     });
 }
 
-/// Clears all recorded statistics (tracing stays on where it is on).
+/// Clears all recorded statistics (tracing stays on where it is on). Safe
+/// to call while traced locks are in use: acquisitions racing with the
+/// reset count on one side of it or the other.
 pub fn reset() {
-    let mut threads = lock(&THREADS);
-    for table in threads.iter() {
-        lock(table).clear();
-    }
-    // Tables only we still reference belong to exited threads: now empty.
-    threads.retain(|table| Arc::strong_count(table) > 1);
+    EPOCH.fetch_add(1, AcqRel);
+    // Tables only we still reference belong to exited threads.
+    lock(&THREADS).retain(|table| Arc::strong_count(table) > 1);
+}
+
+/// The summed counters of one slot.
+#[derive(Clone, Copy, Default)]
+struct Counters {
+    acquisitions: u64,
+    contended: u64,
+    wait_ns_total: u64,
+    wait_ns_max: u64,
 }
 
 /// The merged statistics of every traced lock instance acquired since the
 /// last [`reset`]: one row per [`LockId`], in the order ids were first traced.
 pub fn snapshot() -> Report {
+    let epoch = EPOCH.load(Acquire);
     let mut merged: Vec<Counters> = Vec::new();
     for table in lock(&THREADS).iter() {
-        let table = lock(table);
-        if merged.len() < table.len() {
-            merged.resize(table.len(), Counters::default());
+        // Acquire: pairs with the owner's Release after zeroing.
+        if table.epoch.load(Acquire) != epoch {
+            continue; // nothing recorded since the last reset
         }
-        for (sum, counters) in merged.iter_mut().zip(table.iter()) {
-            sum.acquisitions += counters.acquisitions;
-            sum.contended += counters.contended;
-            sum.wait_ns_total = sum.wait_ns_total.saturating_add(counters.wait_ns_total);
-            sum.wait_ns_max = sum.wait_ns_max.max(counters.wait_ns_max);
+        let chunks = lock(&table.chunks);
+        if merged.len() < chunks.len() * CHUNK {
+            merged.resize(chunks.len() * CHUNK, Counters::default());
+        }
+        let all = chunks.iter().flat_map(|chunk| chunk.0.iter());
+        for (sum, counters) in merged.iter_mut().zip(all) {
+            sum.acquisitions += counters.acquisitions.load(Relaxed);
+            sum.contended += counters.contended.load(Relaxed);
+            let wait = counters.wait_ns_total.load(Relaxed);
+            sum.wait_ns_total = sum.wait_ns_total.saturating_add(wait);
+            sum.wait_ns_max = sum.wait_ns_max.max(counters.wait_ns_max.load(Relaxed));
         }
     }
     let registry = lock(&REGISTRY);
@@ -130,12 +209,15 @@ pub fn snapshot() -> Report {
         .enumerate()
         .skip(1)
         .filter(|(_, counters)| counters.acquisitions > 0)
-        .map(|(slot, counters)| LockRow {
-            id: registry.ids[slot - 1],
-            acquisitions: counters.acquisitions,
-            contended: counters.contended,
-            wait_ns_total: counters.wait_ns_total,
-            wait_ns_max: counters.wait_ns_max,
+        // A slot no id was registered for (set directly by unit tests) is skipped.
+        .filter_map(|(slot, counters)| {
+            Some(LockRow {
+                id: *registry.ids.get(slot - 1)?,
+                acquisitions: counters.acquisitions,
+                contended: counters.contended,
+                wait_ns_total: counters.wait_ns_total,
+                wait_ns_max: counters.wait_ns_max,
+            })
         })
         .collect();
     Report { rows }

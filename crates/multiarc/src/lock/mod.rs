@@ -12,9 +12,10 @@
 //! * [`Mutex`]: the classic three-state futex mutex (free, held, contended).
 //!   Locking is one compare-exchange free->held; on failure the locker marks
 //!   the word contended and sleeps on it with `futex(FUTEX_WAIT)`. Unlocking
-//!   clears the word and issues `futex(FUTEX_WAKE, 1)` only if it was marked
-//!   contended, so an uncontended lock/unlock pair is two atomic instructions
-//!   and no system call.
+//!   is one `fetch_sub` clearing the held bit; only if the word was marked
+//!   contended does it clear the mark and issue `futex(FUTEX_WAKE, 1)`. So an
+//!   uncontended lock/unlock pair is two atomic instructions (`lock cmpxchg`,
+//!   `lock xadd`) and no system call.
 //! * [`RwLock`]: a writer-preferring reader-writer lock in 8 bytes (a state
 //!   word with the reader count and waiting flags, and a wake-up sequence word
 //!   writers sleep on), after the design of `std`'s futex `RwLock`.

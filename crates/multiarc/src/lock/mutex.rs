@@ -2,6 +2,8 @@
 //!
 //! State word layout: bit 0 `LOCKED`, bit 1 `WAITERS` (`LOCKED | WAITERS` is
 //! the "contended" state), bits 2..32 the lockstat slot (0 = not traced).
+//! Between an unlock's two steps the word may briefly be `WAITERS` without
+//! `LOCKED`: free, and lockable like any free word.
 
 use super::futex::{Futex, PlatformFutex};
 use super::lockstat;
@@ -74,13 +76,13 @@ impl<F: Futex> RawMutex<F> {
     /// and not yet released).
     #[inline]
     pub(crate) unsafe fn unlock(&self) {
-        // Fails when a waiter may sleep, or when the lock is traced.
-        if self
-            .word
-            .compare_exchange(LOCKED, 0, Release, Relaxed)
-            .is_err()
-        {
-            self.unlock_slow();
+        // One unconditional `lock xadd`: clears LOCKED, keeps the slot bits
+        // (cheaper than a compare-exchange, which a `swap(0)` would need to
+        // preserve them).
+        let old = self.word.fetch_sub(LOCKED, Release);
+        debug_assert!(old & LOCKED != 0, "unlock of an unlocked mutex");
+        if old & WAITERS != 0 {
+            self.wake_waiter();
         }
     }
 
@@ -113,7 +115,8 @@ impl<F: Futex> RawMutex<F> {
     #[cold]
     #[inline(never)]
     fn lock_slow(&self, mut word: u32) {
-        // Free but traced: an uncontended acquisition.
+        // Free, but traced or still marked by an unlock in progress: an
+        // uncontended acquisition.
         while word & LOCKED == 0 {
             match self
                 .word
@@ -129,20 +132,25 @@ impl<F: Futex> RawMutex<F> {
         // Contended. Time the wait only if the lock is traced.
         let slot = word >> SLOT_SHIFT;
         let start = (slot != 0).then(Instant::now);
-        self.lock_contended(word);
-        if let Some(start) = start {
-            lockstat::record(slot, Some(start.elapsed()));
+        let end = self.lock_contended(word, start.is_some());
+        if let (Some(start), Some(end)) = (start, end) {
+            lockstat::record(slot, Some(end.saturating_duration_since(start)));
         }
     }
 
-    fn lock_contended(&self, mut word: u32) {
+    /// Acquires a lock found held. If `timed`, returns the time just before
+    /// the successful attempt: the wait's end, read outside the critical
+    /// section so that tracing does not lengthen it.
+    fn lock_contended(&self, mut word: u32, timed: bool) -> Option<Instant> {
+        let clock = || timed.then(Instant::now);
         for _ in 0..super::spin_count() {
             if word & LOCKED == 0 {
+                let before = clock();
                 match self
                     .word
                     .compare_exchange_weak(word, word | LOCKED, Acquire, Relaxed)
                 {
-                    Ok(_) => return,
+                    Ok(_) => return before,
                     Err(now) => word = now,
                 }
             } else {
@@ -150,26 +158,30 @@ impl<F: Futex> RawMutex<F> {
                 word = self.word.load(Relaxed);
             }
         }
+        let mut before = clock();
         loop {
             // Mark the lock contended; if it was free we now hold it (marked
             // contended, which at worst costs one unneeded wake-up).
             let old = self.word.fetch_or(CONTENDED, Acquire);
             if old & LOCKED == 0 {
-                return;
+                return before;
             }
             // Sleep while the word is unchanged: still held, still marked, same slot.
             F::wait(&self.word, old | CONTENDED);
+            before = clock();
         }
     }
 
+    /// The unlock found WAITERS set: the word is now free but still marked.
+    /// Clear the mark and wake one sleeper, which marks the word again if it
+    /// has to go back to sleep (so a sleeper is never left unmarked). A locker
+    /// that took the lock in between keeps it; clearing its mark is safe for
+    /// the same reason.
     #[cold]
     #[inline(never)]
-    fn unlock_slow(&self) {
-        // Clear the state, keep the slot bits.
-        let old = self.word.fetch_and(!STATE, Release);
-        if old & WAITERS != 0 {
-            F::wake_one(&self.word);
-        }
+    fn wake_waiter(&self) {
+        self.word.fetch_and(!WAITERS, Relaxed);
+        F::wake_one(&self.word);
     }
 }
 

@@ -201,21 +201,26 @@ impl<F: Futex> RawRwLock<F> {
             }
         }
         let start = (slot(state) != 0).then(Instant::now);
-        self.read_contended();
-        if let Some(start) = start {
-            lockstat::record(slot(state), Some(start.elapsed()));
+        let end = self.read_contended(start.is_some());
+        if let (Some(start), Some(end)) = (start, end) {
+            lockstat::record(slot(state), Some(end.saturating_duration_since(start)));
         }
     }
 
-    fn read_contended(&self) {
+    /// Acquires a shared lock found unavailable. If `timed`, returns the
+    /// time read just before the successful attempt (the wait's end, read
+    /// outside the critical section).
+    fn read_contended(&self, timed: bool) -> Option<Instant> {
+        let clock = || timed.then(Instant::now);
         let mut state = self.spin_read();
+        let mut before = clock();
         loop {
             if is_read_lockable(state) {
                 match self
                     .state
                     .compare_exchange_weak(state, state + READ_LOCKED, Acquire, Relaxed)
                 {
-                    Ok(_) => return,
+                    Ok(_) => return before,
                     Err(now) => {
                         state = now;
                         continue;
@@ -238,6 +243,7 @@ impl<F: Futex> RawRwLock<F> {
             }
             F::wait(&self.state, state | READERS_WAITING);
             state = self.spin_read();
+            before = clock();
         }
     }
 
@@ -258,14 +264,18 @@ impl<F: Futex> RawRwLock<F> {
             }
         }
         let start = (slot(state) != 0).then(Instant::now);
-        self.write_contended();
-        if let Some(start) = start {
-            lockstat::record(slot(state), Some(start.elapsed()));
+        let end = self.write_contended(start.is_some());
+        if let (Some(start), Some(end)) = (start, end) {
+            lockstat::record(slot(state), Some(end.saturating_duration_since(start)));
         }
     }
 
-    fn write_contended(&self) {
+    /// Acquires the exclusive lock found unavailable. If `timed`, returns
+    /// the time read just before the successful attempt.
+    fn write_contended(&self, timed: bool) -> Option<Instant> {
+        let clock = || timed.then(Instant::now);
         let mut state = self.spin_write();
+        let mut before = clock();
         // Once we waited, other writers may be waiting too: keep their flag set.
         let mut other_writers_waiting = 0;
         loop {
@@ -276,7 +286,7 @@ impl<F: Futex> RawRwLock<F> {
                     Acquire,
                     Relaxed,
                 ) {
-                    Ok(_) => return,
+                    Ok(_) => return before,
                     Err(now) => {
                         state = now;
                         continue;
@@ -302,6 +312,7 @@ impl<F: Futex> RawRwLock<F> {
             }
             F::wait(&self.writer_notify, seq);
             state = self.spin_write();
+            before = clock();
         }
     }
 

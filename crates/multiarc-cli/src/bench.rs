@@ -1,9 +1,708 @@
-//! `multiarc bench` (being written).
+//! `multiarc bench`: the OpenZFS 5497 measurement, in memory.
+//!
+//! The field report ran fio with T threads, each reading random 8 KiB blocks
+//! of its own 512 MiB file, fully cached, and plotted aggregate bandwidth
+//! against CPUs. Here each thread owns one file-like object of
+//! `--file-bytes`, every block of which is loaded into the cache under test
+//! first; then all threads read uniformly random blocks of their own object
+//! for `--seconds`, either holding the buffer (touch its first and last byte:
+//! the zero-copy path of a storage engine) or copying it out (like `pread`).
+//! Rows: multiarc's configurations, the peer caches, `pagecache` (the same
+//! files on tmpfs read with `pread`) and `memcpy` (copying random blocks of an
+//! equally large array: the ceiling for copy mode).
+
+use crate::peers::{self, BenchCache, MULTIARC_NAMES, PEER_NAMES};
+use crate::plot;
+use crate::util::{count_arg, name_arg, size_arg, Progress};
+use anyhow::{bail, Context};
+use serde::Serialize;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+/// Rows that are not caches.
+const BASELINES: &[&str] = &["pagecache", "memcpy"];
 
 /// Arguments of `multiarc bench`.
-#[derive(clap::Args)]
-pub struct BenchArgs {}
+#[derive(clap::Args, Debug)]
+pub struct BenchArgs {
+    /// Thread counts (comma-separated). Past 2 they oversubscribe this
+    /// machine's cores, which is itself part of the test.
+    #[arg(long, value_parser = count_arg, value_delimiter = ',', default_value = "1,2,4,8,16,32")]
+    threads: Vec<usize>,
+    /// Seconds each (cache, mode, threads) measurement runs.
+    #[arg(long, default_value_t = 0.8)]
+    seconds: f64,
+    /// Bytes of each thread's object (all cached). Default: 32 MiB, so 32
+    /// threads read 1 GiB of cached data.
+    #[arg(long, value_parser = size_arg, default_value = "32MiB")]
+    file_bytes: u64,
+    /// Block size.
+    #[arg(long, value_parser = size_arg, default_value = "8KiB")]
+    block_size: u64,
+    /// Read modes: hold (zero-copy) and/or copy.
+    #[arg(long, value_parser = name_arg, value_delimiter = ',', default_value = "hold,copy")]
+    modes: Vec<String>,
+    /// Rows to run (default: all). multiarc rows: multiarc (default
+    /// configuration), multiarc-eager, multiarc-lazy, multiarc-1list; peers:
+    /// moka, quick_cache, foyer, tinyufo, concread-arc, mutex-lru; baselines:
+    /// pagecache, memcpy (copy mode only).
+    #[arg(long, value_parser = name_arg, value_delimiter = ',')]
+    caches: Option<Vec<String>>,
+    /// Sublists per state for the multiarc rows (default: the library's,
+    /// max(CPUs, 4)); `multiarc-1list` always has one.
+    #[arg(long, value_parser = count_arg)]
+    sublists: Option<usize>,
+    /// Record multiarc's lock statistics during each measurement and report
+    /// the hottest lock instance's share of all acquisitions.
+    #[arg(long)]
+    lockstat: bool,
+    /// Draw throughput against threads into this SVG file.
+    #[arg(long)]
+    plot: Option<PathBuf>,
+    /// Print one JSON document on stdout instead of tables.
+    #[arg(long)]
+    json: bool,
+}
 
-pub fn run(_args: BenchArgs) -> anyhow::Result<()> {
-    anyhow::bail!("multiarc bench is not implemented yet")
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Mode {
+    Hold,
+    Copy,
+}
+
+#[derive(Serialize, Clone, Debug)]
+struct BenchResult {
+    cache: String,
+    mode: Mode,
+    threads: usize,
+    ops_per_sec: f64,
+    mb_per_sec: f64,
+    /// Lookups that missed (a fully cached run should have none).
+    misses: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lock_hottest_share: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lock_hottest_contended_share: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lock_acquisitions: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lock_hottest: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Machine {
+    cpus: usize,
+    cpu_model: String,
+    memory_bytes: u64,
+    os: String,
+}
+
+#[derive(Serialize)]
+struct Config {
+    threads: Vec<usize>,
+    seconds: f64,
+    file_bytes: u64,
+    block_size: u64,
+    modes: Vec<Mode>,
+    caches: Vec<String>,
+    policies: Vec<(String, String)>,
+    lockstat: bool,
+    sublists: usize,
+}
+
+#[derive(Serialize)]
+struct Report {
+    machine: Machine,
+    config: Config,
+    results: Vec<BenchResult>,
+}
+
+/// What one row is.
+enum Row {
+    Cache(String),
+    PageCache,
+    Memcpy,
+}
+
+fn machine() -> Machine {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu_model = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|| "unknown".into());
+    Machine {
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        cpu_model,
+        memory_bytes: meminfo("MemTotal:").unwrap_or(0),
+        os: std::env::consts::OS.to_string(),
+    }
+}
+
+/// A `/proc/meminfo` figure in bytes.
+fn meminfo(field: &str) -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with(field))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// The bytes of block `block` of thread `thread`'s object: the key in the
+/// first and last 8 bytes (so a wrong block is caught), a pattern between.
+fn block_bytes(key: u64, len: usize) -> Vec<u8> {
+    let mut v = vec![(key % 251) as u8; len];
+    let k = key.to_le_bytes();
+    let n = len.min(8);
+    v[..n].copy_from_slice(&k[..n]);
+    if len >= 16 {
+        v[len - 8..].copy_from_slice(&k);
+    }
+    v
+}
+
+fn key_of(thread: usize, block: u64) -> u64 {
+    ((thread as u64) << 40) | block
+}
+
+fn check_block(key: u64, bytes: &[u8]) {
+    let k = key.to_le_bytes();
+    let n = bytes.len().min(8);
+    assert_eq!(&bytes[..n], &k[..n], "block {key:#x}: wrong bytes returned");
+}
+
+/// SplitMix64: each thread's own random block numbers.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+/// Runs `op(thread, rng, buf)` in `threads` threads for `seconds`; returns
+/// (ops, misses, elapsed).
+fn measure<F>(threads: usize, seconds: f64, block: usize, op: F) -> (u64, u64, Duration)
+where
+    F: Fn(usize, u64, &mut [u8]) -> bool + Sync,
+{
+    let stop = AtomicBool::new(false);
+    let barrier = Barrier::new(threads + 1);
+    let (ops, misses, elapsed) = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let (stop, barrier, op) = (&stop, &barrier, &op);
+                s.spawn(move || {
+                    let mut rng = SplitMix(0x5EED ^ (t as u64) << 32);
+                    let mut buf = vec![0u8; block];
+                    let (mut n, mut missed) = (0u64, 0u64);
+                    barrier.wait();
+                    while !stop.load(Ordering::Relaxed) {
+                        for _ in 0..64 {
+                            if !op(t, rng.next(), &mut buf) {
+                                missed += 1;
+                            }
+                        }
+                        n += 64;
+                    }
+                    std::hint::black_box(&buf);
+                    (n, missed)
+                })
+            })
+            .collect();
+        barrier.wait();
+        let start = Instant::now();
+        std::thread::sleep(Duration::from_secs_f64(seconds));
+        stop.store(true, Ordering::Relaxed);
+        let (mut ops, mut misses) = (0, 0);
+        for h in handles {
+            let (n, m) = h.join().expect("bench thread panicked");
+            ops += n;
+            misses += m;
+        }
+        (ops, misses, start.elapsed())
+    });
+    (ops, misses, elapsed)
+}
+
+fn cache_op<'a>(
+    cache: &'a dyn BenchCache,
+    mode: Mode,
+    blocks: u64,
+) -> impl Fn(usize, u64, &mut [u8]) -> bool + Sync + 'a {
+    move |t, r, buf| {
+        let key = key_of(t, r % blocks);
+        let verify = (r >> 52) == 0; // about one read in 4096
+        cache.with_value(key, &mut |v| match mode {
+            Mode::Hold => {
+                std::hint::black_box((v[0], v[v.len() - 1]));
+                if verify {
+                    check_block(key, v);
+                }
+            }
+            Mode::Copy => {
+                buf.copy_from_slice(v);
+                if verify {
+                    check_block(key, buf);
+                }
+            }
+        })
+    }
+}
+
+/// A directory on tmpfs for the `pagecache` row, removed on drop.
+struct TmpfsDir(PathBuf);
+
+impl TmpfsDir {
+    fn create() -> anyhow::Result<TmpfsDir> {
+        let base = Path::new("/dev/shm");
+        if !is_tmpfs(base) {
+            bail!("pagecache row: /dev/shm is not a tmpfs on this machine");
+        }
+        let dir = base.join(format!("multiarc-bench-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        Ok(TmpfsDir(dir))
+    }
+}
+
+impl Drop for TmpfsDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn is_tmpfs(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a valid NUL-terminated path and `st` a writable statfs.
+    let rc = unsafe { libc::statfs(c.as_ptr(), &mut st) };
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+    rc == 0 && st.f_type as i64 == TMPFS_MAGIC
+}
+
+/// Runs the benchmark.
+pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    if !(args.seconds > 0.0 && args.seconds.is_finite()) {
+        bail!("--seconds must be a positive number, got {}", args.seconds);
+    }
+    if args.block_size == 0 || args.block_size > 16 << 20 {
+        bail!(
+            "--block-size must be between 1 byte and 16 MiB, got {}",
+            args.block_size
+        );
+    }
+    if args.file_bytes < args.block_size {
+        bail!(
+            "--file-bytes ({}) must hold at least one block of --block-size ({})",
+            args.file_bytes,
+            args.block_size
+        );
+    }
+    let mut modes = Vec::new();
+    for m in &args.modes {
+        modes.push(match m.as_str() {
+            "hold" => Mode::Hold,
+            "copy" => Mode::Copy,
+            other => bail!("unknown mode {other:?} (known: hold, copy)"),
+        });
+    }
+    let all: Vec<String> = MULTIARC_NAMES
+        .iter()
+        .chain(PEER_NAMES)
+        .chain(BASELINES)
+        .map(|s| s.to_string())
+        .collect();
+    let names = args.caches.clone().unwrap_or_else(|| all.clone());
+    let mut rows = Vec::new();
+    for n in &names {
+        rows.push(match n.as_str() {
+            "pagecache" => Row::PageCache,
+            "memcpy" => Row::Memcpy,
+            other if all.iter().any(|a| a == other) => Row::Cache(other.to_string()),
+            other => bail!("unknown cache {other:?} (known: {})", all.join(", ")),
+        });
+    }
+    let max_threads = *args.threads.iter().max().expect("clap requires a value");
+    let data = args.file_bytes.saturating_mul(max_threads as u64);
+    if let Some(avail) = meminfo("MemAvailable:") {
+        // Each cache holds the data once (plus its overhead), one at a time.
+        if data > avail / 2 {
+            bail!(
+                "the data set ({} MiB = {max_threads} threads x {} MiB) is more than half the available memory ({} MiB); lower --file-bytes or --threads",
+                data >> 20,
+                args.file_bytes >> 20,
+                avail >> 20
+            );
+        }
+    }
+    let block = args.block_size as usize;
+    let blocks = args.file_bytes / args.block_size;
+    let mut policies = Vec::new();
+    for r in &rows {
+        if let Row::Cache(name) = r {
+            let c = peers::build(name, 1 << 20, block)?;
+            policies.push((name.clone(), c.policy().to_string()));
+        }
+    }
+    let total_runs: usize = rows
+        .iter()
+        .map(|r| match r {
+            Row::Cache(_) => modes.len(),
+            _ => modes.iter().filter(|m| **m == Mode::Copy).count(),
+        })
+        .sum::<usize>()
+        * args.threads.len();
+    let mut progress = Progress::new(true);
+    let mut done = 0;
+    let mut results = Vec::new();
+    let started = Instant::now();
+    let mut report_lockstat_table = None;
+
+    for row in &rows {
+        for &threads in &args.threads {
+            let row_modes: Vec<Mode> = match row {
+                Row::Cache(_) => modes.clone(),
+                _ => modes.iter().copied().filter(|m| *m == Mode::Copy).collect(),
+            };
+            if row_modes.is_empty() {
+                continue;
+            }
+            let label = match row {
+                Row::Cache(n) => n.clone(),
+                Row::PageCache => "pagecache".into(),
+                Row::Memcpy => "memcpy".into(),
+            };
+            progress.update(&format!(
+                "bench: {label}, {threads} threads: loading {} MiB ({done}/{total_runs} runs, {:.0} s)",
+                (blocks * args.block_size * threads as u64) >> 20,
+                started.elapsed().as_secs_f64()
+            ));
+            match row {
+                Row::Cache(name) => {
+                    // Fully cached: capacity above the data set.
+                    let bytes = blocks * args.block_size * threads as u64;
+                    let capacity = bytes + bytes / 4 + (1 << 20);
+                    let cache = peers::build_with(name, capacity, block, args.sublists)?;
+                    load(&*cache, threads, blocks, block);
+                    for &mode in &row_modes {
+                        progress.update(&format!(
+                            "bench: {label}, {threads} threads, {mode:?} ({done}/{total_runs} runs, {:.0} s)",
+                            started.elapsed().as_secs_f64()
+                        ));
+                        let tracing = args.lockstat && cache.set_lockstat(true);
+                        if tracing {
+                            multiarc::lock::lockstat::reset();
+                        }
+                        let (ops, misses, elapsed) = measure(
+                            threads,
+                            args.seconds,
+                            block,
+                            cache_op(&*cache, mode, blocks),
+                        );
+                        let mut r = result(&label, mode, threads, ops, misses, elapsed, block);
+                        if tracing {
+                            cache.set_lockstat(false);
+                            let rep = multiarc::lock::lockstat::snapshot();
+                            r.lock_hottest_share = Some(rep.hottest_acquisition_share());
+                            r.lock_hottest_contended_share = Some(rep.hottest_contended_share());
+                            r.lock_acquisitions = Some(rep.total_acquisitions());
+                            r.lock_hottest = rep
+                                .rows
+                                .iter()
+                                .max_by_key(|row| row.acquisitions)
+                                .map(|row| row.id.to_string());
+                            if threads == max_threads && mode == row_modes[0] {
+                                report_lockstat_table.get_or_insert_with(Vec::new).push((
+                                    label.clone(),
+                                    threads,
+                                    rep.to_table(8),
+                                ));
+                            }
+                        }
+                        results.push(r);
+                        done += 1;
+                    }
+                }
+                Row::PageCache => {
+                    let dir = TmpfsDir::create()?;
+                    let files = (0..threads)
+                        .map(|t| -> anyhow::Result<std::fs::File> {
+                            let path = dir.0.join(format!("object-{t}"));
+                            let f = std::fs::OpenOptions::new()
+                                .read(true)
+                                .write(true)
+                                .create(true)
+                                .truncate(true)
+                                .open(&path)
+                                .with_context(|| format!("creating {}", path.display()))?;
+                            for b in 0..blocks {
+                                f.write_all_at(
+                                    &block_bytes(key_of(t, b), block),
+                                    b * args.block_size,
+                                )
+                                .with_context(|| format!("writing {}", path.display()))?;
+                            }
+                            Ok(f)
+                        })
+                        .collect::<anyhow::Result<Vec<_>>>()?;
+                    let bs = args.block_size;
+                    let (ops, misses, elapsed) =
+                        measure(threads, args.seconds, block, |t, r, buf| {
+                            let b = r % blocks;
+                            let ok = files[t].read_exact_at(buf, b * bs).is_ok();
+                            if (r >> 52) == 0 {
+                                check_block(key_of(t, b), buf);
+                            }
+                            ok
+                        });
+                    results.push(result(
+                        &label,
+                        Mode::Copy,
+                        threads,
+                        ops,
+                        misses,
+                        elapsed,
+                        block,
+                    ));
+                    done += 1;
+                }
+                Row::Memcpy => {
+                    let total = (blocks * threads as u64) as usize * block;
+                    let mut array = vec![0u8; total];
+                    for (i, chunk) in array.chunks_mut(block).enumerate() {
+                        let (t, b) = (i as u64 / blocks, i as u64 % blocks);
+                        chunk.copy_from_slice(&block_bytes(key_of(t as usize, b), block));
+                    }
+                    let array = &array;
+                    let (ops, misses, elapsed) =
+                        measure(threads, args.seconds, block, |t, r, buf| {
+                            let b = r % blocks;
+                            let at = ((t as u64 * blocks + b) as usize) * block;
+                            buf.copy_from_slice(&array[at..at + block]);
+                            std::hint::black_box(&buf);
+                            true
+                        });
+                    results.push(result(
+                        &label,
+                        Mode::Copy,
+                        threads,
+                        ops,
+                        misses,
+                        elapsed,
+                        block,
+                    ));
+                    done += 1;
+                }
+            }
+        }
+    }
+    progress.finish(&format!(
+        "bench: {done} runs in {:.0} s",
+        started.elapsed().as_secs_f64()
+    ));
+
+    if let Some(path) = &args.plot {
+        let mut series = Vec::new();
+        for &mode in &modes {
+            for name in &names {
+                let points: Vec<(f64, f64)> = results
+                    .iter()
+                    .filter(|r| &r.cache == name && r.mode == mode)
+                    .map(|r| (r.threads as f64, r.ops_per_sec / 1e6))
+                    .collect();
+                if !points.is_empty() {
+                    series.push(plot::Series {
+                        name: format!("{name} ({mode:?})").to_lowercase(),
+                        points,
+                    });
+                }
+            }
+        }
+        plot::line_chart(
+            path,
+            &format!(
+                "Cached random {} KiB reads: aggregate throughput",
+                args.block_size / 1024
+            ),
+            "threads",
+            "million reads per second",
+            &series,
+            true,
+        )?;
+    }
+
+    let missed: u64 = results.iter().map(|r| r.misses).sum();
+    if missed > 0 {
+        eprintln!(
+            "warning: {missed} lookups missed in a run that should be fully cached; \
+             rows with misses measure more than hits (see the misses field)"
+        );
+    }
+
+    if args.json {
+        let report = Report {
+            machine: machine(),
+            config: Config {
+                threads: args.threads.clone(),
+                seconds: args.seconds,
+                file_bytes: args.file_bytes,
+                block_size: args.block_size,
+                modes,
+                caches: names,
+                policies,
+                lockstat: args.lockstat,
+                sublists: args.sublists.unwrap_or_else(multiarc::default_sublists),
+            },
+            results,
+        };
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    print_tables(&args, &modes, &names, &policies, &results);
+    if let Some(tables) = report_lockstat_table {
+        for (name, threads, table) in tables {
+            println!(
+                "\nlockstat, {name}, {threads} threads (top 8 instances by contention):\n{table}"
+            );
+        }
+    }
+    Ok(())
+}
+
+fn load(cache: &dyn BenchCache, threads: usize, blocks: u64, block: usize) {
+    for t in 0..threads {
+        for b in 0..blocks {
+            let key = key_of(t, b);
+            cache.insert(key, &block_bytes(key, block));
+        }
+    }
+}
+
+fn result(
+    cache: &str,
+    mode: Mode,
+    threads: usize,
+    ops: u64,
+    misses: u64,
+    elapsed: Duration,
+    block: usize,
+) -> BenchResult {
+    let ops_per_sec = ops as f64 / elapsed.as_secs_f64();
+    BenchResult {
+        cache: cache.to_string(),
+        mode,
+        threads,
+        ops_per_sec,
+        mb_per_sec: ops_per_sec * block as f64 / 1e6,
+        misses,
+        lock_hottest_share: None,
+        lock_hottest_contended_share: None,
+        lock_acquisitions: None,
+        lock_hottest: None,
+    }
+}
+
+fn print_tables(
+    args: &BenchArgs,
+    modes: &[Mode],
+    names: &[String],
+    policies: &[(String, String)],
+    results: &[BenchResult],
+) {
+    let m = machine();
+    println!(
+        "multiarc bench: {} threads x {} MiB objects, random {} B reads, {} s per run; {} CPUs ({}), {} GiB",
+        args.threads.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(","),
+        args.file_bytes >> 20,
+        args.block_size,
+        args.seconds,
+        m.cpus,
+        m.cpu_model,
+        m.memory_bytes >> 30
+    );
+    println!("policies:");
+    for (name, policy) in policies {
+        println!("  {name:<15} {policy}");
+    }
+    let find = |name: &str, mode: Mode, t: usize| {
+        results
+            .iter()
+            .find(|r| r.cache == name && r.mode == mode && r.threads == t)
+    };
+    for &mode in modes {
+        let cols: Vec<&String> = names
+            .iter()
+            .filter(|n| args.threads.iter().any(|&t| find(n, mode, t).is_some()))
+            .collect();
+        if cols.is_empty() {
+            continue;
+        }
+        for (unit, scale, what) in [
+            ("Mops/s", 1e6, "ops"),
+            ("GB/s", 1e9 / args.block_size as f64, "bytes"),
+        ] {
+            println!("\n{mode:?} mode, aggregate {what} per second ({unit}):");
+            print!("{:>7}", "threads");
+            for c in &cols {
+                print!(" {:>14}", c);
+            }
+            if unit == "Mops/s" {
+                print!(" {:>12} {:>16}", "vs 1list", "vs best peer");
+            }
+            println!();
+            for &t in &args.threads {
+                print!("{t:>7}");
+                for c in &cols {
+                    match find(c, mode, t) {
+                        Some(r) => print!(" {:>14.2}", r.ops_per_sec / scale),
+                        None => print!(" {:>14}", "-"),
+                    }
+                }
+                if unit == "Mops/s" {
+                    let ours = find("multiarc", mode, t).map(|r| r.ops_per_sec);
+                    let one = find("multiarc-1list", mode, t).map(|r| r.ops_per_sec);
+                    let best_peer = PEER_NAMES
+                        .iter()
+                        .filter_map(|p| find(p, mode, t))
+                        .max_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec));
+                    match (ours, one) {
+                        (Some(a), Some(b)) => print!(" {:>11.2}x", a / b),
+                        _ => print!(" {:>12}", "-"),
+                    }
+                    match (ours, best_peer) {
+                        (Some(a), Some(p)) => print!(" {:>7.2}x {:<8}", a / p.ops_per_sec, p.cache),
+                        _ => print!(" {:>16}", "-"),
+                    }
+                }
+                println!();
+            }
+        }
+        if args.lockstat {
+            println!("\n{mode:?} mode, multiarc lockstat: hottest lock instance's share of all acquisitions (and of contended ones):");
+            for c in cols.iter().filter(|c| c.starts_with("multiarc")) {
+                print!("  {c:<15}");
+                for &t in &args.threads {
+                    if let Some(r) = find(c, mode, t) {
+                        if let (Some(h), Some(hc)) =
+                            (r.lock_hottest_share, r.lock_hottest_contended_share)
+                        {
+                            print!(" {t}t: {:.2}% ({:.1}%)", 100.0 * h, 100.0 * hc);
+                        }
+                    }
+                }
+                println!();
+            }
+        }
+    }
 }

@@ -9,7 +9,7 @@
 //! most). Each configuration runs several times; the median run is reported.
 
 use crate::util::{self, Progress};
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use multiarc::lock::bench_variants::SpinWakeAllMutex;
 use serde::Serialize;
 use std::cell::UnsafeCell;
@@ -46,31 +46,30 @@ const LOCK_NAMES: [&str; 6] = [
 #[derive(clap::Args)]
 pub struct LockbenchArgs {
     /// Thread counts to measure, comma-separated (1 = uncontended).
-    #[arg(long, value_parser = util::count_list_arg, default_value = "1,4")]
-    threads: std::vec::Vec<usize>,
+    #[arg(long, value_parser = util::count_arg, value_delimiter = ',', default_value = "1,4")]
+    threads: Vec<usize>,
     /// Duration of each run in seconds (each configuration runs 3 times).
     #[arg(long, default_value_t = 2.0)]
     seconds: f64,
     /// Only these locks, comma-separated: multiarc, multiarc-spinwake, std,
     /// parking_lot, pthread (the default set), and multiarc-lockstat (our
     /// lock with lock statistics on).
-    #[arg(long, value_parser = util::name_list_arg)]
-    locks: Option<std::vec::Vec<String>>,
+    #[arg(long, value_parser = util::name_arg, value_delimiter = ',')]
+    locks: Option<Vec<String>>,
     /// Spin counts to measure our lock with, comma-separated (see
     /// `multiarc::lock::set_spin_count`); 0 = sleep at once, the default.
-    #[arg(long, value_parser = spin_list_arg, default_value = "0")]
-    spins: std::vec::Vec<u32>,
+    #[arg(long, value_parser = spin_arg, value_delimiter = ',', default_value = "0")]
+    spins: Vec<u32>,
     /// Print one JSON document on stdout instead of the table.
     #[arg(long)]
     json: bool,
 }
 
-fn spin_list_arg(text: &str) -> Result<Vec<u32>, String> {
-    util::parse_list(text, "spin count", |s| {
-        s.parse::<u32>()
-            .with_context(|| format!("{s:?} is not a whole number"))
-    })
-    .map_err(|e| format!("{e:#}"))
+/// One spin count of `--spins` (0 allowed: no spinning).
+fn spin_arg(text: &str) -> Result<u32, String> {
+    text.trim()
+        .parse::<u32>()
+        .map_err(|_| format!("{text:?} is not a whole number"))
 }
 
 /// A lock under test: guards one counter.
@@ -542,8 +541,9 @@ mod tests {
     }
 
     #[test]
-    fn spin_lists_accept_zero() {
-        assert_eq!(spin_list_arg("0,40").unwrap(), vec![0, 40]);
-        assert!(spin_list_arg("x").is_err());
+    fn spin_counts_accept_zero() {
+        assert_eq!(spin_arg("0"), Ok(0));
+        assert_eq!(spin_arg("40"), Ok(40));
+        assert!(spin_arg("x").is_err());
     }
 }

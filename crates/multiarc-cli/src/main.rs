@@ -34,8 +34,40 @@ enum Command {
     Replay(replay::ReplayArgs),
 }
 
+/// Parses the command line; a usage error is printed as one line (clap's
+/// message without its blank lines, usage and hint) and exits with 2.
+fn parse_args() -> Cli {
+    match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e)
+            if matches!(
+                e.kind(),
+                clap::error::ErrorKind::DisplayHelp
+                    | clap::error::ErrorKind::DisplayVersion
+                    | clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) =>
+        {
+            e.exit()
+        }
+        Err(e) => {
+            let text = e.render().to_string();
+            let line: Vec<&str> = text
+                .lines()
+                .map(str::trim)
+                .filter(|l| {
+                    !l.is_empty()
+                        && !l.starts_with("Usage:")
+                        && !l.starts_with("For more information")
+                })
+                .collect();
+            eprintln!("multiarc: {}", line.join(" "));
+            std::process::exit(2);
+        }
+    }
+}
+
 fn main() {
-    let cli = Cli::parse();
+    let cli = parse_args();
     let result = match cli.command {
         Command::Bench(args) => bench::run(args),
         Command::Lockbench(args) => lockbench::run(args),

@@ -50,40 +50,29 @@ pub fn size_arg(text: &str) -> Result<u64, String> {
     parse_size(text).map_err(|e| e.to_string())
 }
 
-/// Parses a comma-separated list (`1,2,32`), each item with `item`.
-pub fn parse_list<T>(
-    text: &str,
-    what: &str,
-    item: impl Fn(&str) -> anyhow::Result<T>,
-) -> anyhow::Result<Vec<T>> {
-    let mut out = Vec::new();
-    for part in text.split(',') {
-        let part = part.trim();
-        if part.is_empty() {
-            bail!("{what} list {text:?} has an empty item");
-        }
-        out.push(item(part).with_context(|| format!("{what} list {text:?}"))?);
+/// Clap value parser for one positive count; list flags use it with
+/// `value_delimiter = ','` (`--threads 1,2,32`).
+pub fn count_arg(text: &str) -> Result<usize, String> {
+    if text.trim().is_empty() {
+        return Err("empty item in a comma-separated list".into());
     }
-    Ok(out)
+    let n: usize = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a whole number"))?;
+    if n == 0 {
+        return Err("counts must be at least 1".into());
+    }
+    Ok(n)
 }
 
-/// Clap value parser for a comma-separated list of positive counts.
-pub fn count_list_arg(text: &str) -> Result<Vec<usize>, String> {
-    parse_list(text, "count", |s| {
-        let n: usize = s
-            .parse()
-            .with_context(|| format!("{s:?} is not a whole number"))?;
-        if n == 0 {
-            bail!("counts must be at least 1");
-        }
-        Ok(n)
-    })
-    .map_err(|e| format!("{e:#}"))
-}
-
-/// Clap value parser for a comma-separated list of names.
-pub fn name_list_arg(text: &str) -> Result<Vec<String>, String> {
-    parse_list(text, "name", |s| Ok(s.to_string())).map_err(|e| format!("{e:#}"))
+/// Clap value parser for one name of a comma-separated list (no empty items).
+pub fn name_arg(text: &str) -> Result<String, String> {
+    let t = text.trim();
+    if t.is_empty() {
+        return Err("empty item in a comma-separated list".into());
+    }
+    Ok(t.to_string())
 }
 
 /// A progress line on stderr: rewritten in place on a terminal, printed at
@@ -162,11 +151,12 @@ mod tests {
     }
 
     #[test]
-    fn lists() {
-        assert_eq!(count_list_arg("1,2,32").unwrap(), vec![1, 2, 32]);
-        assert!(count_list_arg("1,,2").is_err());
-        assert!(count_list_arg("0").is_err());
-        assert!(count_list_arg("x").is_err());
-        assert_eq!(name_list_arg("a,b").unwrap(), vec!["a", "b"]);
+    fn list_items() {
+        assert_eq!(count_arg("32"), Ok(32));
+        assert!(count_arg("0").is_err());
+        assert!(count_arg("x").is_err());
+        assert!(count_arg("").is_err());
+        assert_eq!(name_arg(" moka "), Ok("moka".into()));
+        assert!(name_arg("").is_err());
     }
 }

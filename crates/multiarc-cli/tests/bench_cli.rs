@@ -1,0 +1,136 @@
+//! `multiarc bench` as CI runs it: a few seconds, small sizes; every row
+//! must produce numbers and the JSON must parse. Bad arguments must fail
+//! with one clear line.
+
+use std::process::Command;
+
+fn multiarc(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_multiarc"))
+        .args(args)
+        .output()
+        .expect("running multiarc")
+}
+
+#[test]
+fn every_row_produces_numbers_and_the_json_parses() {
+    let out = multiarc(&[
+        "bench",
+        "--file-bytes",
+        "1MiB",
+        "--seconds",
+        "0.1",
+        "--threads",
+        "1,2",
+        "--lockstat",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("one JSON document on stdout");
+    assert!(doc["machine"]["cpus"].as_u64().unwrap() >= 1);
+    assert_eq!(doc["config"]["block_size"], 8192);
+    let results = doc["results"].as_array().unwrap();
+    let caches = [
+        "multiarc",
+        "multiarc-eager",
+        "multiarc-lazy",
+        "multiarc-1list",
+        "moka",
+        "quick_cache",
+        "foyer",
+        "tinyufo",
+        "concread-arc",
+        "mutex-lru",
+    ];
+    for cache in caches {
+        for mode in ["hold", "copy"] {
+            for threads in [1, 2] {
+                let r = results
+                    .iter()
+                    .find(|r| r["cache"] == cache && r["mode"] == mode && r["threads"] == threads)
+                    .unwrap_or_else(|| panic!("no result for {cache} {mode} {threads}"));
+                assert!(r["ops_per_sec"].as_f64().unwrap() > 0.0, "{r}");
+                assert!(r["mb_per_sec"].as_f64().unwrap() > 0.0, "{r}");
+                assert_eq!(r["misses"], 0, "a fully cached run missed: {r}");
+                if cache.starts_with("multiarc") {
+                    let share = r["lock_hottest_share"].as_f64().expect("lockstat figure");
+                    assert!(share > 0.0 && share <= 1.0, "{r}");
+                }
+            }
+        }
+    }
+    for baseline in ["pagecache", "memcpy"] {
+        assert!(results.iter().any(|r| r["cache"] == baseline
+            && r["mode"] == "copy"
+            && r["ops_per_sec"].as_f64().unwrap() > 0.0));
+        assert!(!results
+            .iter()
+            .any(|r| r["cache"] == baseline && r["mode"] == "hold"));
+    }
+}
+
+#[test]
+fn tables_and_plot_without_json() {
+    let dir = std::env::temp_dir().join(format!("multiarc-bench-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let svg = dir.join("bench.svg");
+    let out = multiarc(&[
+        "bench",
+        "--file-bytes",
+        "256KiB",
+        "--seconds",
+        "0.05",
+        "--threads",
+        "1",
+        "--caches",
+        "multiarc,multiarc-1list,mutex-lru,memcpy",
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("Hold mode") && text.contains("Copy mode"),
+        "{text}"
+    );
+    assert!(text.contains("vs 1list"), "{text}");
+    let plot = std::fs::read_to_string(&svg).unwrap();
+    assert!(plot.starts_with("<svg") && plot.contains("multiarc"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bad_arguments_fail_with_one_clear_line() {
+    for (args, needle) in [
+        (vec!["bench", "--threads", "0"], "at least 1"),
+        (vec!["bench", "--threads", "1,,2"], "empty"),
+        (vec!["bench", "--file-bytes", "12XB"], "unknown unit"),
+        (
+            vec!["bench", "--caches", "nosuchcache", "--seconds", "0.01"],
+            "unknown cache",
+        ),
+        (
+            vec!["bench", "--modes", "stream", "--seconds", "0.01"],
+            "unknown mode",
+        ),
+        (
+            vec!["bench", "--seconds", "0"],
+            "--seconds must be a positive number",
+        ),
+        (vec!["bench", "--file-bytes", "1KiB"], "at least one block"),
+    ] {
+        let out = multiarc(&args);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    }
+}

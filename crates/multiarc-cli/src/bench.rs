@@ -51,6 +51,9 @@ pub struct BenchArgs {
     /// pagecache, memcpy (copy mode only).
     #[arg(long, value_parser = name_arg, value_delimiter = ',')]
     caches: Option<Vec<String>>,
+    /// Runs of each measurement; the median is reported.
+    #[arg(long, value_parser = count_arg, default_value = "1")]
+    repeat: usize,
     /// Sublists per state for the multiarc rows (default: the library's,
     /// max(CPUs, 4)); `multiarc-1list` always has one.
     #[arg(long, value_parser = count_arg)]
@@ -105,6 +108,7 @@ struct Machine {
 struct Config {
     threads: Vec<usize>,
     seconds: f64,
+    repeat: usize,
     file_bytes: u64,
     block_size: u64,
     modes: Vec<Mode>,
@@ -186,6 +190,28 @@ impl SplitMix {
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
     }
+}
+
+/// Runs [`measure`] `repeat` times; returns the run with the median
+/// throughput.
+fn measure_median<F>(
+    repeat: usize,
+    threads: usize,
+    seconds: f64,
+    block: usize,
+    op: F,
+) -> (u64, u64, Duration)
+where
+    F: Fn(usize, u64, &mut [u8]) -> bool + Sync,
+{
+    let mut runs: Vec<(u64, u64, Duration)> = (0..repeat)
+        .map(|_| measure(threads, seconds, block, &op))
+        .collect();
+    runs.sort_by(|a, b| {
+        let rate = |r: &(u64, u64, Duration)| r.0 as f64 / r.2.as_secs_f64();
+        rate(a).total_cmp(&rate(b))
+    });
+    runs[runs.len() / 2]
 }
 
 /// Runs `op(thread, rng, buf)` in `threads` threads for `seconds`; returns
@@ -404,7 +430,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                         if tracing {
                             multiarc::lock::lockstat::reset();
                         }
-                        let (ops, misses, elapsed) = measure(
+                        let (ops, misses, elapsed) = measure_median(
+                            args.repeat,
                             threads,
                             args.seconds,
                             block,
@@ -458,7 +485,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                         .collect::<anyhow::Result<Vec<_>>>()?;
                     let bs = args.block_size;
                     let (ops, misses, elapsed) =
-                        measure(threads, args.seconds, block, |t, r, buf| {
+                        measure_median(args.repeat, threads, args.seconds, block, |t, r, buf| {
                             let b = r % blocks;
                             let ok = files[t].read_exact_at(buf, b * bs).is_ok();
                             if (r >> 52) == 0 {
@@ -486,7 +513,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                     }
                     let array = &array;
                     let (ops, misses, elapsed) =
-                        measure(threads, args.seconds, block, |t, r, buf| {
+                        measure_median(args.repeat, threads, args.seconds, block, |t, r, buf| {
                             let b = r % blocks;
                             let at = ((t as u64 * blocks + b) as usize) * block;
                             buf.copy_from_slice(&array[at..at + block]);
@@ -556,6 +583,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             config: Config {
                 threads: args.threads.clone(),
                 seconds: args.seconds,
+                repeat: args.repeat,
                 file_bytes: args.file_bytes,
                 block_size: args.block_size,
                 modes,
@@ -622,11 +650,12 @@ fn print_tables(
 ) {
     let m = machine();
     println!(
-        "multiarc bench: {} threads x {} MiB objects, random {} B reads, {} s per run; {} CPUs ({}), {} GiB",
+        "multiarc bench: {} threads x {} MiB objects, random {} B reads, {} s per run, median of {}; {} CPUs ({}), {} GiB",
         args.threads.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(","),
         args.file_bytes >> 20,
         args.block_size,
         args.seconds,
+        args.repeat,
         m.cpus,
         m.cpu_model,
         m.memory_bytes >> 30

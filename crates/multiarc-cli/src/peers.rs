@@ -74,7 +74,13 @@ pub fn build_with(
             sublists,
             Some(HitMode::Lazy),
         )?),
-        "multiarc-1list" => Box::new(Multiarc::new(capacity_bytes, Some(1), None)?),
+        // The design before OpenZFS 5497: one locked list per state, and
+        // hits that take it (eager).
+        "multiarc-1list" => Box::new(Multiarc::new(
+            capacity_bytes,
+            Some(1),
+            Some(HitMode::Eager),
+        )?),
         "moka" => Box::new(Moka(
             moka::sync::Cache::builder()
                 .max_capacity(capacity_bytes)

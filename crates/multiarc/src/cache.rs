@@ -3,9 +3,11 @@
 //!
 //! # Locks and who may take what
 //!
-//! - A *stripe lock* (hash.rs) guards the lookup of a key and every state
-//!   change of the entries hashed to it: the 0 -> 1 and 1 -> 0 hold
-//!   transitions, ARC state changes, replacing an entry by its ghost.
+//! - A *stripe lock* (hash.rs, a reader-writer lock) guards the lookup of a
+//!   key and every state change of the entries hashed to it: the 0 -> 1 and
+//!   1 -> 0 hold transitions of the eager mode, ARC state changes, replacing
+//!   an entry by its ghost. Those take it exclusively; the lazy hit path,
+//!   which changes only atomics, takes it shared.
 //! - A *sublist lock* (multilist.rs) guards one sublist's links and the slot
 //!   field of the entries linked there.
 //! - Order: stripe, then a live sublist, then a ghost sublist. The one
@@ -206,18 +208,13 @@ impl<K: Key> Cache<K> {
     pub fn get(&self, key: &K) -> Option<Handle<'_, K>> {
         let inner = &*self.inner;
         let hash = inner.hash(key);
-        let stripe = inner.table.lock(hash);
-        if let Some(e) = stripe.find(hash, key) {
-            if e.state().is_live() {
-                let e = Arc::clone(e);
-                inner.hold_locked(&e);
-                drop(stripe);
-                return Some(Handle { inner, entry: e });
+        match inner.lookup(hash, key) {
+            Some(entry) => Some(Handle { inner, entry }),
+            None => {
+                inner.events.count(Event::Miss);
+                None
             }
         }
-        drop(stripe);
-        inner.events.count(Event::Miss);
-        None
     }
 
     /// Caches `data` under `key`, replacing any buffer cached for it (holders
@@ -249,8 +246,11 @@ impl<K: Key> Cache<K> {
         let hash = inner.hash(&key);
         let mut loader = Some(loader);
         loop {
+            if let Some(entry) = inner.lookup(hash, &key) {
+                return Ok(Handle { inner, entry });
+            }
             let pending = {
-                let mut stripe = inner.table.lock(hash);
+                let mut stripe = inner.table.write(hash);
                 if let Some(e) = stripe.find(hash, &key) {
                     if e.state().is_live() {
                         let e = Arc::clone(e);
@@ -315,7 +315,7 @@ impl<K: Key> Cache<K> {
     pub fn remove(&self, key: &K) -> bool {
         let inner = &*self.inner;
         let hash = inner.hash(key);
-        let mut stripe = inner.table.lock(hash);
+        let mut stripe = inner.table.write(hash);
         let Some(old) = stripe.remove(hash, key) else {
             return false;
         };
@@ -511,8 +511,25 @@ impl<K: Key> Inner<K> {
         self.bytes.sub(idx, from as usize, n);
     }
 
+    /// Finds live `key` and takes a hold on it (recording the access): under
+    /// the stripe's shared lock in the lazy mode, its exclusive lock in the
+    /// eager mode (where a first hold changes list membership).
+    fn lookup(&self, hash: u64, key: &K) -> Option<Arc<Entry<K>>> {
+        if self.config.hit_mode == HitMode::Lazy {
+            let stripe = self.table.read(hash);
+            let e = stripe.find(hash, key).filter(|e| e.state().is_live())?;
+            self.hold_locked(e);
+            Some(Arc::clone(e))
+        } else {
+            let stripe = self.table.write(hash);
+            let e = stripe.find(hash, key).filter(|e| e.state().is_live())?;
+            self.hold_locked(e);
+            Some(Arc::clone(e))
+        }
+    }
+
     /// Takes a hold on live entry `e` and records the access. Caller holds
-    /// `e`'s stripe lock.
+    /// `e`'s stripe lock (shared is enough in the lazy mode).
     fn hold_locked(&self, e: &Arc<Entry<K>>) {
         let state = e.state();
         if self.config.hit_mode == HitMode::Lazy {
@@ -572,7 +589,7 @@ impl<K: Key> Inner<K> {
             }
         }
         // Possibly the last hold: 1 -> 0 happens only under the stripe lock.
-        let _stripe = self.table.lock(e.hash);
+        let _stripe = self.table.write(e.hash);
         if e.holds.fetch_sub(1, Ordering::AcqRel) != 1 {
             return;
         }
@@ -629,7 +646,7 @@ impl<K: Key> Inner<K> {
     }
 
     fn forget_pending(&self, hash: u64, pending: &Arc<Pending<K>>) {
-        let mut stripe = self.table.lock(hash);
+        let mut stripe = self.table.write(hash);
         stripe.loading.retain(|(_, p)| !Arc::ptr_eq(p, pending));
     }
 
@@ -651,7 +668,7 @@ impl<K: Key> Inner<K> {
         let mut ghost_hit = None;
         let mut reaccess = false;
         {
-            let mut stripe = self.table.lock(hash);
+            let mut stripe = self.table.write(hash);
             if let Some(e) = stripe.find(hash, &key) {
                 let state = e.state();
                 if state.is_ghost() {
@@ -706,7 +723,7 @@ impl<K: Key> Inner<K> {
         // 3. Install.
         let entry;
         {
-            let mut stripe = self.table.lock(hash);
+            let mut stripe = self.table.write(hash);
             let mut holds = 1;
             if let Some(p) = pending {
                 stripe.loading.retain(|(_, q)| !Arc::ptr_eq(p, q));
@@ -870,7 +887,7 @@ impl<K: Key> Inner<K> {
                     let e = Arc::clone(e);
                     looked += 1;
                     examined += 1;
-                    let Some(mut stripe) = self.table.stripe(e.hash).try_lock() else {
+                    let Some(mut stripe) = self.table.stripe(e.hash).try_write() else {
                         // Someone is taking a hold on it (or working on a
                         // neighbour key) right now: pass over it.
                         self.events.count(Event::EvictSkip);

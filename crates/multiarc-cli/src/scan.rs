@@ -1,0 +1,197 @@
+//! `multiarc scan`: scan resistance. A hot set of `--hot-fraction` of the
+//! cache is read with a Zipf or uniform pattern; then, interleaved one for
+//! one with hot reads, a single pass over `--scan-multiple` times the cache
+//! size of blocks never seen before; then hot reads alone again. The hot
+//! set's hit ratio before, during and after the scan tells whether the
+//! policy protected it: ARC keeps blocks seen twice in MFU, where a one-pass
+//! scan (which only ever enters MRU) should not reach them; LRU lets the scan
+//! flush them.
+
+use crate::peers::PEER_NAMES;
+use crate::replay::{build_policy, NextUse};
+use crate::util::{name_arg, size_arg, Progress};
+use anyhow::bail;
+use serde::Serialize;
+
+/// Arguments of `multiarc scan`.
+#[derive(clap::Args, Debug)]
+pub struct ScanArgs {
+    /// Cache size.
+    #[arg(long, value_parser = size_arg, default_value = "64MiB")]
+    cache_bytes: u64,
+    /// Block size.
+    #[arg(long, value_parser = size_arg, default_value = "8KiB")]
+    block_size: u64,
+    /// The hot set, as a fraction of the cache.
+    #[arg(long, default_value_t = 0.5)]
+    hot_fraction: f64,
+    /// Hot-set access pattern: zipf or uniform.
+    #[arg(long, default_value = "zipf")]
+    pattern: String,
+    /// The scan's length in cache sizes.
+    #[arg(long, default_value_t = 10)]
+    scan_multiple: u64,
+    /// Policies (default: multiarc, multiarc-eager, arc, lru and the peers).
+    #[arg(long, value_parser = name_arg, value_delimiter = ',')]
+    policy: Option<Vec<String>>,
+    /// Print one JSON document on stdout instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct ScanResult {
+    policy: String,
+    before: f64,
+    during: f64,
+    after: f64,
+    /// during / before.
+    protected_share: f64,
+}
+
+#[derive(Serialize)]
+struct ScanReport {
+    config: serde_json::Value,
+    results: Vec<ScanResult>,
+}
+
+/// Hot-set block ids drawn from a Zipf (exponent 0.9) or uniform pattern.
+struct HotSet {
+    cumulative: Vec<f64>,
+    state: u64,
+}
+
+impl HotSet {
+    fn new(blocks: u64, zipf: bool) -> HotSet {
+        let mut total = 0.0;
+        let cumulative = (1..=blocks)
+            .map(|i| {
+                total += if zipf {
+                    1.0 / (i as f64).powf(0.9)
+                } else {
+                    1.0
+                };
+                total
+            })
+            .collect();
+        HotSet {
+            cumulative,
+            state: 0x1234_5678_9ABC_DEF1,
+        }
+    }
+
+    fn next(&mut self) -> u64 {
+        self.state ^= self.state << 13;
+        self.state ^= self.state >> 7;
+        self.state ^= self.state << 17;
+        let u = (self.state >> 11) as f64 / (1u64 << 53) as f64 * self.cumulative.last().unwrap();
+        self.cumulative.partition_point(|&c| c < u) as u64
+    }
+}
+
+/// Runs the scenario.
+pub fn run(args: ScanArgs) -> anyhow::Result<()> {
+    let zipf = match args.pattern.as_str() {
+        "zipf" => true,
+        "uniform" => false,
+        other => bail!("unknown pattern {other:?} (known: zipf, uniform)"),
+    };
+    if !(args.hot_fraction > 0.0 && args.hot_fraction < 1.0) {
+        bail!(
+            "--hot-fraction must be between 0 and 1 (exclusive), got {}",
+            args.hot_fraction
+        );
+    }
+    if args.block_size == 0 {
+        bail!("--block-size must be greater than 0");
+    }
+    let capacity = args.cache_bytes / args.block_size;
+    let hot_blocks = (capacity as f64 * args.hot_fraction) as u64;
+    if hot_blocks < 2 || args.scan_multiple == 0 {
+        bail!("the cache must hold at least 4 blocks and the scan must be at least one cache long");
+    }
+    let policies: Vec<String> = args.policy.clone().unwrap_or_else(|| {
+        ["multiarc", "multiarc-eager", "arc", "lru"]
+            .iter()
+            .chain(PEER_NAMES)
+            .map(|s| s.to_string())
+            .collect()
+    });
+    let scan_blocks = capacity * args.scan_multiple;
+    // Before: warm up (10 passes' worth of hot reads), then measure as many.
+    let phase_reads = 10 * hot_blocks;
+    let mut progress = Progress::new(true);
+    let mut results = Vec::new();
+    for name in &policies {
+        if name == "opt" {
+            bail!("opt needs the future and does not apply here");
+        }
+        let mut policy = build_policy(name, capacity)?;
+        let mut hot = HotSet::new(hot_blocks, zipf);
+        let none = NextUse::None;
+        let mut access = |id: u64| policy.access(0, id, &none);
+        for _ in 0..phase_reads {
+            access(hot.next());
+        }
+        let measure = |n: u64,
+                       access: &mut dyn FnMut(u64) -> bool,
+                       hot: &mut HotSet,
+                       scan: &mut Option<u64>| {
+            let mut hits = 0;
+            for _ in 0..n {
+                hits += access(hot.next()) as u64;
+                if let Some(next) = scan.as_mut() {
+                    access(1 << 40 | *next);
+                    *next += 1;
+                }
+            }
+            hits as f64 / n as f64
+        };
+        progress.update(&format!("scan: {name}"));
+        let before = measure(phase_reads, &mut access, &mut hot, &mut None);
+        let during = measure(scan_blocks, &mut access, &mut hot, &mut Some(0));
+        let after = measure(phase_reads, &mut access, &mut hot, &mut None);
+        results.push(ScanResult {
+            policy: name.clone(),
+            before,
+            during,
+            after,
+            protected_share: during / before,
+        });
+    }
+    progress.finish(&format!("scan: {} policies", policies.len()));
+    if args.json {
+        let report = ScanReport {
+            config: serde_json::json!({
+                "cache_bytes": args.cache_bytes,
+                "block_size": args.block_size,
+                "capacity_blocks": capacity,
+                "hot_blocks": hot_blocks,
+                "pattern": args.pattern,
+                "scan_blocks": scan_blocks,
+            }),
+            results,
+        };
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    println!(
+        "hot set {hot_blocks} blocks ({} pattern) in a {capacity}-block cache; scan of {scan_blocks} new blocks interleaved 1:1 with hot reads",
+        args.pattern
+    );
+    println!(
+        "{:<15} {:>8} {:>8} {:>8} {:>12}",
+        "policy", "before", "during", "after", "during/before"
+    );
+    for r in &results {
+        println!(
+            "{:<15} {:>7.1}% {:>7.1}% {:>7.1}% {:>11.1}%",
+            r.policy,
+            100.0 * r.before,
+            100.0 * r.during,
+            100.0 * r.after,
+            100.0 * r.protected_share
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,218 @@
+//! `multiarc replay`, `poison` and `scan` end to end, on generated data and
+//! small sizes (plus the shared CloudPhysics trace where it is present).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::Command;
+
+fn multiarc(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_multiarc"))
+        .args(args)
+        .output()
+        .expect("running multiarc")
+}
+
+fn json(out: &std::process::Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("one JSON document on stdout")
+}
+
+fn temp(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("multiarc-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::File::create(&path)
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    path
+}
+
+#[test]
+fn replay_ids_trace_all_policies() {
+    // A loop of 150 blocks, 20 times: LRU with 100 blocks never hits; OPT does.
+    let text: String = (0..3000).map(|i| format!("{}\n", i % 150)).collect();
+    let path = temp("loop.ids", &text);
+    let doc = json(&multiarc(&[
+        "replay",
+        path.to_str().unwrap(),
+        "--format",
+        "ids",
+        "--capacity",
+        "100,0.5",
+        "--json",
+    ]));
+    assert_eq!(doc["requests"], 3000);
+    assert_eq!(doc["distinct"], 150);
+    let results = doc["results"].as_array().unwrap();
+    let get = |p: &str, c: u64| {
+        results
+            .iter()
+            .find(|r| r["policy"] == p && r["capacity_blocks"] == c)
+            .unwrap_or_else(|| panic!("no {p} at {c}"))["hit_ratio"]
+            .as_f64()
+            .unwrap()
+    };
+    assert_eq!(get("lru", 100), 0.0, "LRU on a loop larger than the cache");
+    assert!(get("opt", 100) > 0.5);
+    for p in [
+        "multiarc",
+        "arc",
+        "moka",
+        "quick_cache",
+        "foyer",
+        "tinyufo",
+        "concread-arc",
+        "mutex-lru",
+    ] {
+        assert!(get(p, 100) <= get("opt", 100) + 1e-9, "{p} beat OPT");
+        assert!(get(p, 75) >= 0.0);
+    }
+}
+
+#[test]
+fn replay_reads_zstd_arc_traces_and_rejects_bad_lines() {
+    let plain = "0 2 0 1\n5 1 0 2\n0 1 0 3\n";
+    let compressed = zstd::encode_all(plain.as_bytes(), 3).unwrap();
+    let dir = temp("x", "");
+    let path = dir.with_file_name("t.lis.zst");
+    std::fs::write(&path, compressed).unwrap();
+    let doc = json(&multiarc(&[
+        "replay",
+        path.to_str().unwrap(),
+        "--capacity",
+        "2",
+        "--policy",
+        "arc,lru",
+        "--json",
+    ]));
+    assert_eq!(doc["requests"], 4);
+    assert_eq!(doc["distinct"], 3);
+    assert_eq!(doc["format"], "arc");
+
+    let bad = temp("bad.ids", "1\n2\nthree\n");
+    let out = multiarc(&["replay", bad.to_str().unwrap(), "--format", "ids"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    // Progress lines may precede it; the error is one line.
+    let errors: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("multiarc: error:"))
+        .collect();
+    assert_eq!(errors.len(), 1, "{err}");
+    assert!(
+        errors[0].contains("line 3") && errors[0].contains("three"),
+        "{err}"
+    );
+
+    let empty = temp("empty.ids", "");
+    let err = String::from_utf8_lossy(
+        &multiarc(&["replay", empty.to_str().unwrap(), "--format", "ids"]).stderr,
+    )
+    .to_string();
+    assert!(err.contains("empty"), "{err}");
+    let err =
+        String::from_utf8_lossy(&multiarc(&["replay", "/nonexistent/trace"]).stderr).to_string();
+    assert!(err.contains("/nonexistent/trace"), "{err}");
+    let err = String::from_utf8_lossy(
+        &multiarc(&["replay", bad.to_str().unwrap(), "--policy", "magic"]).stderr,
+    )
+    .to_string();
+    assert!(err.contains("unknown cache"), "{err}");
+}
+
+#[test]
+fn replay_cloudphysics_multiarc_tracks_arc() {
+    let trace = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/traces/cloudphysics_io.csv");
+    if !trace.exists() {
+        eprintln!("skipping: {} not found", trace.display());
+        return;
+    }
+    let doc = json(&multiarc(&[
+        "replay",
+        trace.to_str().unwrap(),
+        "--capacity",
+        "0.05",
+        "--policy",
+        "multiarc-eager,arc,lru",
+        "--json",
+    ]));
+    let r = |p: &str| {
+        doc["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["policy"] == p)
+            .unwrap()["hit_ratio"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!((r("multiarc-eager") - r("arc")).abs() < 0.01, "{doc}");
+    assert!(r("arc") > r("lru"));
+}
+
+#[test]
+fn poison_recovers_by_itself() {
+    for mode in ["lazy", "eager"] {
+        let doc = json(&multiarc(&[
+            "poison",
+            "--max-bytes",
+            "8MiB",
+            "--a-bytes",
+            "12MiB",
+            "--b-bytes",
+            "24MiB",
+            "--reads",
+            "60000",
+            "--hit-mode",
+            mode,
+            "--json",
+        ]));
+        let phases = doc["phases"].as_array().unwrap();
+        let w = |k: u64| {
+            phases.iter().find(|p| p["phase"] == k).unwrap()["final_window_hit_ratio"]
+                .as_f64()
+                .unwrap()
+        };
+        assert!(w(1) > 0.3, "{doc}");
+        assert!((w(3) - w(1)).abs() <= 0.02, "{mode}: {doc}");
+        assert!((w(3) - w(5)).abs() <= 0.02, "{mode}: {doc}");
+        assert_eq!(doc["recovered"], true);
+    }
+    let out = multiarc(&["poison", "--max-bytes", "8MiB", "--a-bytes", "4MiB"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--a-bytes"));
+}
+
+#[test]
+fn scan_protects_the_hot_set_for_multiarc() {
+    let doc = json(&multiarc(&[
+        "scan",
+        "--cache-bytes",
+        "4MiB",
+        "--pattern",
+        "uniform",
+        "--json",
+    ]));
+    let r = |p: &str| {
+        doc["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["policy"] == p)
+            .unwrap()["protected_share"]
+            .as_f64()
+            .unwrap()
+    };
+    for p in ["multiarc", "multiarc-eager", "arc"] {
+        assert!(r(p) >= 0.9, "{p} let the scan flush the hot set: {doc}");
+    }
+    assert!(r("lru") < r("multiarc"), "{doc}");
+    let out = multiarc(&["scan", "--pattern", "pareto"]);
+    assert!(!out.status.success());
+}

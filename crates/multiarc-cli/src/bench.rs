@@ -13,7 +13,7 @@
 
 use crate::peers::{self, BenchCache, MULTIARC_NAMES, PEER_NAMES};
 use crate::plot;
-use crate::util::{count_arg, name_arg, size_arg, Progress};
+use crate::util::{count_arg, name_arg, size_arg, Progress, SplitMix};
 use anyhow::{bail, Context};
 use serde::Serialize;
 use std::os::unix::fs::FileExt;
@@ -177,19 +177,6 @@ fn check_block(key: u64, bytes: &[u8]) {
     let k = key.to_le_bytes();
     let n = bytes.len().min(8);
     assert_eq!(&bytes[..n], &k[..n], "block {key:#x}: wrong bytes returned");
-}
-
-/// SplitMix64: each thread's own random block numbers.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
 }
 
 /// Runs [`measure`] `repeat` times; returns the run with the median

@@ -25,6 +25,11 @@ pub trait BenchCache: Send + Sync {
     }
 }
 
+/// Calls `f` with the value's bytes if there is one; returns whether there was.
+fn on_hit<V: AsRef<[u8]>>(value: Option<V>, f: &mut dyn FnMut(&[u8])) -> bool {
+    value.map(|v| f(v.as_ref())).is_some()
+}
+
 /// The multiarc rows.
 pub const MULTIARC_NAMES: &[&str] = &[
     "multiarc",
@@ -180,13 +185,7 @@ impl BenchCache for Moka {
         self.0.insert(key, value.into());
     }
     fn with_value(&self, key: u64, f: &mut dyn FnMut(&[u8])) -> bool {
-        match self.0.get(&key) {
-            Some(v) => {
-                f(&v);
-                true
-            }
-            None => false,
-        }
+        on_hit(self.0.get(&key), f)
     }
 }
 
@@ -209,13 +208,7 @@ impl BenchCache for QuickCache {
         self.0.insert(key, value.into());
     }
     fn with_value(&self, key: u64, f: &mut dyn FnMut(&[u8])) -> bool {
-        match self.0.get(&key) {
-            Some(v) => {
-                f(&v);
-                true
-            }
-            None => false,
-        }
+        on_hit(self.0.get(&key), f)
     }
 }
 
@@ -250,13 +243,7 @@ impl BenchCache for TinyUfo {
         self.0.put(key, value.into(), weight);
     }
     fn with_value(&self, key: u64, f: &mut dyn FnMut(&[u8])) -> bool {
-        match self.0.get(&key) {
-            Some(v) => {
-                f(&v);
-                true
-            }
-            None => false,
-        }
+        on_hit(self.0.get(&key), f)
     }
 }
 
@@ -296,13 +283,7 @@ impl BenchCache for MutexLru {
         // The lock covers the lookup and list update; the bytes are read
         // after it is released, through the value's reference count.
         let v = self.0.lock().unwrap().get(&key).cloned();
-        match v {
-            Some(v) => {
-                f(&v);
-                true
-            }
-            None => false,
-        }
+        on_hit(v, f)
     }
 }
 

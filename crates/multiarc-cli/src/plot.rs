@@ -2,6 +2,8 @@
 //! (hit ratio by capacity), drawn with `plotters`.
 
 use anyhow::Context;
+use plotters::coord::ranged1d::ValueFormatter;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use std::path::Path;
 
@@ -37,92 +39,66 @@ pub fn line_chart(
     let y_max = if y_max > 0.0 { y_max * 1.1 } else { 1.0 };
     let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let draw = |chart_result: Result<(), String>| chart_result.map_err(|e| anyhow::anyhow!(e));
     let mut builder = ChartBuilder::on(&root);
     builder
         .caption(title, ("sans-serif", 22))
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(70);
-    let styles = |i: usize| Palette99::pick(i).stroke_width(2);
+    let labels = (x_label, y_label);
     if log_x {
-        let mut chart = builder
+        let chart = builder
             .build_cartesian_2d((x_min..x_max).log_scale(), 0.0..y_max)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
-        chart
-            .configure_mesh()
-            .x_desc(x_label)
-            .y_desc(y_label)
-            .draw()
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        for (i, s) in series.iter().enumerate() {
-            draw(
-                chart
-                    .draw_series(LineSeries::new(s.points.iter().copied(), styles(i)))
-                    .map(|a| {
-                        a.label(s.name.as_str()).legend(move |(x, y)| {
-                            PathElement::new(vec![(x, y), (x + 18, y)], styles(i))
-                        });
-                    })
-                    .map_err(|e| e.to_string()),
-            )?;
-            draw(
-                chart
-                    .draw_series(
-                        s.points
-                            .iter()
-                            .map(|&p| Circle::new(p, 3, styles(i).filled())),
-                    )
-                    .map(|_| ())
-                    .map_err(|e| e.to_string()),
-            )?;
-        }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        draw_series(chart, labels, series)?;
     } else {
-        let mut chart = builder
+        let chart = builder
             .build_cartesian_2d(x_min..x_max, 0.0..y_max)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
-        chart
-            .configure_mesh()
-            .x_desc(x_label)
-            .y_desc(y_label)
-            .draw()
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        for (i, s) in series.iter().enumerate() {
-            draw(
-                chart
-                    .draw_series(LineSeries::new(s.points.iter().copied(), styles(i)))
-                    .map(|a| {
-                        a.label(s.name.as_str()).legend(move |(x, y)| {
-                            PathElement::new(vec![(x, y), (x + 18, y)], styles(i))
-                        });
-                    })
-                    .map_err(|e| e.to_string()),
-            )?;
-            draw(
-                chart
-                    .draw_series(
-                        s.points
-                            .iter()
-                            .map(|&p| Circle::new(p, 3, styles(i).filled())),
-                    )
-                    .map(|_| ())
-                    .map_err(|e| e.to_string()),
-            )?;
-        }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        draw_series(chart, labels, series)?;
     }
     root.present()
         .with_context(|| format!("writing plot {}", path.display()))?;
+    Ok(())
+}
+
+/// Draws the mesh, one line with markers per series, and the legend, on a
+/// chart with either kind of x axis.
+fn draw_series<'a, X>(
+    mut chart: ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, RangedCoordf64>>,
+    (x_label, y_label): (&str, &str),
+    series: &[Series],
+) -> anyhow::Result<()>
+where
+    X: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    let err = |e: &dyn std::fmt::Display| anyhow::anyhow!("{e}");
+    chart
+        .configure_mesh()
+        .x_desc(x_label)
+        .y_desc(y_label)
+        .draw()
+        .map_err(|e| err(&e))?;
+    let style = |i: usize| Palette99::pick(i).stroke_width(2);
+    for (i, s) in series.iter().enumerate() {
+        chart
+            .draw_series(LineSeries::new(s.points.iter().copied(), style(i)))
+            .map_err(|e| err(&e))?
+            .label(s.name.as_str())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style(i)));
+        chart
+            .draw_series(
+                s.points
+                    .iter()
+                    .map(|&p| Circle::new(p, 3, style(i).filled())),
+            )
+            .map_err(|e| err(&e))?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| err(&e))?;
     Ok(())
 }

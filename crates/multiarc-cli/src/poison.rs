@@ -14,7 +14,7 @@
 //! resize of step 4 repaired it. A cache that recovers by itself shows phase
 //! 3's final window (its last 20% of reads) within 2 points of phases 1 and 5.
 
-use crate::util::{size_arg, Progress};
+use crate::util::{size_arg, Progress, SplitMix};
 use anyhow::bail;
 use multiarc::{BlockKey, Cache, HitMode};
 use serde::Serialize;
@@ -103,19 +103,6 @@ impl Reader<'_> {
     }
 }
 
-/// SplitMix64 for offsets and lengths.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
-
 /// Runs the benchmark.
 pub fn run(args: PoisonArgs) -> anyhow::Result<()> {
     let mode = match args.hit_mode.as_str() {
@@ -146,7 +133,7 @@ pub fn run(args: PoisonArgs) -> anyhow::Result<()> {
         cache: &cache,
         block: args.block_size,
     };
-    let mut rng = Rng(0xF00D);
+    let mut rng = SplitMix(0xF00D);
     let mut progress = Progress::new(true);
     let mut phases = Vec::new();
     for phase in 1..=5u32 {

@@ -45,7 +45,7 @@ use crate::config::{Builder, Config, ConfigError, HitMode};
 use crate::counter::{thread_random, Striped};
 use crate::entry::{Entry, State, DETACHED, HOLDS, REFERENCED};
 use crate::evict::{EvictSignal, EvictThread};
-use crate::hash::HashTable;
+use crate::hash::{HashTable, Stripe};
 use crate::key::Key;
 use crate::multilist::Multilist;
 use crate::policy::{self, GhostHit, Sizes};
@@ -284,7 +284,6 @@ impl<K: Key> Cache<K> {
             let mut guard = AbandonOnUnwind {
                 inner,
                 hash,
-                key: &key,
                 pending: &pending,
                 armed: true,
             };
@@ -450,7 +449,6 @@ impl<K: Key> fmt::Debug for Cache<K> {
 struct AbandonOnUnwind<'a, K: Key> {
     inner: &'a Inner<K>,
     hash: u64,
-    key: &'a K,
     pending: &'a Arc<Pending<K>>,
     armed: bool,
 }
@@ -458,7 +456,6 @@ struct AbandonOnUnwind<'a, K: Key> {
 impl<K: Key> Drop for AbandonOnUnwind<'_, K> {
     fn drop(&mut self) {
         if self.armed {
-            let _ = self.key;
             self.inner.forget_pending(self.hash, self.pending);
             self.pending.complete(LoadResult::Abandoned);
         }
@@ -515,16 +512,15 @@ impl<K: Key> Inner<K> {
     /// the stripe's shared lock in the lazy mode, its exclusive lock in the
     /// eager mode (where a first hold changes list membership).
     fn lookup(&self, hash: u64, key: &K) -> Option<Arc<Entry<K>>> {
+        let hold = |stripe: &Stripe<K>| {
+            let e = stripe.find(hash, key).filter(|e| e.state().is_live())?;
+            self.hold_locked(e);
+            Some(Arc::clone(e))
+        };
         if self.config.hit_mode == HitMode::Lazy {
-            let stripe = self.table.read(hash);
-            let e = stripe.find(hash, key).filter(|e| e.state().is_live())?;
-            self.hold_locked(e);
-            Some(Arc::clone(e))
+            hold(&self.table.read(hash))
         } else {
-            let stripe = self.table.write(hash);
-            let e = stripe.find(hash, key).filter(|e| e.state().is_live())?;
-            self.hold_locked(e);
-            Some(Arc::clone(e))
+            hold(&self.table.write(hash))
         }
     }
 

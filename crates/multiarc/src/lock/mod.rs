@@ -27,7 +27,7 @@
 //!   acquisition, and, if it had to wait, the wait time. Unlocking preserves
 //!   the slot bits. The counters are accumulated per thread (see
 //!   [`lockstat`]) so that recording does not itself become a contended lock.
-//! * Sleeping and waking go through [`futex`]: the Linux system call, a
+//! * Sleeping and waking go through the `futex` module: the Linux system call, a
 //!   portable fallback built on `std`'s `Mutex`/`Condvar` on other targets,
 //!   and an emulation on loom's primitives under `--cfg loom`, so that the
 //!   state machines are model-checked (`tests/loom_lock.rs`).

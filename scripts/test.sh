@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite: what the README's test command runs and what CI runs.
-#   1. formatting and lints (warnings are errors),
+#   1. formatting, lints and the library's docs (warnings are errors),
 #   2. every unit, integration and doc test of the workspace (debug build),
 #   3. the release-only checks that are too slow unoptimised (memory overhead),
 #   4. the loom model checks, built with --cfg loom in their own target dir.
@@ -16,6 +16,9 @@ cargo fmt --all -- --check
 
 step "cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets -- -D warnings
+
+step "cargo doc (library; broken links are errors)"
+RUSTDOCFLAGS="-D warnings" cargo doc -p multiarc --no-deps
 
 step "cargo test (workspace)"
 cargo test --workspace

@@ -34,16 +34,19 @@
 //! # The lazy hit mode
 //!
 //! [`HitMode::Lazy`] drops the list work from hits (CAR): a buffer stays
-//! linked while held, a hit takes a hold and sets a reference bit in the same
-//! atomic word, and a release is one atomic decrement with no lock. The
-//! evictor, under the sublist and (tried) stripe locks, skips held buffers,
-//! moves referenced ones (clearing the bit) and evicts the rest. A buffer
-//! removed from the table while held is marked `DETACHED` in that word, so
-//! exactly one party, the remover or the last releaser, frees its bytes.
+//! linked while held, and a hold is nothing but a clone of the entry's `Arc`
+//! (plus setting its reference bit, once), taken under the stripe's shared
+//! lock; a release is the `Arc`'s drop, with no lock. The table and the list
+//! own one reference each, so the evictor, holding the stripe lock
+//! exclusively (no clone can start) and one reference of its own, knows an
+//! entry is held exactly when its strong count exceeds three; it skips held
+//! buffers, moves referenced ones (clearing the bit) and evicts the rest. A
+//! buffer removed while held is freed by whoever drops the last reference,
+//! which `Arc::into_inner` designates, so its bytes are accounted once.
 
 use crate::config::{Builder, Config, ConfigError, HitMode};
 use crate::counter::{thread_random, Striped};
-use crate::entry::{Entry, State, DETACHED, HOLDS, REFERENCED};
+use crate::entry::{Entry, State, HOLDS, REFERENCED};
 use crate::evict::{EvictSignal, EvictThread};
 use crate::hash::{HashTable, Stripe};
 use crate::key::Key;
@@ -63,6 +66,10 @@ use std::sync::{Arc, Condvar, Mutex};
 type KeyHasher = foldhash::fast::RandomState;
 #[cfg(loom)]
 type KeyHasher = foldhash::fast::FixedState;
+
+/// References an unheld entry has in the lazy mode: the table's and its
+/// sublist's.
+const LAZY_UNHELD_REFS: usize = 2;
 
 /// What one eviction pass achieved.
 #[derive(Clone, Copy, Debug, Default)]
@@ -165,7 +172,8 @@ pub struct Cache<K: Key> {
 /// one makes it evictable again (at the head of its list).
 pub struct Handle<'a, K: Key> {
     inner: &'a Inner<K>,
-    entry: Arc<Entry<K>>,
+    /// Always `Some` until the handle is dropped (the drop takes it).
+    entry: Option<Arc<Entry<K>>>,
 }
 
 impl<K: Key> Cache<K> {
@@ -209,7 +217,10 @@ impl<K: Key> Cache<K> {
         let inner = &*self.inner;
         let hash = inner.hash(key);
         match inner.lookup(hash, key) {
-            Some(entry) => Some(Handle { inner, entry }),
+            Some(entry) => Some(Handle {
+                inner,
+                entry: Some(entry),
+            }),
             None => {
                 inner.events.count(Event::Miss);
                 None
@@ -228,7 +239,7 @@ impl<K: Key> Cache<K> {
         let entry = self.inner.insert_entry(key, data.into_boxed_slice(), None);
         Handle {
             inner: &self.inner,
-            entry,
+            entry: Some(entry),
         }
     }
 
@@ -247,7 +258,10 @@ impl<K: Key> Cache<K> {
         let mut loader = Some(loader);
         loop {
             if let Some(entry) = inner.lookup(hash, &key) {
-                return Ok(Handle { inner, entry });
+                return Ok(Handle {
+                    inner,
+                    entry: Some(entry),
+                });
             }
             let pending = {
                 let mut stripe = inner.table.write(hash);
@@ -255,7 +269,10 @@ impl<K: Key> Cache<K> {
                     if e.state().is_live() {
                         let e = Arc::clone(e);
                         inner.hold_locked(&e);
-                        return Ok(Handle { inner, entry: e });
+                        return Ok(Handle {
+                            inner,
+                            entry: Some(e),
+                        });
                     }
                 }
                 if let Some((_, p)) = stripe.loading.iter().find(|(k, _)| *k == key) {
@@ -265,7 +282,12 @@ impl<K: Key> Cache<K> {
                     inner.events.count(Event::Miss);
                     inner.events.count(Event::LoadWait);
                     match p.wait() {
-                        LoadResult::Done(entry) => return Ok(Handle { inner, entry }),
+                        LoadResult::Done(entry) => {
+                            return Ok(Handle {
+                                inner,
+                                entry: Some(entry),
+                            })
+                        }
                         LoadResult::Failed(err) => match err.downcast::<E>() {
                             Ok(err) => return Err(err),
                             // Another caller's loader had another error type:
@@ -294,7 +316,10 @@ impl<K: Key> Cache<K> {
                         inner.insert_entry(key.clone(), data.into_boxed_slice(), Some(&pending));
                     guard.armed = false;
                     pending.complete(LoadResult::Done(Arc::clone(&entry)));
-                    return Ok(Handle { inner, entry });
+                    return Ok(Handle {
+                        inner,
+                        entry: Some(entry),
+                    });
                 }
                 Err(err) => {
                     inner.events.count(Event::LoadFailure);
@@ -319,7 +344,7 @@ impl<K: Key> Cache<K> {
             return false;
         };
         let live = old.state().is_live();
-        inner.detach_locked(&old);
+        inner.detach_locked(old);
         live
     }
 
@@ -374,8 +399,12 @@ impl<K: Key> Cache<K> {
         let inner = &*self.inner;
         let s = inner.sizes();
         let (held, evictable) = if inner.config.hit_mode == HitMode::Lazy {
-            // Held buffers stay linked: the lists do not tell them apart.
-            let held = inner.events.get(Event::HeldUp) - inner.events.get(Event::HeldDown);
+            // Held buffers stay linked; count them on the lists (O(entries),
+            // one sublist lock at a time, so no cost on the hit path).
+            let held: u64 = [State::Mru, State::Mfu]
+                .iter()
+                .map(|&st| inner.lists[st as usize].held_bytes(LAZY_UNHELD_REFS))
+                .sum();
             (held, (s.mru + s.mfu).saturating_sub(held))
         } else {
             let (mru_list, _) = inner.lists[State::Mru as usize].totals();
@@ -529,12 +558,10 @@ impl<K: Key> Inner<K> {
     fn hold_locked(&self, e: &Arc<Entry<K>>) {
         let state = e.state();
         if self.config.hit_mode == HitMode::Lazy {
-            let old = e.holds.fetch_add(1, Ordering::Acquire);
-            if old & REFERENCED == 0 {
+            // The hold is the caller's clone of the Arc; only the reference
+            // bit is ours to set, and only when it is clear.
+            if e.holds.load(Ordering::Relaxed) & REFERENCED == 0 {
                 e.holds.fetch_or(REFERENCED, Ordering::Relaxed);
-            }
-            if old & HOLDS == 0 {
-                self.events.add(Event::HeldUp, e.bytes);
             }
             self.events.count(if state == State::Mru {
                 Event::MruHit
@@ -561,19 +588,6 @@ impl<K: Key> Inner<K> {
 
     /// Drops one hold on `e`.
     fn release(&self, e: &Arc<Entry<K>>) {
-        if self.config.hit_mode == HitMode::Lazy {
-            let old = e.holds.fetch_sub(1, Ordering::AcqRel);
-            if old & HOLDS == 1 {
-                if old & DETACHED != 0 {
-                    // Removed while held: the last hold frees its bytes.
-                    self.bytes
-                        .sub(self.sublist_of(e.hash), State::Anon as usize, e.bytes);
-                } else {
-                    self.events.add(Event::HeldDown, e.bytes);
-                }
-            }
-            return;
-        }
         let mut cur = e.holds.load(Ordering::Relaxed);
         while cur > 1 {
             match e
@@ -604,29 +618,26 @@ impl<K: Key> Inner<K> {
 
     /// Takes `old`, just removed from or replaced in the table, out of its
     /// state. Caller holds its stripe lock.
-    fn detach_locked(&self, old: &Arc<Entry<K>>) {
+    fn detach_locked(&self, old: Arc<Entry<K>>) {
         let idx = self.sublist_of(old.hash);
         let state = old.state();
         match state {
             State::Mru | State::Mfu if self.config.hit_mode == HitMode::Lazy => {
-                // Lazy: always linked, and releases take no lock, so who
-                // frees the bytes is settled by one atomic on the hold word.
+                // Lazy: always linked, and releases take no lock: whoever
+                // drops the last reference (this call or the last handle)
+                // frees the bytes.
                 self.events.count(Event::Remove);
-                self.lists[state as usize].sublist(idx).lock().remove(old);
+                self.lists[state as usize].sublist(idx).lock().remove(&old);
                 self.move_bytes(idx, state, State::Anon, old.bytes);
                 old.set_state(State::Anon);
-                let prev = old.holds.fetch_or(DETACHED, Ordering::AcqRel);
-                if prev & HOLDS == 0 {
-                    self.bytes.sub(idx, State::Anon as usize, old.bytes);
-                } else {
-                    // No longer a held live buffer: an anonymous one.
-                    self.events.add(Event::HeldDown, old.bytes);
+                if let Some(last) = Arc::into_inner(old) {
+                    self.bytes.sub(idx, State::Anon as usize, last.bytes);
                 }
             }
             State::Mru | State::Mfu => {
                 self.events.count(Event::Remove);
                 if old.holds.load(Ordering::Acquire) == 0 {
-                    self.lists[state as usize].sublist(idx).lock().remove(old);
+                    self.lists[state as usize].sublist(idx).lock().remove(&old);
                     self.bytes.sub(idx, state as usize, old.bytes);
                 } else {
                     old.set_state(State::Anon);
@@ -634,7 +645,7 @@ impl<K: Key> Inner<K> {
                 }
             }
             State::MruGhost | State::MfuGhost => {
-                self.lists[state as usize].sublist(idx).lock().remove(old);
+                self.lists[state as usize].sublist(idx).lock().remove(&old);
                 self.bytes.sub(idx, state as usize, old.bytes);
             }
             State::Anon => unreachable!("an anonymous entry in the table"),
@@ -682,8 +693,8 @@ impl<K: Key> Inner<K> {
                         Event::MfuGhostHit
                     });
                     let ghost = stripe.remove(hash, &key).expect("found above");
-                    self.detach_locked(&ghost);
                     ghost_hit = Some((hit, ghost.bytes));
+                    self.detach_locked(ghost);
                 } else {
                     reaccess = true;
                 }
@@ -720,31 +731,31 @@ impl<K: Key> Inner<K> {
         let entry;
         {
             let mut stripe = self.table.write(hash);
-            let mut holds = 1;
+            // Eager holds are counted in the entry (the caller's, and each
+            // waiting loader's); lazy holds are the Arc clones themselves.
+            let lazy = self.config.hit_mode == HitMode::Lazy;
+            let mut holds = if lazy { 0 } else { 1 };
             if let Some(p) = pending {
                 stripe.loading.retain(|(_, q)| !Arc::ptr_eq(p, q));
-                holds += p.waiters.load(Ordering::Relaxed);
+                if !lazy {
+                    holds += p.waiters.load(Ordering::Relaxed);
+                }
             }
-            let old = stripe.find(hash, &key).cloned();
-            let state = if ghost_hit.is_some()
-                || reaccess
-                || old.as_ref().is_some_and(|o| o.state().is_live())
-            {
+            let old_live = stripe.find(hash, &key).map(|o| o.state().is_live());
+            let state = if ghost_hit.is_some() || reaccess || old_live == Some(true) {
                 State::Mfu
             } else {
                 State::Mru
             };
             entry = Arc::new(Entry::new(key, hash, data, state, holds));
-            match old {
-                Some(old) => {
-                    stripe.replace(Arc::clone(&entry));
-                    self.detach_locked(&old);
-                }
-                None => stripe.insert(Arc::clone(&entry)),
+            if old_live.is_some() {
+                let old = stripe.replace(Arc::clone(&entry));
+                self.detach_locked(old);
+            } else {
+                stripe.insert(Arc::clone(&entry));
             }
-            if self.config.hit_mode == HitMode::Lazy {
+            if lazy {
                 // Lazy: buffers are linked even while held.
-                self.events.add(Event::HeldUp, size);
                 self.lists[state as usize]
                     .sublist(idx)
                     .lock()
@@ -890,8 +901,9 @@ impl<K: Key> Inner<K> {
                         continue;
                     };
                     if lazy {
-                        // Holds only grow under the stripe lock we hold, so
-                        // this word cannot gain a hold or a reference now.
+                        // Holds (Arc clones) and reference bits are only
+                        // taken under the stripe lock, which we hold
+                        // exclusively: neither can appear now.
                         let word = e.holds.load(Ordering::Acquire);
                         if word & REFERENCED != 0 {
                             e.holds.fetch_and(!REFERENCED, Ordering::AcqRel);
@@ -910,15 +922,18 @@ impl<K: Key> Inner<K> {
                             walk.moved += e.bytes.max(1);
                             continue;
                         }
-                        if word & HOLDS != 0 {
-                            // Held: passed over, to the head so the walk
-                            // does not meet it again at once.
+                        if Arc::strong_count(&e) > LAZY_UNHELD_REFS + 1 {
+                            // Held (our clone is the +1): passed over, to the
+                            // head so the walk does not meet it again at once.
                             let held = sl.take(slot);
                             sl.push_head(held);
                             walk.moved += e.bytes.max(1);
                             self.events.count(Event::EvictSkip);
                             continue;
                         }
+                        // Unheld: the releases that dropped the last clones
+                        // happened before; order the freeing after them.
+                        std::sync::atomic::fence(Ordering::Acquire);
                     } else {
                         debug_assert_eq!(e.holds.load(Ordering::Relaxed) & HOLDS, 0);
                     }
@@ -970,9 +985,13 @@ impl<K: Key> Inner<K> {
 }
 
 impl<K: Key> Handle<'_, K> {
+    fn entry(&self) -> &Entry<K> {
+        self.entry.as_ref().expect("a live handle has its entry")
+    }
+
     /// The key of the held buffer.
     pub fn key(&self) -> &K {
-        &self.entry.key
+        &self.entry().key
     }
 }
 
@@ -980,38 +999,50 @@ impl<K: Key> Deref for Handle<'_, K> {
     type Target = [u8];
 
     fn deref(&self) -> &[u8] {
-        &self.entry.data
+        &self.entry().data
     }
 }
 
 impl<K: Key> AsRef<[u8]> for Handle<'_, K> {
     fn as_ref(&self) -> &[u8] {
-        &self.entry.data
+        &self.entry().data
     }
 }
 
 impl<K: Key> Clone for Handle<'_, K> {
-    /// Another hold on the same buffer (no lock: the count is already above 0).
+    /// Another hold on the same buffer (no lock: it is already held).
     fn clone(&self) -> Self {
-        self.entry.holds.fetch_add(1, Ordering::Relaxed);
+        let e = self.entry.as_ref().expect("a live handle has its entry");
+        if self.inner.config.hit_mode == HitMode::Eager {
+            e.holds.fetch_add(1, Ordering::Relaxed);
+        }
         Handle {
             inner: self.inner,
-            entry: Arc::clone(&self.entry),
+            entry: Some(Arc::clone(e)),
         }
     }
 }
 
 impl<K: Key> Drop for Handle<'_, K> {
     fn drop(&mut self) {
-        self.inner.release(&self.entry);
+        let Some(e) = self.entry.take() else { return };
+        if self.inner.config.hit_mode == HitMode::Eager {
+            self.inner.release(&e);
+        } else if let Some(last) = Arc::into_inner(e) {
+            // Lazy: the table and the list had already let go, so the buffer
+            // was removed while we held it; the last holder frees its bytes.
+            debug_assert_eq!(last.state(), State::Anon);
+            let idx = self.inner.sublist_of(last.hash);
+            self.inner.bytes.sub(idx, State::Anon as usize, last.bytes);
+        }
     }
 }
 
 impl<K: Key + fmt::Debug> fmt::Debug for Handle<'_, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Handle")
-            .field("key", &self.entry.key)
-            .field("len", &self.entry.data.len())
+            .field("key", self.key())
+            .field("len", &self.len())
             .finish()
     }
 }

@@ -63,11 +63,8 @@ pub(crate) const NO_SLOT: u32 = u32::MAX;
 /// Lazy hit mode: bit of `Entry::holds` set by a hit, cleared by the evictor
 /// (CAR's reference bit).
 pub(crate) const REFERENCED: u32 = 1 << 31;
-/// Lazy hit mode: bit of `Entry::holds` set when the entry leaves the table
-/// while held; the release that drops the last hold then frees its bytes.
-pub(crate) const DETACHED: u32 = 1 << 30;
-/// The hold count part of `Entry::holds`.
-pub(crate) const HOLDS: u32 = DETACHED - 1;
+/// The hold count part of `Entry::holds` (eager hit mode).
+pub(crate) const HOLDS: u32 = REFERENCED - 1;
 
 /// One cached buffer or ghost.
 pub(crate) struct Entry<K> {
@@ -77,10 +74,9 @@ pub(crate) struct Entry<K> {
     pub(crate) data: Box<[u8]>,
     /// Bytes charged to the cache: `data.len()`, or the evicted size for ghosts.
     pub(crate) bytes: u64,
-    /// Number of live `Handle`s (low bits, `HOLDS`), plus, in the lazy hit
-    /// mode, the `REFERENCED` and `DETACHED` flags. In the eager mode the
-    /// count changes 0->1 and 1->0 only under the entry's hash stripe lock;
-    /// in both modes it grows only under that lock.
+    /// Eager hit mode: the number of live `Handle`s, changing 0->1 and 1->0
+    /// only under the entry's hash stripe lock. Lazy hit mode: only the
+    /// `REFERENCED` bit (there a hold is a clone of the entry's `Arc`).
     pub(crate) holds: AtomicU32,
     state: AtomicU8,
     /// Slot in the sublist of its state while linked, else `NO_SLOT`; read and

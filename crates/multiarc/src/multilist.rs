@@ -252,6 +252,23 @@ impl<K> Multilist<K> {
         })
     }
 
+    /// Bytes of linked entries that someone else also references: more than
+    /// `unheld_refs` strong references (the lazy hit mode's held buffers).
+    pub(crate) fn held_bytes(&self, unheld_refs: usize) -> u64 {
+        self.sublists
+            .iter()
+            .map(|s| {
+                let s = s.lock();
+                s.nodes
+                    .iter()
+                    .filter_map(|n| n.entry.as_ref())
+                    .filter(|e| Arc::strong_count(e) > unheld_refs)
+                    .map(|e| e.bytes)
+                    .sum::<u64>()
+            })
+            .sum()
+    }
+
     /// Starts or stops lockstat tracing of every sublist lock.
     pub(crate) fn set_lockstat(&self, on: bool) {
         for (i, s) in self.sublists.iter().enumerate() {

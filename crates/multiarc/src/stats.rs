@@ -26,12 +26,9 @@ pub(crate) enum Event {
     Load,
     LoadFailure,
     LoadWait,
-    /// Lazy mode: bytes of live buffers that became held / stopped being held.
-    HeldUp,
-    HeldDown,
 }
 
-pub(crate) const EVENTS: usize = Event::HeldDown as usize + 1;
+pub(crate) const EVENTS: usize = Event::LoadWait as usize + 1;
 
 /// Per-thread striped event counters.
 pub(crate) struct Events(Striped<EVENTS>);

@@ -53,7 +53,7 @@ use crate::key::Key;
 use crate::multilist::Multilist;
 use crate::policy::{self, GhostHit, Sizes};
 use crate::stats::{Event, Events, Stats};
-use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::any::Any;
 use std::fmt;
 use std::hash::BuildHasher;
@@ -101,6 +101,10 @@ enum LoadResult<K> {
 pub(crate) struct Pending<K> {
     /// Threads waiting; changed only under the key's stripe lock.
     waiters: AtomicU32,
+    /// An `insert` or `remove` of the key came after this load started: its
+    /// bytes may predate that change, so they go to the waiting callers but
+    /// are not cached. Changed and read only under the key's stripe lock.
+    superseded: AtomicBool,
     result: Mutex<Option<LoadResult<K>>>,
     ready: Condvar,
 }
@@ -109,9 +113,15 @@ impl<K> Pending<K> {
     fn new() -> Self {
         Pending {
             waiters: AtomicU32::new(0),
+            superseded: AtomicBool::new(false),
             result: Mutex::new(None),
             ready: Condvar::new(),
         }
+    }
+
+    /// Called under the key's stripe lock.
+    pub(crate) fn mark_superseded(&self) {
+        self.superseded.store(true, Ordering::Relaxed);
     }
 
     fn complete(&self, result: LoadResult<K>) {
@@ -235,6 +245,10 @@ impl<K: Key> Cache<K> {
     /// cached buffer being replaced) enters MFU, and a ghost adapts the
     /// MRU/MFU split. If the insert takes the cache past its target the evict
     /// thread is woken; far past it, this call waits for eviction (bounded).
+    ///
+    /// A `get_or_load` of `key` already running when `insert` is called
+    /// returns its own bytes to its callers but does not cache them: they may
+    /// be older than these (a file layer writing back a block relies on this).
     pub fn insert(&self, key: K, data: Vec<u8>) -> Handle<'_, K> {
         let entry = self.inner.insert_entry(key, data.into_boxed_slice(), None);
         Handle {
@@ -335,11 +349,13 @@ impl<K: Key> Cache<K> {
 
     /// Drops `key` from the cache (and forgets its ghost). Returns true if a
     /// buffer was cached. A held buffer stays readable by its holders and is
-    /// freed when the last hold goes.
+    /// freed when the last hold goes. A load of `key` already running does
+    /// not cache its result (as with [`Cache::insert`]).
     pub fn remove(&self, key: &K) -> bool {
         let inner = &*self.inner;
         let hash = inner.hash(key);
         let mut stripe = inner.table.write(hash);
+        stripe.supersede_loads(key);
         let Some(old) = stripe.remove(hash, key) else {
             return false;
         };
@@ -431,6 +447,7 @@ impl<K: Key> Cache<K> {
             ghosts_dropped: ev(Event::GhostDropped),
             loads: ev(Event::Load),
             load_failures: ev(Event::LoadFailure),
+            loads_superseded: ev(Event::LoadSuperseded),
             load_waits: ev(Event::LoadWait),
             size: s.data(),
             c: inner.c.load(Ordering::Relaxed),
@@ -735,11 +752,21 @@ impl<K: Key> Inner<K> {
             // waiting loader's); lazy holds are the Arc clones themselves.
             let lazy = self.config.hit_mode == HitMode::Lazy;
             let mut holds = if lazy { 0 } else { 1 };
-            if let Some(p) = pending {
-                stripe.loading.retain(|(_, q)| !Arc::ptr_eq(p, q));
-                if !lazy {
-                    holds += p.waiters.load(Ordering::Relaxed);
+            match pending {
+                Some(p) => {
+                    stripe.loading.retain(|(_, q)| !Arc::ptr_eq(p, q));
+                    if !lazy {
+                        holds += p.waiters.load(Ordering::Relaxed);
+                    }
+                    if p.superseded.load(Ordering::Relaxed) {
+                        // The key was written or removed while we loaded:
+                        // hand the bytes to the loader and its waiters only,
+                        // as an anonymous buffer freed by the last handle.
+                        self.events.count(Event::LoadSuperseded);
+                        return Arc::new(Entry::new(key, hash, data, State::Anon, holds));
+                    }
                 }
+                None => stripe.supersede_loads(&key),
             }
             let old_live = stripe.find(hash, &key).map(|o| o.state().is_live());
             let state = if ghost_hit.is_some() || reaccess || old_live == Some(true) {

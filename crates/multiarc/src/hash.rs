@@ -56,6 +56,15 @@ impl<K: Eq> Stripe<K> {
         ((hash >> 32) as usize) & (self.buckets.len() - 1)
     }
 
+    /// Marks every load in flight for `key` as superseded (see `Pending`).
+    pub(crate) fn supersede_loads(&self, key: &K) {
+        for (k, p) in &self.loading {
+            if k == key {
+                p.mark_superseded();
+            }
+        }
+    }
+
     /// The entry for `key`, if any.
     pub(crate) fn find(&self, hash: u64, key: &K) -> Option<&Arc<Entry<K>>> {
         let mut at = self.buckets[self.bucket(hash)];

@@ -26,9 +26,10 @@ pub(crate) enum Event {
     Load,
     LoadFailure,
     LoadWait,
+    LoadSuperseded,
 }
 
-pub(crate) const EVENTS: usize = Event::LoadWait as usize + 1;
+pub(crate) const EVENTS: usize = Event::LoadSuperseded as usize + 1;
 
 /// Per-thread striped event counters.
 pub(crate) struct Events(Striped<EVENTS>);
@@ -94,6 +95,9 @@ pub struct Stats {
     pub loads: u64,
     /// Loader runs that failed.
     pub load_failures: u64,
+    /// Loads whose bytes were returned but not cached, because the key was
+    /// inserted or removed while they ran (their bytes may predate it).
+    pub loads_superseded: u64,
     /// `get_or_load` calls that waited for another thread's load of the same key.
     pub load_waits: u64,
     /// Bytes of cached data: `mru_bytes + mfu_bytes + anon_bytes`.
@@ -160,6 +164,7 @@ impl Stats {
             ("ghosts_dropped", self.ghosts_dropped),
             ("loads", self.loads),
             ("load_failures", self.load_failures),
+            ("loads_superseded", self.loads_superseded),
             ("load_waits", self.load_waits),
             ("size", self.size),
             ("c", self.c),

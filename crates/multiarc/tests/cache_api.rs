@@ -33,6 +33,7 @@ macro_rules! in_both_modes {
 
 in_both_modes!(
     get_insert_remove,
+    a_load_overtaken_by_an_insert_or_remove_is_not_cached,
     replacing_keeps_old_bytes_for_holders,
     held_buffers_are_never_evicted,
     inline_eviction_keeps_the_byte_bound_and_ghost_bounds,
@@ -319,4 +320,50 @@ fn lazy_held_buffers_stay_linked_but_are_not_evicted() {
     assert_eq!((s.held_bytes, s.anon_bytes), (0, 1), "{s:?}");
     drop(held);
     assert_eq!(cache.stats().anon_bytes, 0);
+}
+
+/// A load that started before an `insert` (or `remove`) of its key may have
+/// read bytes the insert replaced: they reach the loading caller, but the
+/// cache keeps the inserted bytes (or nothing).
+fn a_load_overtaken_by_an_insert_or_remove_is_not_cached(mode: HitMode) {
+    for remove in [false, true] {
+        let cache = inline(1 << 20, mode);
+        let started = Barrier::new(2);
+        let changed = Barrier::new(2);
+        std::thread::scope(|s| {
+            let loader = s.spawn(|| {
+                let h = cache
+                    .get_or_load(1, || -> Result<Vec<u8>, ()> {
+                        started.wait();
+                        changed.wait();
+                        Ok(vec![1; 64])
+                    })
+                    .unwrap();
+                h.to_vec()
+            });
+            started.wait();
+            if remove {
+                assert!(!cache.remove(&1));
+            } else {
+                drop(cache.insert(1, vec![2; 64]));
+            }
+            changed.wait();
+            assert_eq!(loader.join().unwrap(), vec![1; 64]);
+        });
+        match cache.get(&1) {
+            Some(h) => {
+                assert!(!remove, "a removed key came back from a stale load");
+                assert_eq!(&h[..], &[2; 64][..], "the stale load replaced the insert");
+            }
+            None => assert!(remove, "the insert was lost"),
+        }
+        let st = cache.stats();
+        assert_eq!(st.loads_superseded, 1);
+        drop(cache.remove(&1));
+        assert_eq!(
+            cache.stats().anon_bytes,
+            0,
+            "the stale buffer was not freed"
+        );
+    }
 }

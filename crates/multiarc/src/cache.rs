@@ -731,7 +731,10 @@ impl<K: Key> Inner<K> {
             if data_bytes > c {
                 if data_bytes > c + self.overflow(c) {
                     self.events.count(Event::OverflowWait);
-                    self.signal.wait_for_freed(size);
+                    self.signal.wait_for_freed(size, || {
+                        let c = self.c();
+                        self.sizes().data() > c + self.overflow(c)
+                    });
                 } else {
                     self.signal.request();
                 }

@@ -59,15 +59,23 @@ impl EvictSignal {
     }
 
     /// Waits until the evict thread has freed `bytes` more bytes than it had
-    /// when this call started, a pass gives up, or the wait times out.
-    pub(crate) fn wait_for_freed(&self, bytes: u64) {
+    /// when this call started, a pass gives up, a pass ends with
+    /// `still_over()` false (the freed bytes went to another waiter, but the
+    /// cache is back within bounds: no further pass would come), or the wait
+    /// times out.
+    pub(crate) fn wait_for_freed(&self, bytes: u64, still_over: impl Fn() -> bool) {
         let deadline = Instant::now() + MAX_OVERFLOW_WAIT;
         let mut p = self.lock();
         let target = p.freed + bytes;
         let not_enough = p.not_enough;
+        let passes = p.passes;
         self.requested.store(true, Ordering::Release);
         self.wake.notify_one();
-        while p.freed < target && p.not_enough == not_enough && !p.shutdown {
+        while p.freed < target
+            && p.not_enough == not_enough
+            && !p.shutdown
+            && (p.passes == passes || still_over())
+        {
             let now = Instant::now();
             if now >= deadline {
                 break;

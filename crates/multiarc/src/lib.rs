@@ -26,6 +26,7 @@ mod config;
 mod counter;
 mod entry;
 mod evict;
+pub mod file;
 mod hash;
 mod key;
 pub mod lock;

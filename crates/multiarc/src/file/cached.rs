@@ -1,0 +1,755 @@
+//! `CachedFile`: `pread`/`pwrite` semantics over a backing store, through
+//! the cache.
+//!
+//! Where each block's current bytes are, in the order a read looks:
+//! 1. the file's dirty table (written, not yet written back);
+//! 2. the cache (clean copies; `get_or_load` reads through from the store).
+//!
+//! The invariant that makes this correct: a clean copy in the cache can be
+//! stale only while its block is dirty, and then the dirty table answers
+//! first. Write-back keeps it: it writes the store, then, under the block's
+//! dirty-shard lock, replaces the cached copy with the written bytes and
+//! removes the dirty entry, so no reader sees neither. A load that read the
+//! store before that write and finishes after it is superseded by the
+//! replacing insert and does not land in the cache (see `Cache::insert`).
+//!
+//! Every buffer, dirty or cached, is a whole block, with zeros past the end
+//! of the file (truncation zeroes or drops what lies beyond the new end), so
+//! extending a file exposes zeros, never old bytes.
+
+use super::dirty::{DirtyBlock, DirtyTable};
+use super::range_lock::{FileRwSem, RangeGuard, RangeLock};
+use super::store::BackingStore;
+use super::writeback::{Shared, WriteBack, WriteBackConfig};
+use crate::{BlockKey, Cache};
+use std::fmt;
+use std::io;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Default block size of a cached file.
+pub const DEFAULT_BLOCK_SIZE: usize = 8 << 10;
+/// Largest block size of a cached file.
+pub const MAX_BLOCK_SIZE: usize = 1 << 20;
+/// Smallest block size of a cached file.
+pub const MIN_BLOCK_SIZE: usize = 512;
+
+/// How reads and writes of one file exclude each other.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Locking {
+    /// A read and an overlapping write are atomic with respect to each other
+    /// (POSIX); non-overlapping reads and writes run in parallel. Uses a
+    /// [`RangeLock`].
+    #[default]
+    Range,
+    /// One reader-writer lock per file: reads shared, writes exclusive (what
+    /// XFS does with `i_rwsem`). Same guarantee as `Range`, less parallelism.
+    RwSem,
+    /// No file lock: each block is read or written whole, but a read that
+    /// overlaps a multi-block write may see some blocks old and some new
+    /// (the proposed `POSIX_FADV_TORN_RW`).
+    Torn,
+}
+
+impl Locking {
+    /// The name used on command lines and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Locking::Range => "range",
+            Locking::RwSem => "rwsem",
+            Locking::Torn => "torn",
+        }
+    }
+}
+
+impl fmt::Display for Locking {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Locking {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "range" => Ok(Locking::Range),
+            "rwsem" => Ok(Locking::RwSem),
+            "torn" => Ok(Locking::Torn),
+            _ => Err(format!(
+                "unknown locking mode {s:?} (expected range, rwsem or torn)"
+            )),
+        }
+    }
+}
+
+enum FileLock {
+    Range(RangeLock),
+    RwSem(FileRwSem),
+    Torn,
+}
+
+/// What a file operation holds while it runs.
+#[allow(dead_code)] // held for its Drop
+enum Held<'a> {
+    Range(RangeGuard<'a>),
+    Read(crate::lock::RwLockReadGuard<'a, ()>),
+    Write(crate::lock::RwLockWriteGuard<'a, ()>),
+    Nothing,
+}
+
+impl FileLock {
+    fn read(&self, start: u64, end: u64) -> Held<'_> {
+        match self {
+            FileLock::Range(l) => Held::Range(l.read(start..end)),
+            FileLock::RwSem(l) => Held::Read(l.read()),
+            FileLock::Torn => Held::Nothing,
+        }
+    }
+
+    fn write(&self, start: u64, end: u64) -> Held<'_> {
+        match self {
+            FileLock::Range(l) => Held::Range(l.write(start..end)),
+            FileLock::RwSem(l) => Held::Write(l.write()),
+            FileLock::Torn => Held::Nothing,
+        }
+    }
+}
+
+/// Object ids given to files that do not choose one: high enough not to
+/// meet the small ids applications tend to use for their own objects.
+static NEXT_OBJECT: AtomicU64 = AtomicU64::new(1 << 62);
+
+fn new_object_id() -> u64 {
+    NEXT_OBJECT.fetch_add(1, Ordering::Relaxed)
+}
+
+fn invalid(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, msg)
+}
+
+/// The state of one file shared with the flusher.
+pub(crate) struct FileState {
+    name: String,
+    cache: Arc<Cache<BlockKey>>,
+    store: Box<dyn BackingStore>,
+    block_size: usize,
+    block_shift: u32,
+    /// The cache's key space for this file's blocks; changed by a truncation
+    /// that would otherwise have to remove very many cached blocks.
+    object: AtomicU64,
+    /// The file's length (the store may be shorter until write-back).
+    len: AtomicU64,
+    dirty: DirtyTable,
+    generation: AtomicU64,
+    /// One write-back (or truncation) at a time per file.
+    flush_lock: Mutex<()>,
+    /// The first write-back error not yet returned by `sync_all`.
+    error: Mutex<Option<io::Error>>,
+    closed: AtomicBool,
+    writeback: Arc<Shared>,
+}
+
+/// Truncations dropping more cached blocks than this change the file's
+/// object id instead of removing them one by one; the orphans age out.
+const MAX_TRUNCATE_REMOVES: u64 = 4096;
+/// Most bytes written back in one store write (contiguous dirty blocks).
+const MAX_WRITE_RUN: usize = 1 << 20;
+
+impl FileState {
+    fn key(&self, block: u64) -> BlockKey {
+        BlockKey::new(self.object.load(Ordering::Acquire), block)
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn dirty_blocks(&self) -> usize {
+        self.dirty.blocks()
+    }
+
+    pub(crate) fn remember_error(&self, e: io::Error) {
+        let mut slot = self.error.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.is_none() {
+            *slot = Some(e);
+        }
+    }
+
+    pub(crate) fn last_error_text(&self) -> String {
+        match &*self.error.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some(e) => e.to_string(),
+            None => "no error recorded".into(),
+        }
+    }
+
+    /// Reads block `block` from the store: a whole block, zero-filled past
+    /// the store's end. Short reads are retried for the rest.
+    fn load(&self, block: u64) -> io::Result<Vec<u8>> {
+        let mut buf = vec![0u8; self.block_size];
+        let base = block << self.block_shift;
+        let mut done = 0;
+        while done < buf.len() {
+            let n = self.store.read_at(&mut buf[done..], base + done as u64)?;
+            if n == 0 {
+                break;
+            }
+            done += n;
+        }
+        Ok(buf)
+    }
+
+    /// Runs `f` on `block`'s current bytes.
+    fn with_block<R>(&self, block: u64, f: impl FnOnce(&[u8]) -> R) -> io::Result<R> {
+        if self.dirty.maybe_dirty(block) {
+            let shard = self.dirty.lock(block);
+            if let Some(d) = shard.blocks.get(&block) {
+                let data = Arc::clone(&d.data);
+                drop(shard);
+                return Ok(f(&data));
+            }
+        }
+        let h = self
+            .cache
+            .get_or_load(self.key(block), || self.load(block))
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", self.name)))?;
+        Ok(f(&h))
+    }
+
+    /// Writes `src` into `block` at `at`.
+    /// `eof`: the file's length before this write (blocks past it are zeros).
+    fn write_block(&self, block: u64, at: usize, src: &[u8], eof: u64) -> io::Result<()> {
+        let whole = at == 0 && src.len() == self.block_size;
+        loop {
+            let mut shard = self.dirty.lock(block);
+            let generation = self.generation.fetch_add(1, Ordering::Relaxed);
+            if let Some(d) = shard.blocks.get_mut(&block) {
+                Arc::make_mut(&mut d.data)[at..at + src.len()].copy_from_slice(src);
+                d.generation = generation;
+                return Ok(());
+            }
+            let data = if whole {
+                src.to_vec()
+            } else {
+                // Read-modify-write of a clean block: its bytes are read
+                // outside the lock (they may need I/O). If a block of the
+                // shard was cleaned meanwhile, the bytes read may predate a
+                // write that was dirty at our first look: start again.
+                let cleanings = shard.cleanings;
+                drop(shard);
+                let beyond_eof = (block << self.block_shift) >= eof;
+                let mut data = if beyond_eof {
+                    vec![0u8; self.block_size]
+                } else {
+                    self.with_clean_block(block)?
+                };
+                data[at..at + src.len()].copy_from_slice(src);
+                shard = self.dirty.lock(block);
+                if shard.cleanings != cleanings {
+                    continue;
+                }
+                if let Some(d) = shard.blocks.get_mut(&block) {
+                    // Another writer dirtied it meanwhile: apply ours on top.
+                    Arc::make_mut(&mut d.data)[at..at + src.len()].copy_from_slice(src);
+                    d.generation = generation;
+                    return Ok(());
+                }
+                data
+            };
+            shard.blocks.insert(
+                block,
+                DirtyBlock {
+                    data: Arc::new(data),
+                    generation,
+                },
+            );
+            drop(shard);
+            self.writeback.add_dirty(self.block_size as u64);
+            return Ok(());
+        }
+    }
+
+    /// A copy of a block known not to be dirty (at the caller's last look).
+    fn with_clean_block(&self, block: u64) -> io::Result<Vec<u8>> {
+        let h = self
+            .cache
+            .get_or_load(self.key(block), || self.load(block))
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", self.name)))?;
+        Ok(h.to_vec())
+    }
+
+    /// Writes every dirty block back to the store (not syncing it). Blocks
+    /// whose write fails stay dirty; the first error is returned.
+    pub(crate) fn flush(&self) -> io::Result<()> {
+        let _one_at_a_time = self.flush_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut snapshot: Vec<(u64, u64, Arc<Vec<u8>>)> = Vec::new();
+        self.dirty.each_shard(|s| {
+            snapshot.extend(
+                s.blocks
+                    .iter()
+                    .map(|(&b, d)| (b, d.generation, Arc::clone(&d.data))),
+            )
+        });
+        if snapshot.is_empty() {
+            return Ok(());
+        }
+        snapshot.sort_unstable_by_key(|&(b, _, _)| b);
+        let len = self.len.load(Ordering::Acquire);
+        let bs = self.block_size as u64;
+        let mut first_err = Ok(());
+        let mut run_start = 0;
+        while run_start < snapshot.len() {
+            // A run of consecutive blocks, written with one store write.
+            let mut run_end = run_start + 1;
+            while run_end < snapshot.len()
+                && snapshot[run_end].0 == snapshot[run_end - 1].0 + 1
+                && (run_end - run_start + 1) * self.block_size <= MAX_WRITE_RUN
+            {
+                run_end += 1;
+            }
+            let run = &snapshot[run_start..run_end];
+            run_start = run_end;
+            let offset = run[0].0 * bs;
+            if offset >= len {
+                // Wholly past the end: set_len drops such blocks under the
+                // flush lock, so this cannot happen; be safe anyway.
+                continue;
+            }
+            if let Err(e) = self.write_run(run, len) {
+                if first_err.is_ok() {
+                    first_err = Err(e);
+                }
+            }
+        }
+        first_err
+    }
+
+    /// Writes a run of consecutive dirty blocks (clipped to the file length
+    /// `len`) and marks them clean. If the one large write fails, the blocks
+    /// are tried one by one, so one bad block keeps only itself dirty.
+    fn write_run(&self, run: &[(u64, u64, Arc<Vec<u8>>)], len: u64) -> io::Result<()> {
+        let bs = self.block_size as u64;
+        let offset = run[0].0 * bs;
+        if offset >= len {
+            // Wholly past the end: set_len drops such blocks under the flush
+            // lock, so this cannot happen; be safe anyway.
+            return Ok(());
+        }
+        let valid = (len - offset).min(run.len() as u64 * bs) as usize;
+        let result = if run.len() == 1 {
+            self.store.write_at(&run[0].2[..valid], offset)
+        } else {
+            let mut buf = Vec::with_capacity(run.len() * self.block_size);
+            for (_, _, data) in run {
+                buf.extend_from_slice(data);
+            }
+            self.store.write_at(&buf[..valid], offset)
+        };
+        match result {
+            Ok(()) => {
+                for (block, generation, _) in run {
+                    self.mark_clean(*block, *generation);
+                }
+                self.writeback
+                    .flushed_blocks
+                    .fetch_add(run.len() as u64, Ordering::Relaxed);
+                self.writeback
+                    .flushed_bytes
+                    .fetch_add(valid as u64, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(_) if run.len() > 1 => {
+                let mut first = Ok(());
+                for one in run.chunks(1) {
+                    if let Err(e) = self.write_run(one, len) {
+                        if first.is_ok() {
+                            first = Err(e);
+                        }
+                    }
+                }
+                first
+            }
+            Err(e) => {
+                self.writeback.write_errors.fetch_add(1, Ordering::Relaxed);
+                Err(io::Error::new(
+                    e.kind(),
+                    format!(
+                        "{}: write-back of bytes {offset}..{} failed: {e}",
+                        self.name,
+                        offset + valid as u64
+                    ),
+                ))
+            }
+        }
+    }
+
+    /// After `block`'s bytes of `generation` reached the store: if no write
+    /// came since, the block becomes clean, its bytes the cached copy.
+    fn mark_clean(&self, block: u64, generation: u64) {
+        let mut shard = self.dirty.lock(block);
+        match shard.blocks.get(&block) {
+            Some(d) if d.generation == generation => {}
+            _ => return, // rewritten meanwhile: still dirty
+        }
+        let d = shard.blocks.remove(&block).expect("checked above");
+        shard.cleanings += 1;
+        let bytes = Arc::try_unwrap(d.data).unwrap_or_else(|shared| (*shared).clone());
+        // Still under the shard lock: readers see the dirty bytes or these.
+        drop(self.cache.insert(self.key(block), bytes));
+        drop(shard);
+        self.writeback.sub_dirty(self.block_size as u64);
+    }
+}
+
+/// A file whose blocks are cached: positional reads and writes of any
+/// offset and length, write-back, truncation and sync. Cheap to share
+/// between threads (`&CachedFile` is enough for every operation).
+///
+/// ```
+/// use multiarc::file::{CachedFile, MemStore};
+/// use multiarc::{BlockKey, Cache};
+/// use std::sync::Arc;
+///
+/// let cache = Arc::new(Cache::<BlockKey>::builder().max_bytes(16 << 20).build()?);
+/// let file = CachedFile::builder(cache, MemStore::new()).open()?;
+/// file.write_at(b"hello, world", 8190)?;
+/// let mut buf = [0u8; 5];
+/// assert_eq!(file.read_at(&mut buf, 8197)?, 5);
+/// assert_eq!(&buf, b"world");
+/// file.sync_all()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct CachedFile {
+    state: Arc<FileState>,
+    lock: FileLock,
+    locking: Locking,
+    writeback: Arc<WriteBack>,
+}
+
+impl fmt::Debug for CachedFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CachedFile")
+            .field("name", &self.state.name)
+            .field("block_size", &self.state.block_size)
+            .field("locking", &self.locking)
+            .field("len", &self.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Options for opening a [`CachedFile`].
+pub struct CachedFileBuilder<S> {
+    cache: Arc<Cache<BlockKey>>,
+    store: S,
+    block_size: usize,
+    locking: Locking,
+    writeback: Option<Arc<WriteBack>>,
+    object: Option<u64>,
+    name: Option<String>,
+}
+
+impl<S: BackingStore> CachedFileBuilder<S> {
+    /// Block size: a power of two from 512 bytes to 1 MiB (default 8 KiB).
+    pub fn block_size(mut self, bytes: usize) -> Self {
+        self.block_size = bytes;
+        self
+    }
+
+    /// How reads and writes exclude each other (default [`Locking::Range`]).
+    pub fn locking(mut self, locking: Locking) -> Self {
+        self.locking = locking;
+        self
+    }
+
+    /// Shares a write-back service (dirty budget and flusher) with other
+    /// files. Default: a service of this file's own with default limits.
+    pub fn write_back(mut self, writeback: Arc<WriteBack>) -> Self {
+        self.writeback = Some(writeback);
+        self
+    }
+
+    /// The object id of this file's blocks in the cache (default: a fresh
+    /// one). Two open files must not share one.
+    pub fn object_id(mut self, id: u64) -> Self {
+        self.object = Some(id);
+        self
+    }
+
+    /// A name for error messages (a path, say).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Opens the file: its length is the store's.
+    pub fn open(self) -> io::Result<CachedFile> {
+        let bs = self.block_size;
+        if !bs.is_power_of_two() || !(MIN_BLOCK_SIZE..=MAX_BLOCK_SIZE).contains(&bs) {
+            return Err(invalid(format!(
+                "block size {bs} must be a power of two from {MIN_BLOCK_SIZE} to {MAX_BLOCK_SIZE} bytes"
+            )));
+        }
+        let writeback = match self.writeback {
+            Some(w) => w,
+            None => WriteBack::new(WriteBackConfig::default())?,
+        };
+        let len = self.store.len()?;
+        let object = self.object.unwrap_or_else(new_object_id);
+        let state = Arc::new(FileState {
+            name: self.name.unwrap_or_else(|| format!("file {object}")),
+            cache: self.cache,
+            store: Box::new(self.store),
+            block_size: bs,
+            block_shift: bs.trailing_zeros(),
+            object: AtomicU64::new(object),
+            len: AtomicU64::new(len),
+            dirty: DirtyTable::new(64),
+            generation: AtomicU64::new(0),
+            flush_lock: Mutex::new(()),
+            error: Mutex::new(None),
+            closed: AtomicBool::new(false),
+            writeback: Arc::clone(writeback.shared()),
+        });
+        writeback.shared().register(Arc::clone(&state));
+        let lock = match self.locking {
+            Locking::Range => FileLock::Range(RangeLock::default()),
+            Locking::RwSem => FileLock::RwSem(FileRwSem::new(())),
+            Locking::Torn => FileLock::Torn,
+        };
+        Ok(CachedFile {
+            state,
+            lock,
+            locking: self.locking,
+            writeback,
+        })
+    }
+}
+
+impl CachedFile {
+    /// Options for opening `store` through `cache`.
+    pub fn builder<S: BackingStore>(cache: Arc<Cache<BlockKey>>, store: S) -> CachedFileBuilder<S> {
+        CachedFileBuilder {
+            cache,
+            store,
+            block_size: DEFAULT_BLOCK_SIZE,
+            locking: Locking::default(),
+            writeback: None,
+            object: None,
+            name: None,
+        }
+    }
+
+    /// The file's length in bytes.
+    pub fn len(&self) -> u64 {
+        self.state.len.load(Ordering::Acquire)
+    }
+
+    /// Whether the file is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The block size.
+    pub fn block_size(&self) -> usize {
+        self.state.block_size
+    }
+
+    /// The locking mode.
+    pub fn locking(&self) -> Locking {
+        self.locking
+    }
+
+    /// Dirty bytes of this file (written, not yet written back).
+    pub fn dirty_bytes(&self) -> u64 {
+        self.state.dirty_blocks() as u64 * self.state.block_size as u64
+    }
+
+    /// The write-back service this file uses.
+    pub fn write_back(&self) -> &Arc<WriteBack> {
+        &self.writeback
+    }
+
+    /// Reads into `buf` from `offset`; returns the bytes read, fewer than
+    /// `buf.len()` only at the end of the file (0 at or past it), as `pread`.
+    /// A store error is returned and nothing half-read is cached.
+    pub fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let end = offset.saturating_add(buf.len() as u64);
+        let _held = self.lock.read(offset, end);
+        let len = self.len();
+        if offset >= len {
+            return Ok(0);
+        }
+        let n = (len - offset).min(buf.len() as u64) as usize;
+        let s = &*self.state;
+        let mut done = 0;
+        while done < n {
+            let pos = offset + done as u64;
+            let block = pos >> s.block_shift;
+            let at = (pos & (s.block_size as u64 - 1)) as usize;
+            let take = (s.block_size - at).min(n - done);
+            s.with_block(block, |b| {
+                buf[done..done + take].copy_from_slice(&b[at..at + take])
+            })?;
+            done += take;
+        }
+        Ok(n)
+    }
+
+    /// Writes all of `buf` at `offset`, extending the file if needed, and
+    /// returns `buf.len()`. The data is dirty until written back (by the
+    /// flusher or `sync_all`). Waits while the write-back budget is full.
+    /// If reading a partially written block fails, the bytes before it
+    /// are written and their count returned (an error if there are none).
+    pub fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let end = offset.checked_add(buf.len() as u64).ok_or_else(|| {
+            invalid(format!(
+                "{}: write of {} bytes at offset {offset} passes the largest file size",
+                self.state.name,
+                buf.len()
+            ))
+        })?;
+        let s = &*self.state;
+        let blocks = ((end - 1) >> s.block_shift) - (offset >> s.block_shift) + 1;
+        s.writeback.wait_for_room(blocks * s.block_size as u64);
+        let _held = self.lock.write(offset, end);
+        // The length grows before the blocks are written: write-back clips
+        // what it writes to the length, and must not clip bytes of ours.
+        let old_len = s.len.fetch_max(end, Ordering::AcqRel);
+        let mut done = 0;
+        let mut failed = None;
+        while done < buf.len() {
+            let pos = offset + done as u64;
+            let block = pos >> s.block_shift;
+            let at = (pos & (s.block_size as u64 - 1)) as usize;
+            let take = (s.block_size - at).min(buf.len() - done);
+            if let Err(e) = s.write_block(block, at, &buf[done..done + take], old_len) {
+                failed = Some(e);
+                break;
+            }
+            done += take;
+        }
+        if let Some(e) = failed {
+            // Give back the length we took but did not write, unless another
+            // writer has since moved it.
+            let written_end = (offset + done as u64).max(old_len);
+            if end > old_len {
+                let _ =
+                    s.len
+                        .compare_exchange(end, written_end, Ordering::AcqRel, Ordering::Relaxed);
+            }
+            if done == 0 {
+                return Err(e);
+            }
+        }
+        Ok(done)
+    }
+
+    /// Truncates or extends the file to `len` bytes. Blocks past the new end
+    /// leave the cache and the dirty table; the store is resized at once.
+    pub fn set_len(&self, len: u64) -> io::Result<()> {
+        let s = &*self.state;
+        let _held = self.lock.write(0, u64::MAX);
+        let _no_flush = s.flush_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let old = self.len();
+        s.store.set_len(len).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("{}: resizing to {len} bytes: {e}", s.name),
+            )
+        })?;
+        if len < old {
+            let bs = s.block_size as u64;
+            let first_gone = len.div_ceil(bs); // first block wholly past the end
+            let partial = (!len.is_multiple_of(bs)).then_some(len / bs);
+            let mut dropped = 0u64;
+            s.dirty.each_shard(|shard| {
+                let before = shard.blocks.len();
+                shard.blocks.retain(|&b, _| b < first_gone);
+                let gone = before - shard.blocks.len();
+                if gone > 0 {
+                    shard.cleanings += 1;
+                    dropped += gone as u64;
+                }
+                if let Some(p) = partial {
+                    if let Some(d) = shard.blocks.get_mut(&p) {
+                        Arc::make_mut(&mut d.data)[(len % bs) as usize..].fill(0);
+                    }
+                }
+            });
+            if dropped > 0 {
+                s.writeback.sub_dirty(dropped * bs);
+            }
+            // Cached copies from the (partial) last block on hold bytes past
+            // the new end.
+            let first_stale = len / bs;
+            let last = old.div_ceil(bs);
+            if last - first_stale <= MAX_TRUNCATE_REMOVES {
+                for b in first_stale..last {
+                    s.cache.remove(&s.key(b));
+                }
+            } else {
+                // Re-key the file: every cached block becomes unreachable
+                // (and ages out); dirty blocks are keyed by number, unaffected.
+                s.object.store(new_object_id(), Ordering::Release);
+            }
+        }
+        s.len.store(len, Ordering::Release);
+        Ok(())
+    }
+
+    /// Writes every dirty block back and syncs the store. Returns an error
+    /// if any write-back or the sync failed, including a background
+    /// write-back that failed since the last `sync_all` (reported once, as
+    /// the kernel reports it to the next `fsync`, even if a retry has since
+    /// succeeded). Blocks that could not be written stay dirty.
+    pub fn sync_all(&self) -> io::Result<()> {
+        let s = &*self.state;
+        let flushed = s.flush();
+        let earlier = s.error.lock().unwrap_or_else(|e| e.into_inner()).take();
+        flushed?;
+        s.store
+            .sync()
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: sync: {e}", s.name)))?;
+        match earlier {
+            Some(e) => Err(io::Error::new(
+                e.kind(),
+                format!("an earlier write-back failed: {e}"),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Syncs, then closes the file, returning any error (see [`sync_all`]).
+    /// Dropping a file instead also writes it back, but can only report a
+    /// failure on stderr; the flusher then keeps retrying its dirty blocks.
+    ///
+    /// [`sync_all`]: CachedFile::sync_all
+    pub fn close(self) -> io::Result<()> {
+        self.sync_all()
+    }
+}
+
+impl Drop for CachedFile {
+    fn drop(&mut self) {
+        let s = &*self.state;
+        if let Err(e) = s.flush() {
+            eprintln!(
+                "multiarc: {}: write-back at close failed, {} dirty blocks kept for retry: {e}",
+                s.name,
+                s.dirty_blocks()
+            );
+            s.remember_error(e);
+        }
+        s.closed.store(true, Ordering::Release);
+    }
+}

@@ -1,0 +1,34 @@
+//! The file layer: files read and written through the cache.
+//!
+//! A storage engine reads and writes files, not cache entries. This layer
+//! gives it [`CachedFile`]: `pread`/`pwrite` of any offset and length over a
+//! [`BackingStore`] (a regular file, optionally with `O_DIRECT` so the
+//! kernel's page cache is not a second cache; memory; or a fault-injecting
+//! wrapper for tests), block by block through the cache, with dirty blocks
+//! written back by a flusher ([`WriteBack`]) and on [`CachedFile::sync_all`].
+//!
+//! Pieces, one per module:
+//! - `store`: the [`BackingStore`] trait, [`FileStore`], [`MemStore`];
+//! - `fault`: [`FaultStore`] and its [`FaultPlan`];
+//! - `range_lock`: [`RangeLock`], the byte-range lock behind
+//!   [`Locking::Range`], and why it has no tree;
+//! - `dirty`: the per-file table of dirty blocks, outside the cache's
+//!   eviction domain;
+//! - `writeback`: the dirty budget and the flusher thread;
+//! - `cached`: [`CachedFile`] itself, and the invariant that keeps cached
+//!   copies, dirty blocks and the store consistent.
+
+mod cached;
+mod dirty;
+mod fault;
+mod range_lock;
+mod store;
+mod writeback;
+
+pub use cached::{
+    CachedFile, CachedFileBuilder, Locking, DEFAULT_BLOCK_SIZE, MAX_BLOCK_SIZE, MIN_BLOCK_SIZE,
+};
+pub use fault::{Fault, FaultPlan, FaultStore};
+pub use range_lock::{FileRwSem, RangeGuard, RangeLock, DEFAULT_GRANULE, DEFAULT_STRIPES};
+pub use store::{BackingStore, FileStore, MemStore};
+pub use writeback::{WriteBack, WriteBackConfig, WriteBackStats};

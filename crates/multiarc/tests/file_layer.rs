@@ -1,0 +1,510 @@
+//! The file layer against a plain model, under concurrency, crashes and
+//! injected faults.
+
+mod common;
+
+use common::Rng;
+use multiarc::file::{
+    BackingStore, CachedFile, Fault, FaultPlan, FaultStore, FileStore, Locking, MemStore,
+    WriteBack, WriteBackConfig,
+};
+use multiarc::{BlockKey, Cache, HitMode};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn cache(max: u64) -> Arc<Cache<BlockKey>> {
+    Arc::new(Cache::builder().max_bytes(max).build().unwrap())
+}
+
+fn writeback(dirty_max: u64, interval_ms: u64) -> Arc<WriteBack> {
+    WriteBack::new(WriteBackConfig {
+        dirty_max,
+        flush_threshold: dirty_max / 2,
+        interval: Duration::from_millis(interval_ms),
+    })
+    .unwrap()
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("multiarc-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+// ---------------------------------------------------------------- shadow model
+
+/// Random reads, writes (aligned, unaligned, multi-block, past the end),
+/// truncates, extends, syncs and reopenings against a `Vec<u8>`: byte for
+/// byte the same, with a cache small enough to evict and a dirty budget small
+/// enough to make writers wait.
+fn shadow_run(
+    block_size: usize,
+    hit_mode: HitMode,
+    open: &dyn Fn() -> Box<dyn BackingStore>,
+    seed: u64,
+) {
+    let mut rng = Rng::new(seed);
+    let mut model: Vec<u8> = Vec::new();
+    let new_cache = || {
+        Arc::new(
+            Cache::builder()
+                .max_bytes(24 * block_size as u64)
+                .hit_mode(hit_mode)
+                .build()
+                .unwrap(),
+        )
+    };
+    let wb = writeback(8 * block_size as u64, 20);
+    let reopen = |cache: Arc<Cache<BlockKey>>| {
+        CachedFile::builder(cache, open())
+            .block_size(block_size)
+            .write_back(Arc::clone(&wb))
+            .open()
+            .unwrap()
+    };
+    let mut current_cache = new_cache();
+    let mut file = reopen(Arc::clone(&current_cache));
+    let max_len = 40 * block_size as u64;
+    for step in 0..3000u64 {
+        let op = rng.next() % 100;
+        let off = rng.next() % max_len;
+        let len = match rng.next() % 4 {
+            0 => block_size,
+            1 => 1 + (rng.next() % 16) as usize,
+            _ => 1 + (rng.next() % (3 * block_size as u64)) as usize,
+        };
+        if op < 40 {
+            let data: Vec<u8> = (0..len)
+                .map(|i| (step as usize * 31 + i) as u8 | 1)
+                .collect();
+            assert_eq!(file.write_at(&data, off).unwrap(), len);
+            let end = off as usize + len;
+            if model.len() < end {
+                model.resize(end, 0);
+            }
+            model[off as usize..end].copy_from_slice(&data);
+        } else if op < 85 {
+            let mut buf = vec![0xEEu8; len];
+            let n = file.read_at(&mut buf, off).unwrap();
+            let want = model.len().saturating_sub(off as usize).min(len);
+            assert_eq!(
+                n,
+                want,
+                "step {step}: read of {len} at {off}, file {}",
+                model.len()
+            );
+            assert!(
+                n == 0 || buf[..n] == model[off as usize..off as usize + n],
+                "step {step}: read of {len} at {off} differs"
+            );
+        } else if op < 91 {
+            let new_len = rng.next() % max_len;
+            file.set_len(new_len).unwrap();
+            model.resize(new_len as usize, 0);
+        } else if op < 96 {
+            file.sync_all().unwrap();
+        } else {
+            // Close (syncing), drop the cache, reopen the store.
+            if rng.next().is_multiple_of(2) {
+                current_cache = new_cache();
+            }
+            let c = Arc::clone(&current_cache);
+            file.sync_all().unwrap();
+            std::mem::replace(&mut file, reopen(c)).close().unwrap();
+            // The reopened file must not see the old cache's blocks: it has
+            // a new object id, and got its length from the store.
+        }
+        assert_eq!(file.len(), model.len() as u64, "step {step}: length");
+    }
+    file.sync_all().unwrap();
+    let store = open();
+    let mut back = vec![0u8; model.len()];
+    let mut done = 0;
+    while done < back.len() {
+        let n = store.read_at(&mut back[done..], done as u64).unwrap();
+        assert!(n > 0, "store shorter than the file");
+        done += n;
+    }
+    assert_eq!(store.len().unwrap(), model.len() as u64);
+    assert!(back == model, "store differs from the model after sync_all");
+}
+
+#[test]
+fn shadow_model_on_a_memory_store() {
+    for (bs, mode, seed) in [
+        (512, HitMode::Lazy, 1),
+        (4096, HitMode::Eager, 2),
+        (8192, HitMode::Lazy, 3),
+    ] {
+        let store = Arc::new(MemStore::new());
+        shadow_run(bs, mode, &|| Box::new(Arc::clone(&store)), seed);
+    }
+}
+
+#[test]
+fn shadow_model_on_a_file() {
+    let dir = temp_dir("shadow");
+    let path = dir.join("data");
+    shadow_run(
+        4096,
+        HitMode::Lazy,
+        &|| Box::new(FileStore::open(&path).unwrap()),
+        7,
+    );
+    // And with O_DIRECT where the filesystem allows it.
+    let path2 = dir.join("direct");
+    if FileStore::open_direct(&path2).is_ok() {
+        shadow_run(
+            8192,
+            HitMode::Lazy,
+            &|| Box::new(FileStore::open_direct(&path2).unwrap()),
+            8,
+        );
+    } else {
+        eprintln!(
+            "note: {} refuses O_DIRECT; direct I/O shadow run skipped",
+            dir.display()
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+// ---------------------------------------------------------------- atomicity
+
+/// The file is cut into regions of `REGION` blocks. Writers overwrite a
+/// whole region at a time, every byte stamped with a new generation; readers
+/// read any sub-range of a region spanning at least two blocks (unaligned,
+/// too). Every write covers every read of its region, so an atomic read sees
+/// exactly one generation; a read that sees two saw a write half-done.
+/// Returns (reads that saw two generations, reads). Stops at `limit`, or at
+/// the first mix if `stop_on_mix`.
+const REGION: u64 = 8;
+
+fn torn_reads(locking: Locking, limit: Duration, stop_on_mix: bool) -> (u64, u64) {
+    let bs = 4096u64;
+    let regions = 4u64;
+    let file = CachedFile::builder(cache(64 << 20), MemStore::new())
+        .block_size(bs as usize)
+        .locking(locking)
+        .write_back(writeback(256 << 20, 50))
+        .open()
+        .unwrap();
+    file.write_at(&vec![0u8; (regions * REGION * bs) as usize], 0)
+        .unwrap();
+    let generation = AtomicU64::new(1);
+    let mixed = AtomicU64::new(0);
+    let reads = AtomicU64::new(0);
+    let stop = AtomicBool::new(false);
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for w in 0..2u64 {
+            let (file, generation, stop) = (&file, &generation, &stop);
+            s.spawn(move || {
+                let mut rng = Rng::new(w + 10);
+                while !stop.load(Ordering::Relaxed) {
+                    let g = generation.fetch_add(1, Ordering::Relaxed);
+                    let region = rng.next() % regions;
+                    let bytes: Vec<u8> =
+                        std::iter::repeat_n(g.to_le_bytes(), (REGION * bs / 8) as usize)
+                            .flatten()
+                            .collect();
+                    file.write_at(&bytes, region * REGION * bs).unwrap();
+                }
+            });
+        }
+        for r in 0..2u64 {
+            let (file, mixed, reads, stop) = (&file, &mixed, &reads, &stop);
+            s.spawn(move || {
+                let mut rng = Rng::new(r + 20);
+                let mut buf = vec![0u8; (REGION * bs) as usize];
+                while !stop.load(Ordering::Relaxed) {
+                    let region = rng.next() % regions;
+                    // 8-byte aligned so stamps line up; at least 2 blocks.
+                    let start = (rng.next() % (REGION * bs / 2)) & !7;
+                    let len = (2 * bs + rng.next() % (REGION * bs - start - 2 * bs + 1)) & !7;
+                    let buf = &mut buf[..len as usize];
+                    let n = file.read_at(buf, region * REGION * bs + start).unwrap();
+                    assert_eq!(n, buf.len());
+                    let first = u64::from_le_bytes(buf[..8].try_into().unwrap());
+                    if buf
+                        .chunks_exact(8)
+                        .any(|c| u64::from_le_bytes(c.try_into().unwrap()) != first)
+                    {
+                        mixed.fetch_add(1, Ordering::Relaxed);
+                    }
+                    reads.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+        while start.elapsed() < limit && !(stop_on_mix && mixed.load(Ordering::Relaxed) > 0) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    (mixed.into_inner(), reads.into_inner())
+}
+
+#[test]
+fn range_and_rwsem_reads_never_see_two_generations_of_one_write() {
+    for locking in [Locking::Range, Locking::RwSem] {
+        let (mixed, reads) = torn_reads(locking, Duration::from_secs(3), false);
+        assert!(reads > 100, "{locking}: only {reads} reads ran");
+        assert_eq!(
+            mixed, 0,
+            "{locking}: {mixed} of {reads} reads saw a write half-done"
+        );
+    }
+}
+
+#[test]
+fn the_checker_catches_torn_reads_in_torn_mode() {
+    let (mixed, reads) = torn_reads(Locking::Torn, Duration::from_secs(60), true);
+    assert!(
+        mixed > 0,
+        "no torn read seen in {reads} reads: the checker cannot fail"
+    );
+}
+
+// ---------------------------------------------------------------- faults
+
+fn faulty(bs: usize, initial: &[u8]) -> (CachedFile, Arc<FaultPlan>, Arc<FaultStore<MemStore>>) {
+    let plan = FaultPlan::new();
+    let store = Arc::new(FaultStore::new(
+        MemStore::with_bytes(initial.to_vec()),
+        Arc::clone(&plan),
+    ));
+    let file = CachedFile::builder(cache(1 << 20), Arc::clone(&store))
+        .block_size(bs)
+        .write_back(writeback(1 << 20, 3_600_000))
+        .open()
+        .unwrap();
+    (file, plan, store)
+}
+
+#[test]
+fn read_errors_reach_the_caller_and_cache_nothing() {
+    let data: Vec<u8> = (0..4 * 4096).map(|i| (i % 253) as u8).collect();
+    let (file, plan, _store) = faulty(4096, &data);
+    plan.add(4096..8192, Fault::ReadError);
+    let mut buf = vec![0u8; 4096];
+    assert_eq!(file.read_at(&mut buf, 0).unwrap(), 4096);
+    let err = file.read_at(&mut buf, 5000).unwrap_err();
+    assert!(err.to_string().contains("injected read error"), "{err}");
+    // A partial write into the failing block needs its old bytes: it fails.
+    assert!(file.write_at(b"x", 4100).is_err());
+    plan.clear();
+    assert_eq!(file.read_at(&mut buf, 4096).unwrap(), 4096);
+    assert_eq!(buf, data[4096..8192]);
+}
+
+#[test]
+fn short_reads_are_retried() {
+    let data: Vec<u8> = (0..3 * 8192).map(|i| (i % 241) as u8).collect();
+    let (file, plan, _store) = faulty(8192, &data);
+    plan.add(0..u64::MAX, Fault::ShortRead(1000));
+    let mut buf = vec![0u8; data.len()];
+    assert_eq!(file.read_at(&mut buf, 0).unwrap(), data.len());
+    assert_eq!(buf, data);
+    assert!(
+        plan.fired() >= 3 * 9,
+        "short reads did not fire: {}",
+        plan.fired()
+    );
+}
+
+#[test]
+fn one_store_read_however_many_threads_miss_a_block() {
+    let (file, plan, _store) = faulty(4096, &[7u8; 4096]);
+    plan.add(0..4096, Fault::Delay(Duration::from_millis(200)));
+    std::thread::scope(|s| {
+        for _ in 0..8 {
+            s.spawn(|| {
+                let mut buf = [0u8; 100];
+                assert_eq!(file.read_at(&mut buf, 10).unwrap(), 100);
+                assert_eq!(buf, [7u8; 100]);
+            });
+        }
+    });
+    assert_eq!(
+        plan.fired(),
+        1,
+        "the block was read from the store more than once"
+    );
+}
+
+#[test]
+fn write_errors_keep_data_dirty_and_surface_at_sync_all() {
+    let (file, plan, store) = faulty(4096, &[]);
+    let data: Vec<u8> = (0..3 * 4096).map(|i| (i % 239) as u8).collect();
+    file.write_at(&data, 0).unwrap();
+    plan.add(4096..8192, Fault::WriteError);
+    let err = file.sync_all().unwrap_err();
+    assert!(err.to_string().contains("injected write error"), "{err}");
+    assert_eq!(
+        file.dirty_bytes(),
+        4096,
+        "the failed block must stay dirty, only it"
+    );
+    // Still readable from the dirty table.
+    let mut buf = vec![0u8; data.len()];
+    file.read_at(&mut buf, 0).unwrap();
+    assert_eq!(buf, data);
+    // The fault clears; a retry writes everything.
+    plan.clear();
+    file.sync_all().unwrap();
+    assert_eq!(file.dirty_bytes(), 0);
+    assert_eq!(store.inner().to_vec(), data);
+}
+
+#[test]
+fn a_background_write_back_error_is_returned_by_the_next_sync_all_once() {
+    let plan = FaultPlan::new();
+    let store = Arc::new(FaultStore::new(MemStore::new(), Arc::clone(&plan)));
+    let file = CachedFile::builder(cache(1 << 20), Arc::clone(&store))
+        .block_size(4096)
+        .write_back(writeback(1 << 20, 20))
+        .open()
+        .unwrap();
+    plan.add_times(0..u64::MAX, Fault::WriteError, 1);
+    file.write_at(&[5u8; 4096], 0).unwrap();
+    // The flusher runs every 20 ms: the first attempt fails, a later one
+    // succeeds.
+    let t = Instant::now();
+    while (plan.fired() == 0 || file.dirty_bytes() > 0) && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(file.dirty_bytes(), 0, "the flusher did not retry");
+    assert_eq!(store.inner().to_vec(), vec![5u8; 4096]);
+    let err = file.sync_all().unwrap_err();
+    assert!(
+        err.to_string().contains("earlier write-back failed"),
+        "{err}"
+    );
+    file.sync_all().unwrap();
+}
+
+#[test]
+fn writers_wait_for_write_back_instead_of_failing() {
+    let plan = FaultPlan::new();
+    let store = Arc::new(FaultStore::new(MemStore::new(), Arc::clone(&plan)));
+    plan.add(0..u64::MAX, Fault::Delay(Duration::from_millis(2)));
+    let wb = writeback(16 * 4096, 3_600_000);
+    let file = CachedFile::builder(cache(4 << 20), Arc::clone(&store))
+        .block_size(4096)
+        .write_back(Arc::clone(&wb))
+        .open()
+        .unwrap();
+    let max_seen = AtomicU64::new(0);
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                max_seen.fetch_max(wb.stats().dirty_bytes, Ordering::Relaxed);
+                std::thread::yield_now();
+            }
+        });
+        for i in 0..200u64 {
+            file.write_at(&[i as u8; 4096], i * 4096).unwrap();
+        }
+        done.store(true, Ordering::Relaxed);
+    });
+    let st = wb.stats();
+    assert!(
+        st.writer_waits > 0,
+        "200 blocks through a 16-block budget never waited"
+    );
+    assert!(
+        max_seen.into_inner() <= 16 * 4096,
+        "dirty bytes passed the bound"
+    );
+    file.sync_all().unwrap();
+    let bytes = store.inner().to_vec();
+    for i in 0..200usize {
+        assert!(bytes[i * 4096..(i + 1) * 4096]
+            .iter()
+            .all(|&b| b == i as u8));
+    }
+}
+
+#[test]
+fn bad_block_sizes_are_refused_with_a_clear_error() {
+    for bs in [0, 100, 3000, 2 << 20] {
+        let err = CachedFile::builder(cache(1 << 20), MemStore::new())
+            .block_size(bs)
+            .open()
+            .unwrap_err();
+        assert!(err.to_string().contains("block size"), "{err}");
+    }
+    let f = CachedFile::builder(cache(1 << 20), MemStore::new())
+        .open()
+        .unwrap();
+    assert!(f.write_at(b"x", u64::MAX).is_err());
+}
+
+// ---------------------------------------------------------------- crash
+
+const CRASH_ENV: &str = "MULTIARC_CRASH_CHILD";
+
+/// Not a test on its own: the child process of the crash test.
+#[test]
+fn crash_child() {
+    let Ok(path) = std::env::var(CRASH_ENV) else {
+        return;
+    };
+    let file = CachedFile::builder(cache(8 << 20), FileStore::open(Path::new(&path)).unwrap())
+        .open()
+        .unwrap();
+    for i in 0..64u64 {
+        let block = vec![(i as u8) ^ 0x5A; 8192];
+        file.write_at(&block, i * 8192).unwrap();
+    }
+    file.write_at(b"tail!", 64 * 8192).unwrap();
+    file.sync_all().unwrap();
+    println!("SYNCED");
+    // Unsynced writes after the sync point, then wait to be killed.
+    for i in 0..64u64 {
+        file.write_at(&[0xFF; 8192], i * 8192).unwrap();
+    }
+    std::thread::sleep(Duration::from_secs(600));
+}
+
+#[test]
+fn synced_data_survives_sigkill() {
+    use std::io::BufRead;
+    let dir = temp_dir("crash");
+    let path = dir.join("data");
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
+        .env(CRASH_ENV, &path)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let mut synced = false;
+    for line in io::BufReader::new(out).lines() {
+        if line.unwrap().contains("SYNCED") {
+            synced = true;
+            break;
+        }
+    }
+    assert!(synced, "the child never synced");
+    // SIGKILL: no destructor, no flush.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(bytes.len(), 64 * 8192 + 5);
+    for i in 0..64usize {
+        let blk = &bytes[i * 8192..(i + 1) * 8192];
+        // Synced bytes, or (if the flusher got to them) the later write.
+        assert!(
+            blk.iter().all(|&b| b == (i as u8) ^ 0x5A) || blk.iter().all(|&b| b == 0xFF),
+            "block {i} lost its synced bytes"
+        );
+    }
+    assert_eq!(&bytes[64 * 8192..], b"tail!");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -28,6 +28,15 @@ const BASELINES: &[&str] = &["pagecache", "memcpy"];
 /// Arguments of `multiarc bench`.
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
+    /// What to run: `cache` (random reads of cached blocks, the OpenZFS 5497
+    /// workload, against peer caches), `randrw` (50/50 reads and writes by
+    /// all threads on ONE cached file, per locking mode), `randread` (the
+    /// same, reads only) or `rangelock` (range lock vs rwsem lock/unlock).
+    #[arg(long, value_parser = name_arg, default_value = "cache")]
+    workload: String,
+    /// Locking modes for the file workloads (comma-separated): range, rwsem, torn.
+    #[arg(long, value_delimiter = ',', default_value = "range,rwsem,torn")]
+    locking: Vec<multiarc::file::Locking>,
     /// Thread counts (comma-separated). Past 2 they oversubscribe this
     /// machine's cores, which is itself part of the test.
     #[arg(long, value_parser = count_arg, value_delimiter = ',', default_value = "1,2,4,8,16,32")]
@@ -97,9 +106,9 @@ struct BenchResult {
 }
 
 #[derive(Serialize)]
-struct Machine {
-    cpus: usize,
-    cpu_model: String,
+pub(crate) struct Machine {
+    pub(crate) cpus: usize,
+    pub(crate) cpu_model: String,
     memory_bytes: u64,
     os: String,
 }
@@ -132,7 +141,7 @@ enum Row {
     Memcpy,
 }
 
-fn machine() -> Machine {
+pub(crate) fn machine() -> Machine {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let cpu_model = cpuinfo
         .lines()
@@ -181,7 +190,7 @@ fn check_block(key: u64, bytes: &[u8]) {
 
 /// Runs [`measure`] `repeat` times; returns the run with the median
 /// throughput.
-fn measure_median<F>(
+pub(crate) fn measure_median<F>(
     repeat: usize,
     threads: usize,
     seconds: f64,
@@ -306,6 +315,30 @@ fn is_tmpfs(path: &Path) -> bool {
 
 /// Runs the benchmark.
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    if args.workload != "cache" {
+        if args.caches.is_some() || args.lockstat || args.plot.is_some() {
+            bail!("--caches, --lockstat and --plot apply to --workload cache only");
+        }
+        if !(args.seconds > 0.0 && args.seconds.is_finite()) {
+            bail!("--seconds must be a positive number, got {}", args.seconds);
+        }
+        if !args.block_size.is_power_of_two() || !(512..=1 << 20).contains(&args.block_size) {
+            bail!(
+                "--block-size must be a power of two from 512 B to 1 MiB for file workloads, got {}",
+                args.block_size
+            );
+        }
+        return crate::filebench::run(crate::filebench::FileBenchArgs {
+            workload: &args.workload,
+            threads: &args.threads,
+            seconds: args.seconds,
+            repeat: args.repeat,
+            file_bytes: args.file_bytes,
+            block_size: args.block_size,
+            locking: args.locking.clone(),
+            json: args.json,
+        });
+    }
     if !(args.seconds > 0.0 && args.seconds.is_finite()) {
         bail!("--seconds must be a positive number, got {}", args.seconds);
     }

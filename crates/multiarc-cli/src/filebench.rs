@@ -1,0 +1,350 @@
+//! `multiarc bench --workload randrw|randread|rangelock`: one file, many
+//! threads (the XFS range-lock thread).
+//!
+//! - `randrw`: fio's buffered `randrw` (50% reads, 50% writes) by T threads
+//!   on ONE fully cached file, once with 8 KiB aligned I/O and once with
+//!   unaligned I/O (random offset, random length from 1 byte to 16 KiB), one
+//!   row per locking mode.
+//! - `randread`: the same file, reads only: what a range lock costs reads
+//!   that never needed it.
+//! - `rangelock`: lock/unlock pairs per second of the range lock and of the
+//!   rwsem, shared and exclusive, on disjoint ranges (each thread in its own
+//!   part of the file) and on one overlapping range.
+//!
+//! The file's store is in memory (`MemStore`) and the cache holds all of it,
+//! so what is measured is the file layer and its locking; writes do go
+//! through write-back (the flusher runs, as it would on a real file).
+
+use crate::bench::{machine, measure_median, Machine};
+use crate::util::Progress;
+use anyhow::{bail, Context};
+use multiarc::file::{CachedFile, Locking, MemStore, RangeLock, WriteBack, WriteBackConfig};
+use multiarc::{BlockKey, Cache};
+use serde::Serialize;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// What the file workloads share with `bench`'s arguments.
+pub struct FileBenchArgs<'a> {
+    pub workload: &'a str,
+    pub threads: &'a [usize],
+    pub seconds: f64,
+    pub repeat: usize,
+    pub file_bytes: u64,
+    pub block_size: u64,
+    pub locking: Vec<Locking>,
+    pub json: bool,
+}
+
+#[derive(Serialize, Clone, Debug)]
+struct FileResult {
+    workload: String,
+    /// `8KiB` (aligned, one block) or `unaligned`; for `rangelock`,
+    /// `disjoint` or `overlapping`.
+    io: String,
+    locking: String,
+    /// `read`, `write` or `mixed` (randrw).
+    op: String,
+    threads: usize,
+    ops_per_sec: f64,
+}
+
+#[derive(Serialize)]
+struct FileReport {
+    machine: Machine,
+    workload: String,
+    file_bytes: u64,
+    block_size: u64,
+    seconds: f64,
+    repeat: usize,
+    results: Vec<FileResult>,
+}
+
+/// Largest unaligned I/O.
+const UNALIGNED_MAX: u64 = 16 << 10;
+
+pub fn run(a: FileBenchArgs<'_>) -> anyhow::Result<()> {
+    let mut progress = Progress::new(true);
+    let started = Instant::now();
+    let mut results = Vec::new();
+    match a.workload {
+        "randrw" | "randread" => file_workload(&a, &mut progress, started, &mut results)?,
+        "rangelock" => range_lock_workload(&a, &mut progress, started, &mut results),
+        other => bail!("unknown workload {other:?} (known: cache, randrw, randread, rangelock)"),
+    }
+    progress.finish(&format!(
+        "bench {}: done in {:.0} s",
+        a.workload,
+        started.elapsed().as_secs_f64()
+    ));
+    if a.json {
+        let report = FileReport {
+            machine: machine(),
+            workload: a.workload.to_string(),
+            file_bytes: a.file_bytes,
+            block_size: a.block_size,
+            seconds: a.seconds,
+            repeat: a.repeat,
+            results,
+        };
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_table(&a, &results);
+    }
+    Ok(())
+}
+
+fn open_file(a: &FileBenchArgs<'_>, locking: Locking) -> anyhow::Result<CachedFile> {
+    let cache = Arc::new(
+        Cache::<BlockKey>::builder()
+            .max_bytes(a.file_bytes * 2 + (64 << 20))
+            .build()?,
+    );
+    let file = CachedFile::builder(cache, MemStore::new())
+        .block_size(a.block_size as usize)
+        .locking(locking)
+        .write_back(WriteBack::new(WriteBackConfig::default())?)
+        .name("bench file")
+        .open()
+        .context("opening the benchmark file")?;
+    // Fill it, write it back, and read it all once: fully cached.
+    let chunk = vec![0xA5u8; 1 << 20];
+    let mut off = 0;
+    while off < a.file_bytes {
+        let n = chunk.len().min((a.file_bytes - off) as usize);
+        file.write_at(&chunk[..n], off)?;
+        off += n as u64;
+    }
+    file.sync_all()?;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut off = 0;
+    while off < a.file_bytes {
+        off += file.read_at(&mut buf, off)? as u64;
+    }
+    Ok(file)
+}
+
+fn file_workload(
+    a: &FileBenchArgs<'_>,
+    progress: &mut Progress,
+    started: Instant,
+    results: &mut Vec<FileResult>,
+) -> anyhow::Result<()> {
+    let bs = a.block_size;
+    if a.file_bytes < 4 * UNALIGNED_MAX.max(bs) {
+        bail!("--file-bytes must be at least 4 x max(16 KiB, --block-size) for the file workloads");
+    }
+    let ios = ["8KiB", "unaligned"];
+    let total = a.locking.len() * ios.len() * a.threads.len() * a.repeat;
+    let mut done = 0;
+    // One file per mode, all open at once: each repetition measures the
+    // modes back to back, so drifts of this shared machine's speed hit
+    // every mode alike; the median of each is reported.
+    let mut files = Vec::new();
+    for &locking in &a.locking {
+        progress.update(&format!("bench {}: filling the {locking} file", a.workload));
+        files.push((locking, open_file(a, locking)?));
+    }
+    for io in ios {
+        for &threads in a.threads {
+            let mut rates: Vec<Vec<f64>> = vec![Vec::new(); files.len()];
+            for _ in 0..a.repeat {
+                for (i, (locking, file)) in files.iter().enumerate() {
+                    progress.update(&format!(
+                        "bench {}: {locking}, {io}, {threads} threads ({done}/{total} runs, {:.0} s)",
+                        a.workload,
+                        started.elapsed().as_secs_f64()
+                    ));
+                    let (ops, elapsed) = file_run(a, file, io == "8KiB", threads)
+                        .with_context(|| format!("{locking} {io} run"))?;
+                    rates[i].push(ops as f64 / elapsed.as_secs_f64());
+                    done += 1;
+                }
+            }
+            for ((locking, _), mut r) in files.iter().zip(rates) {
+                r.sort_by(f64::total_cmp);
+                results.push(FileResult {
+                    workload: a.workload.to_string(),
+                    io: io.to_string(),
+                    locking: locking.name().to_string(),
+                    op: if a.workload == "randrw" {
+                        "mixed"
+                    } else {
+                        "read"
+                    }
+                    .into(),
+                    threads,
+                    ops_per_sec: r[r.len() / 2],
+                });
+            }
+        }
+    }
+    for (_, f) in files {
+        f.close()?;
+    }
+    Ok(())
+}
+
+/// One timed run of the file workload; returns (ops, elapsed).
+fn file_run(
+    a: &FileBenchArgs<'_>,
+    file: &CachedFile,
+    aligned: bool,
+    threads: usize,
+) -> anyhow::Result<(u64, std::time::Duration)> {
+    let size = a.file_bytes;
+    let write_pct = if a.workload == "randrw" { 50 } else { 0 };
+    let failed = std::sync::Mutex::new(None);
+    let (ops, _, elapsed) = measure_median(
+        1,
+        threads,
+        a.seconds,
+        UNALIGNED_MAX as usize,
+        |_t, r, buf: &mut [u8]| {
+            let (off, len) = if aligned {
+                ((r % (size / 8192)) * 8192, 8192usize)
+            } else {
+                let len = 1 + (r >> 40) % UNALIGNED_MAX;
+                (r % (size - len), len as usize)
+            };
+            let res = if (r >> 20) % 100 < write_pct {
+                file.write_at(&buf[..len], off)
+            } else {
+                file.read_at(&mut buf[..len], off)
+            };
+            if let Err(e) = res {
+                *failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+            }
+            true
+        },
+    );
+    if let Some(e) = failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        return Err(e.into());
+    }
+    Ok((ops, elapsed))
+}
+
+fn range_lock_workload(
+    a: &FileBenchArgs<'_>,
+    progress: &mut Progress,
+    started: Instant,
+    results: &mut Vec<FileResult>,
+) {
+    let range = RangeLock::default();
+    let rwsem = multiarc::file::FileRwSem::new(());
+    let total = 2 * 2 * 2 * a.threads.len();
+    let mut done = 0;
+    for lock in ["range", "rwsem"] {
+        for io in ["disjoint", "overlapping"] {
+            for op in ["read", "write"] {
+                for &threads in a.threads {
+                    progress.update(&format!(
+                        "bench rangelock: {lock} {op} {io}, {threads} threads ({done}/{total} runs, {:.0} s)",
+                        started.elapsed().as_secs_f64()
+                    ));
+                    let disjoint = io == "disjoint";
+                    let write = op == "write";
+                    let (ops, _, elapsed) =
+                        measure_median(a.repeat, threads, a.seconds, 0, |t, r, _| {
+                            // Disjoint: each thread in its own 1 MiB region
+                            // (its own stripes); overlapping: all on one 8 KiB.
+                            let start = if disjoint {
+                                ((t as u64) << 20) + (r % 120) * 8192
+                            } else {
+                                0
+                            };
+                            match (lock, write) {
+                                ("range", false) => drop(range.read(start..start + 8192)),
+                                ("range", true) => drop(range.write(start..start + 8192)),
+                                (_, false) => drop(rwsem.read()),
+                                (_, true) => drop(rwsem.write()),
+                            }
+                            true
+                        });
+                    results.push(FileResult {
+                        workload: "rangelock".into(),
+                        io: io.into(),
+                        locking: lock.into(),
+                        op: op.into(),
+                        threads,
+                        ops_per_sec: ops as f64 / elapsed.as_secs_f64(),
+                    });
+                    done += 1;
+                }
+            }
+        }
+    }
+}
+
+fn print_table(a: &FileBenchArgs<'_>, results: &[FileResult]) {
+    let m = machine();
+    println!(
+        "multiarc bench --workload {}: one {} MiB file, {} B blocks, {} s per run, median of {}; {} CPUs ({})",
+        a.workload,
+        a.file_bytes >> 20,
+        a.block_size,
+        a.seconds,
+        a.repeat,
+        m.cpus,
+        m.cpu_model
+    );
+    let mut groups: Vec<(String, String)> = Vec::new();
+    for r in results {
+        let g = (r.io.clone(), r.op.clone());
+        if !groups.contains(&g) {
+            groups.push(g);
+        }
+    }
+    for (io, op) in groups {
+        let rows: Vec<&FileResult> = results
+            .iter()
+            .filter(|r| r.io == io && r.op == op)
+            .collect();
+        let mut lockings: Vec<&str> = Vec::new();
+        for r in &rows {
+            if !lockings.contains(&r.locking.as_str()) {
+                lockings.push(&r.locking);
+            }
+        }
+        println!("\n{io}, {op}: ops per second (millions)");
+        print!("{:>8}", "threads");
+        for l in &lockings {
+            print!("{l:>12}");
+        }
+        let ratios = lockings.contains(&"range") && lockings.contains(&"rwsem");
+        if ratios {
+            print!("{:>14}", "range/rwsem");
+        }
+        if lockings.contains(&"torn") && lockings.contains(&"range") {
+            print!("{:>14}", "range/torn");
+        }
+        println!();
+        for &t in a.threads {
+            print!("{t:>8}");
+            let get = |l: &str| {
+                rows.iter()
+                    .find(|r| r.locking == l && r.threads == t)
+                    .map(|r| r.ops_per_sec)
+            };
+            for l in &lockings {
+                match get(l) {
+                    Some(v) => print!("{:>12.3}", v / 1e6),
+                    None => print!("{:>12}", "-"),
+                }
+            }
+            if ratios {
+                match (get("range"), get("rwsem")) {
+                    (Some(x), Some(y)) => print!("{:>13.2}x", x / y),
+                    _ => print!("{:>14}", "-"),
+                }
+            }
+            if lockings.contains(&"torn") && lockings.contains(&"range") {
+                match (get("range"), get("torn")) {
+                    (Some(x), Some(y)) => print!("{:>13.2}x", x / y),
+                    _ => print!("{:>14}", "-"),
+                }
+            }
+            println!();
+        }
+    }
+}

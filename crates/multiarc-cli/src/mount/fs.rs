@@ -26,7 +26,7 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -167,6 +167,10 @@ pub struct MultiarcFs {
     writeback: Arc<WriteBack>,
     inodes: Mutex<Inodes>,
     open: Mutex<HashMap<u64, OpenFile>>,
+    /// Contents of open control files, taken at open (as /proc's seq files
+    /// do), so a reader that reads in pieces sees one consistent text.
+    ctl_open: Mutex<HashMap<u64, Arc<Vec<u8>>>>,
+    next_ctl_fh: AtomicU64,
     /// Whether backing files are opened with `O_DIRECT` (cleared, with a
     /// note, the first time the backing filesystem refuses it).
     direct: AtomicBool,
@@ -265,6 +269,8 @@ impl MultiarcFs {
             writeback,
             inodes: Mutex::new(inodes),
             open: Mutex::new(HashMap::new()),
+            ctl_open: Mutex::new(HashMap::new()),
+            next_ctl_fh: AtomicU64::new(1),
             direct: AtomicBool::new(true),
             started: SystemTime::now(),
             // SAFETY: getuid/getgid cannot fail.
@@ -918,7 +924,14 @@ impl Filesystem for MultiarcFs {
             return match ino.0 {
                 INO_CTL | INO_TUNABLES => reply.error(Errno::EISDIR),
                 INO_ARCSTATS if writing => reply.error(Errno::EACCES),
-                _ => reply.opened(FileHandle(0), FopenFlags::FOPEN_DIRECT_IO),
+                _ => match self.ctl_read(ino.0) {
+                    Ok(text) => {
+                        let fh = self.next_ctl_fh.fetch_add(1, Ordering::Relaxed);
+                        self.ctl_open.lock().insert(fh, Arc::new(text.into_bytes()));
+                        reply.opened(FileHandle(fh), FopenFlags::FOPEN_DIRECT_IO)
+                    }
+                    Err(e) => reply.error(e),
+                },
             };
         }
         let r = (|| {
@@ -943,7 +956,7 @@ impl Filesystem for MultiarcFs {
         &self,
         _req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         offset: u64,
         size: u32,
         _flags: OpenFlags,
@@ -951,9 +964,10 @@ impl Filesystem for MultiarcFs {
         reply: ReplyData,
     ) {
         if is_ctl(ino.0) {
-            return match self.ctl_read(ino.0) {
+            let text = self.ctl_open.lock().get(&fh.0).cloned();
+            return match text.ok_or(Errno::EBADF) {
                 Ok(text) => {
-                    let b = text.as_bytes();
+                    let b = &text[..];
                     let start = (offset as usize).min(b.len());
                     let end = start.saturating_add(size as usize).min(b.len());
                     reply.data(&b[start..end])
@@ -1032,13 +1046,14 @@ impl Filesystem for MultiarcFs {
         &self,
         _req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
         if is_ctl(ino.0) {
+            self.ctl_open.lock().remove(&fh.0);
             return reply.ok();
         }
         match self.release_file(ino.0) {

@@ -56,7 +56,9 @@ fn have(test: &str, tools: &[&str]) -> bool {
     if std::env::var_os("MULTIARC_REQUIRE_FUSE").is_some_and(|v| v == "1") {
         panic!("{msg} (MULTIARC_REQUIRE_FUSE=1)");
     }
-    eprintln!("{msg}");
+    // Straight to stderr: libtest captures eprintln! of passing tests, and
+    // a skip must show in CI logs.
+    let _ = writeln!(std::io::stderr(), "{msg}");
     false
 }
 

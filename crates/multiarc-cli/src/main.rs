@@ -7,6 +7,7 @@
 mod bench;
 mod filebench;
 mod lockbench;
+mod mount;
 mod peers;
 mod plot;
 mod poison;
@@ -40,6 +41,12 @@ enum Command {
     Poison(poison::PoisonArgs),
     /// Scan resistance: a hot set's hit ratio before, during and after a long one-pass scan.
     Scan(scan::ScanArgs),
+    /// Serve a directory through the cache with FUSE (passthrough; control files in MOUNTPOINT/.multiarc).
+    Mount(mount::MountArgs),
+    /// Print a mount's cache statistics (MOUNTPOINT/.multiarc/arcstats).
+    Stats(mount::StatsArgs),
+    /// Change a mount's tunables at run time, e.g. `multiarc set MNT max_bytes=1GiB`.
+    Set(mount::SetArgs),
 }
 
 /// Parses the command line; a usage error is printed as one line (clap's
@@ -82,6 +89,9 @@ fn main() {
         Command::Replay(args) => replay::run(args),
         Command::Poison(args) => poison::run(args),
         Command::Scan(args) => scan::run(args),
+        Command::Mount(args) => mount::run(args),
+        Command::Stats(args) => mount::run_stats(args),
+        Command::Set(args) => mount::run_set(args),
     };
     if let Err(err) = result {
         eprintln!("multiarc: error: {err:#}");

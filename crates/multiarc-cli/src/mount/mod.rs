@@ -1,0 +1,391 @@
+//! `multiarc mount`: a backing directory served through the cache with FUSE;
+//! `multiarc stats` and `multiarc set`: its control files.
+//!
+//! The mount process checks its arguments, then (without `--foreground`)
+//! forks before any thread exists; the child mounts, tells the parent over a
+//! pipe that the mount is ready (or why it failed) and serves requests, so
+//! the command returns once the mount can be used. Unmounting
+//! (`fusermount3 -u`, or SIGINT/SIGTERM/SIGHUP to the mount process) ends the
+//! session; every dirty block is written back before the process exits.
+
+mod ctl;
+mod fs;
+
+pub use ctl::{run_set, run_stats, SetArgs, StatsArgs};
+
+use crate::util::{count_arg, size_arg};
+use anyhow::{anyhow, bail, Context};
+use fs::{FsConfig, MultiarcFs};
+use multiarc::file::{Locking, WriteBack, WriteBackConfig, MAX_BLOCK_SIZE, MIN_BLOCK_SIZE};
+use multiarc::{BlockKey, Cache};
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::os::fd::FromRawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+#[derive(clap::Args)]
+pub struct MountArgs {
+    /// Directory whose files are served (read and written through the cache).
+    backing: PathBuf,
+    /// Empty directory to mount on.
+    mountpoint: PathBuf,
+    /// Cache size (the ARC's target `c`); changeable at run time through
+    /// MOUNTPOINT/.multiarc/tunables/max_bytes.
+    #[arg(long, default_value = "256MiB", value_parser = size_arg)]
+    max_bytes: u64,
+    /// Cache block size: a power of two from 512 bytes to 1 MiB.
+    #[arg(long, default_value = "8KiB", value_parser = size_arg)]
+    block_size: u64,
+    /// How reads and writes of one file exclude each other: range (POSIX
+    /// atomicity, byte-range locks), rwsem (one lock per file), torn (none).
+    #[arg(long, default_value = "range")]
+    locking: Locking,
+    /// Stay in the foreground (otherwise return once the mount is ready).
+    #[arg(long)]
+    foreground: bool,
+    /// Threads serving FUSE requests.
+    #[arg(long, default_value = "4", value_parser = count_arg)]
+    threads: usize,
+}
+
+/// Where the mount process reports readiness: its own stderr, or the pipe to
+/// the parent waiting for the daemon.
+enum Ready {
+    Foreground,
+    Daemon(std::fs::File),
+}
+
+impl Ready {
+    fn ok(self, msg: &str) {
+        match self {
+            Ready::Foreground => eprintln!("multiarc: {msg}"),
+            Ready::Daemon(mut pipe) => {
+                let _ = pipe.write_all(b"ok\n");
+                drop(pipe);
+                detach_stdio();
+            }
+        }
+    }
+}
+
+/// Points stdin, stdout and stderr at /dev/null (a daemon must not keep its
+/// caller's pipes open).
+fn detach_stdio() {
+    // SAFETY: plain descriptor calls on a descriptor we just opened.
+    unsafe {
+        let fd = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+        if fd >= 0 {
+            libc::dup2(fd, 0);
+            libc::dup2(fd, 1);
+            libc::dup2(fd, 2);
+            if fd > 2 {
+                libc::close(fd);
+            }
+        }
+    }
+}
+
+fn find_in_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_else(|| OsString::from("/usr/bin:/bin"));
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// Mount points from /proc/self/mountinfo (octal escapes decoded).
+fn mount_points() -> Vec<PathBuf> {
+    let Ok(text) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(|field| {
+            let b = field.as_bytes();
+            let mut out = Vec::with_capacity(b.len());
+            let mut i = 0;
+            while i < b.len() {
+                if b[i] == b'\\'
+                    && i + 3 < b.len()
+                    && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+                {
+                    let v = (b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0');
+                    out.push(v);
+                    i += 4;
+                } else {
+                    out.push(b[i]);
+                    i += 1;
+                }
+            }
+            PathBuf::from(std::ffi::OsStr::from_bytes(&out))
+        })
+        .collect()
+}
+
+/// Checks the arguments; returns the canonical backing dir and mountpoint.
+fn check_args(args: &MountArgs) -> anyhow::Result<(PathBuf, PathBuf)> {
+    let b = &args.backing;
+    match std::fs::metadata(b) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            bail!("backing directory {} does not exist", b.display())
+        }
+        Err(e) => bail!("backing directory {}: {e}", b.display()),
+        Ok(m) if !m.is_dir() => bail!("backing directory {} is not a directory", b.display()),
+        Ok(_) => {}
+    }
+    let m = &args.mountpoint;
+    match std::fs::metadata(m) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            bail!("mountpoint {} does not exist", m.display())
+        }
+        Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => bail!(
+            "mountpoint {} is a disconnected FUSE mount (unmount it first: fusermount3 -u {})",
+            m.display(),
+            m.display()
+        ),
+        Err(e) => bail!("mountpoint {}: {e}", m.display()),
+        Ok(md) if !md.is_dir() => bail!("mountpoint {} is not a directory", m.display()),
+        Ok(_) => {}
+    }
+    let backing = b
+        .canonicalize()
+        .with_context(|| format!("backing directory {}", b.display()))?;
+    let mountpoint = m
+        .canonicalize()
+        .with_context(|| format!("mountpoint {}", m.display()))?;
+    if mount_points().contains(&mountpoint) {
+        bail!(
+            "mountpoint {} is busy: something is already mounted there",
+            mountpoint.display()
+        );
+    }
+    if mountpoint.starts_with(&backing) || backing.starts_with(&mountpoint) {
+        bail!(
+            "the mountpoint {} and the backing directory {} must not contain each other",
+            mountpoint.display(),
+            backing.display()
+        );
+    }
+    let bs = args.block_size;
+    if !bs.is_power_of_two() || !(MIN_BLOCK_SIZE as u64..=MAX_BLOCK_SIZE as u64).contains(&bs) {
+        bail!("--block-size {bs} must be a power of two from {MIN_BLOCK_SIZE} to {MAX_BLOCK_SIZE} bytes");
+    }
+    if args.max_bytes < bs * 16 {
+        bail!(
+            "--max-bytes {} is too small: at least 16 blocks ({} bytes) are needed",
+            args.max_bytes,
+            bs * 16
+        );
+    }
+    if !Path::new("/dev/fuse").exists() {
+        bail!("/dev/fuse does not exist: the kernel's FUSE module is not loaded (modprobe fuse) or the device is not available here");
+    }
+    // SAFETY: geteuid cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root && find_in_path("fusermount3").is_none() && find_in_path("fusermount").is_none() {
+        bail!("fusermount3 was not found in PATH: install the fuse3 package (it mounts FUSE filesystems for users other than root)");
+    }
+    Ok((backing, mountpoint))
+}
+
+pub fn run(args: MountArgs) -> anyhow::Result<()> {
+    let (backing, mountpoint) = check_args(&args)?;
+    let ready = if args.foreground {
+        Ready::Foreground
+    } else {
+        daemonize()?
+    };
+    let daemon = matches!(ready, Ready::Daemon(_));
+    let pipe = match &ready {
+        Ready::Daemon(p) => Some(p.try_clone()?),
+        Ready::Foreground => None,
+    };
+    let result = serve(&args, backing, mountpoint, ready);
+    if let (Err(e), Some(mut pipe)) = (&result, pipe) {
+        // Failed before the mount was ready: the parent prints it. (After
+        // readiness the parent has gone and this write fails harmlessly.)
+        let _ = writeln!(pipe, "{e:#}");
+    }
+    if daemon && result.is_err() {
+        std::process::exit(1);
+    }
+    result
+}
+
+/// Forks: the parent waits for the child's report and exits; the child
+/// returns the pipe to report on. Called before any thread is started.
+fn daemonize() -> anyhow::Result<Ready> {
+    let mut fds = [0i32; 2];
+    // SAFETY: a valid two-element array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        bail!("pipe: {}", std::io::Error::last_os_error());
+    }
+    // SAFETY: no other thread exists yet (argument parsing only).
+    match unsafe { libc::fork() } {
+        -1 => bail!("fork: {}", std::io::Error::last_os_error()),
+        0 => {
+            // SAFETY: our own descriptors; setsid/chdir cannot hurt.
+            unsafe {
+                libc::close(fds[0]);
+                libc::setsid();
+                libc::chdir(c"/".as_ptr());
+            }
+            // SAFETY: fds[1] is the pipe's write end, owned from here on.
+            Ok(Ready::Daemon(unsafe { std::fs::File::from_raw_fd(fds[1]) }))
+        }
+        _child => {
+            // SAFETY: our own descriptors.
+            unsafe { libc::close(fds[1]) };
+            // SAFETY: fds[0] is the pipe's read end, owned from here on.
+            let mut pipe = unsafe { std::fs::File::from_raw_fd(fds[0]) };
+            // One line: "ok", or the error (the child keeps the pipe open).
+            let mut report = Vec::new();
+            let mut byte = [0u8; 1];
+            while let Ok(1) = pipe.read(&mut byte) {
+                if byte[0] == b'\n' {
+                    break;
+                }
+                report.push(byte[0]);
+            }
+            let report = String::from_utf8_lossy(&report);
+            let line = report.trim();
+            if line == "ok" {
+                std::process::exit(0);
+            }
+            if line.is_empty() {
+                bail!("the mount process exited before the mount was ready");
+            }
+            // The child's error is already one line of context; print as is.
+            eprintln!("multiarc: error: {line}");
+            std::process::exit(1);
+        }
+    }
+}
+
+fn serve(
+    args: &MountArgs,
+    backing: PathBuf,
+    mountpoint: PathBuf,
+    ready: Ready,
+) -> anyhow::Result<()> {
+    // The kernel applies the caller's umask to the modes it sends; ours must
+    // not apply a second one.
+    // SAFETY: umask cannot fail.
+    unsafe { libc::umask(0) };
+    let block_size = args.block_size as usize;
+    let cache = Arc::new(
+        Cache::<BlockKey>::builder()
+            .max_bytes(args.max_bytes)
+            .min_bytes((1 << 20).min(args.max_bytes).max(block_size as u64 * 16))
+            .build()
+            .map_err(|e| anyhow!("cache: {e}"))?,
+    );
+    let writeback = WriteBack::new(WriteBackConfig::default()).context("write-back")?;
+    let fs = MultiarcFs::new(
+        FsConfig {
+            root: backing.clone(),
+            block_size,
+            locking: args.locking,
+        },
+        Arc::clone(&cache),
+        Arc::clone(&writeback),
+    );
+    let mut config = fuser::Config::default();
+    config.mount_options = vec![
+        fuser::MountOption::FSName(format!("multiarc:{}", backing.display())),
+        fuser::MountOption::Subtype("multiarc".into()),
+        fuser::MountOption::DefaultPermissions,
+        fuser::MountOption::NoDev,
+        fuser::MountOption::NoSuid,
+    ];
+    config.n_threads = Some(args.threads);
+    config.clone_fd = true;
+    let session = fuser::Session::new(fs, &mountpoint, &config).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound && find_in_path("fusermount3").is_none() {
+            anyhow!(
+                "mounting {}: fusermount3 was not found: install the fuse3 package",
+                mountpoint.display()
+            )
+        } else {
+            anyhow!("mounting {}: {e}", mountpoint.display())
+        }
+    })?;
+    spawn_signal_thread(mountpoint.clone())?;
+    ready.ok(&format!(
+        "mounted {} on {} (cache {} bytes, {}-byte blocks, {} locking, {} threads)",
+        backing.display(),
+        mountpoint.display(),
+        args.max_bytes,
+        block_size,
+        args.locking,
+        args.threads
+    ));
+    let served = session.run();
+    // The filesystem (and its open files) is dropped with the session; write
+    // back whatever is left and check nothing is.
+    let flushed = writeback.flush_all();
+    let left = writeback.stats().dirty_bytes;
+    drop(writeback);
+    served.with_context(|| format!("serving {}", mountpoint.display()))?;
+    flushed.context("final write-back")?;
+    if left > 0 {
+        bail!(
+            "{left} dirty bytes could not be written back to {}",
+            backing.display()
+        );
+    }
+    Ok(())
+}
+
+/// SIGINT, SIGTERM and SIGHUP unmount (lazily, so open files finish); the
+/// session then ends and everything is written back.
+fn spawn_signal_thread(mountpoint: PathBuf) -> anyhow::Result<()> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let mut signals =
+        signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]).context("signals")?;
+    std::thread::Builder::new()
+        .name("multiarc-signals".into())
+        .spawn(move || {
+            if let Some(sig) = signals.forever().next() {
+                eprintln!(
+                    "multiarc: signal {sig}: unmounting {}",
+                    mountpoint.display()
+                );
+                if let Err(e) = unmount(&mountpoint) {
+                    eprintln!("multiarc: unmounting {}: {e}", mountpoint.display());
+                }
+            }
+        })
+        .context("signal thread")?;
+    Ok(())
+}
+
+/// Unmounts `mountpoint` (lazily): directly as root, else via fusermount3.
+pub fn unmount(mountpoint: &Path) -> anyhow::Result<()> {
+    let c = std::ffi::CString::new(mountpoint.as_os_str().as_bytes())?;
+    // SAFETY: a valid C string.
+    if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } == 0 {
+        return Ok(());
+    }
+    let bin = find_in_path("fusermount3").unwrap_or_else(|| "fusermount".into());
+    let out = std::process::Command::new(bin)
+        .args(["-u", "-z", "--"])
+        .arg(mountpoint)
+        .output()
+        .context("running fusermount3")?;
+    if !out.status.success() {
+        bail!("{}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_lists_root() {
+        assert!(mount_points().contains(&PathBuf::from("/")));
+    }
+}

@@ -1,0 +1,690 @@
+//! `multiarc mount` end to end: a temporary backing directory mounted with
+//! FUSE on a temporary mountpoint, exercised by fio, the sqlite3 CLI and
+//! plain reads and writes; the control files; errors.
+//!
+//! Needs /dev/fuse and fusermount3 (Debian: fuse3), fio and sqlite3. Where
+//! one is missing the test prints a `SKIP:` line and returns, unless
+//! MULTIARC_REQUIRE_FUSE=1, when it fails instead. Every mount is unmounted
+//! by a guard, also when a test fails.
+
+use std::fs::{self, File};
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_multiarc");
+
+fn multiarc(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .output()
+        .expect("running multiarc")
+}
+
+fn in_path(name: &str) -> bool {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path).any(|d| d.join(name).is_file())
+}
+
+/// Whether the tools this test needs are here; prints a SKIP line if not.
+fn have(test: &str, tools: &[&str]) -> bool {
+    let mut missing: Vec<String> = Vec::new();
+    if !Path::new("/dev/fuse").exists() {
+        missing.push("/dev/fuse".into());
+    }
+    for t in ["fusermount3"].iter().chain(tools) {
+        if !in_path(t) {
+            missing.push((*t).into());
+        }
+    }
+    if missing.is_empty() {
+        return true;
+    }
+    let msg = format!(
+        "SKIP: {test}: {} not available (install fuse3{})",
+        missing.join(", "),
+        if tools.is_empty() {
+            String::new()
+        } else {
+            format!(", {}", tools.join(", "))
+        }
+    );
+    if std::env::var_os("MULTIARC_REQUIRE_FUSE").is_some_and(|v| v == "1") {
+        panic!("{msg} (MULTIARC_REQUIRE_FUSE=1)");
+    }
+    // Straight to stderr: libtest captures eprintln! of passing tests, and
+    // a skip must show in CI logs.
+    let _ = writeln!(std::io::stderr(), "{msg}");
+    false
+}
+
+static NEXT_DIR: AtomicUsize = AtomicUsize::new(0);
+
+/// A fresh directory with `backing/` and `mnt/` in it, removed at drop.
+struct Dirs {
+    base: PathBuf,
+}
+
+impl Dirs {
+    fn new(tag: &str) -> Dirs {
+        let base = std::env::temp_dir().join(format!(
+            "multiarc-mount-{tag}-{}-{}",
+            std::process::id(),
+            NEXT_DIR.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = fs::remove_dir_all(&base);
+        fs::create_dir_all(base.join("backing")).unwrap();
+        fs::create_dir_all(base.join("mnt")).unwrap();
+        Dirs { base }
+    }
+
+    fn backing(&self) -> PathBuf {
+        self.base.join("backing")
+    }
+
+    fn mnt(&self) -> PathBuf {
+        self.base.join("mnt")
+    }
+}
+
+impl Drop for Dirs {
+    fn drop(&mut self) {
+        // Never recurse into a mountpoint that is still mounted.
+        if !is_mounted(&self.mnt()) {
+            let _ = fs::remove_dir_all(&self.base);
+        }
+    }
+}
+
+fn is_mounted(mnt: &Path) -> bool {
+    let Ok(canon) = mnt.canonicalize() else {
+        return false;
+    };
+    fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.split(' ').nth(4) == Some(canon.to_str().unwrap()))
+}
+
+/// Runs `fusermount3 -u`, retrying while busy; lazily as a last resort.
+fn fusermount_u(mnt: &Path) -> bool {
+    for _ in 0..50 {
+        if !is_mounted(mnt) {
+            return true;
+        }
+        let ok = Command::new("fusermount3")
+            .arg("-u")
+            .arg(mnt)
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if ok {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = Command::new("fusermount3").arg("-uz").arg(mnt).status();
+    false
+}
+
+/// A `multiarc mount --foreground` child; unmounted (and reaped) at drop.
+struct Mount {
+    mnt: PathBuf,
+    child: Option<Child>,
+    log: PathBuf,
+}
+
+impl Mount {
+    fn start(dirs: &Dirs, extra: &[&str]) -> Mount {
+        let log = dirs.base.join(format!(
+            "mount-{}.log",
+            NEXT_DIR.fetch_add(1, Ordering::Relaxed)
+        ));
+        let child = Command::new(BIN)
+            .arg("mount")
+            .arg(dirs.backing())
+            .arg(dirs.mnt())
+            .arg("--foreground")
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(File::create(&log).unwrap())
+            .spawn()
+            .expect("starting multiarc mount");
+        let mut m = Mount {
+            mnt: dirs.mnt(),
+            child: Some(child),
+            log,
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if m.mnt.join(".multiarc/arcstats").is_file() {
+                return m;
+            }
+            if let Some(status) = m.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("multiarc mount exited with {status}: {}", m.log_text());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the mount was not ready in 20 s: {}",
+                m.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn log_text(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.mnt.join(name)
+    }
+
+    /// Unmounts and waits for the mount process: when this returns, every
+    /// dirty block has been written back (or the process reported why not).
+    fn unmount(&mut self) -> ExitStatus {
+        assert!(fusermount_u(&self.mnt), "could not unmount {:?}", self.mnt);
+        let mut child = self.child.take().expect("mounted");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("the mount process did not exit after unmount");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn stats(&self) -> Vec<(String, u64)> {
+        let text = fs::read_to_string(self.path(".multiarc/arcstats")).unwrap();
+        text.lines()
+            .map(|l| {
+                let parsed = l
+                    .split_once(' ')
+                    .and_then(|(k, v)| Some((k.to_string(), v.parse().ok()?)));
+                parsed.unwrap_or_else(|| panic!("bad arcstats line {l:?} in:\n{text}"))
+            })
+            .collect()
+    }
+
+    fn stat(&self, name: &str) -> u64 {
+        self.stats()
+            .into_iter()
+            .find(|(k, _)| k == name)
+            .unwrap_or_else(|| panic!("no {name} in arcstats"))
+            .1
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            fusermount_u(&self.mnt);
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Runs fio with `args` (plus JSON output); asserts success and no job error.
+fn fio(args: &[String]) -> serde_json::Value {
+    let out = Command::new("fio")
+        .args(args)
+        .arg("--output-format=json")
+        .output()
+        .expect("running fio");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "fio {args:?} failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json = &stdout[stdout.find('{').expect("fio printed JSON")..];
+    let doc: serde_json::Value = serde_json::from_str(json).expect("fio JSON parses");
+    for job in doc["jobs"].as_array().unwrap() {
+        assert_eq!(job["error"], 0, "fio job error: {job}");
+    }
+    doc
+}
+
+fn fio_args(dir: &Path, list: &[&str]) -> Vec<String> {
+    let mut v = vec![format!("--directory={}", dir.display())];
+    v.extend(list.iter().map(|s| s.to_string()));
+    v
+}
+
+#[test]
+fn fio_random_reads_through_the_mount() {
+    if !have("fio_random_reads_through_the_mount", &["fio"]) {
+        return;
+    }
+    let dirs = Dirs::new("fio-read");
+    let mut m = Mount::start(&dirs, &["--max-bytes", "64MiB"]);
+    let t = Instant::now();
+    let doc = fio(&fio_args(
+        &m.mnt,
+        &[
+            "--name=r",
+            "--rw=randread",
+            "--bs=8k",
+            "--ioengine=psync",
+            "--numjobs=4",
+            "--size=32m",
+            "--time_based",
+            "--runtime=5",
+            "--group_reporting",
+        ],
+    ));
+    let read = &doc["jobs"][0]["read"];
+    let ios = read["total_ios"].as_u64().unwrap();
+    eprintln!(
+        "fio randread 8k x4 through the mount: {ios} reads, {:.0} IOPS, {:.1} MiB/s ({:.1} s with layout)",
+        read["iops"].as_f64().unwrap(),
+        read["bw"].as_f64().unwrap() / 1024.0,
+        t.elapsed().as_secs_f64()
+    );
+    assert!(ios > 0, "fio read nothing");
+    assert!(m.stat("hits") + m.stat("misses") > 0);
+    assert!(m.unmount().success(), "{}", m.log_text());
+}
+
+#[test]
+fn fio_writes_verify_and_survive_a_remount() {
+    if !have("fio_writes_verify_and_survive_a_remount", &["fio"]) {
+        return;
+    }
+    let dirs = Dirs::new("fio-verify");
+    let job = [
+        "--name=w",
+        "--rw=randwrite",
+        "--bs=8k",
+        "--ioengine=psync",
+        "--numjobs=2",
+        "--size=16m",
+        "--verify=crc32c",
+        "--group_reporting",
+    ];
+    let mut m = Mount::start(&dirs, &["--max-bytes", "16MiB"]);
+    let mut args = fio_args(&m.mnt, &job);
+    args.push("--do_verify=1".into());
+    fio(&args);
+    assert!(m.unmount().success(), "{}", m.log_text());
+    // A fresh mount (cold cache): every block comes from the backing files.
+    let mut m = Mount::start(&dirs, &["--max-bytes", "16MiB"]);
+    let mut args = fio_args(&m.mnt, &job);
+    args.push("--verify_only".into());
+    fio(&args);
+    assert!(m.stat("misses") > 0);
+    assert!(m.unmount().success(), "{}", m.log_text());
+}
+
+fn sqlite(db: &Path, sql: &str) -> String {
+    let mut child = Command::new("sqlite3")
+        .arg(db)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("running sqlite3");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(sql.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success() && out.stderr.is_empty(),
+        "sqlite3 failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn sqlite_survives_thousands_of_transactions() {
+    if !have("sqlite_survives_thousands_of_transactions", &["sqlite3"]) {
+        return;
+    }
+    const ROWS: usize = 3000;
+    let dirs = Dirs::new("sqlite");
+    let mut m = Mount::start(&dirs, &["--max-bytes", "32MiB"]);
+    let mut script = String::from("CREATE TABLE t(i INTEGER PRIMARY KEY, v TEXT);\n");
+    for i in 0..ROWS {
+        script.push_str(&format!(
+            "BEGIN; INSERT INTO t(v) VALUES('row {i} ' || hex(randomblob(100))); COMMIT;\n"
+        ));
+    }
+    let t = Instant::now();
+    sqlite(&m.path("db.sqlite"), &script);
+    eprintln!(
+        "sqlite: {ROWS} transactions through the mount in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    let check = "PRAGMA integrity_check; SELECT count(*) FROM t;";
+    assert_eq!(sqlite(&m.path("db.sqlite"), check), format!("ok\n{ROWS}\n"));
+    assert!(m.stat("flushed_blocks") > 0);
+    assert!(m.unmount().success(), "{}", m.log_text());
+    // The backing file alone holds the whole database.
+    assert_eq!(
+        sqlite(&dirs.backing().join("db.sqlite"), check),
+        format!("ok\n{ROWS}\n")
+    );
+}
+
+#[test]
+fn max_bytes_tunable_resizes_the_cache() {
+    if !have("max_bytes_tunable_resizes_the_cache", &[]) {
+        return;
+    }
+    let dirs = Dirs::new("tunable");
+    let mut m = Mount::start(&dirs, &["--max-bytes", "64MiB"]);
+    assert_eq!(m.stat("c"), 64 << 20);
+    // Fill the cache: write 24 MiB, sync it (so it is clean, cached), read it.
+    let data: Vec<u8> = (0..24u32 << 20).map(|i| (i % 251) as u8).collect();
+    let f = File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(m.path("data"))
+        .unwrap();
+    f.write_all_at(&data, 0).unwrap();
+    f.sync_all().unwrap();
+    let mut back = vec![0u8; data.len()];
+    f.read_exact_at(&mut back, 0).unwrap();
+    assert!(back == data, "data read back differs");
+    assert!(m.stat("size") >= 16 << 20, "cache holds {}", m.stat("size"));
+
+    // The control file: read, write, refuse nonsense.
+    let tunable = m.path(".multiarc/tunables/max_bytes");
+    assert_eq!(
+        fs::read_to_string(&tunable).unwrap(),
+        format!("{}\n", 64 << 20)
+    );
+    fs::write(&tunable, "8MiB\n").unwrap();
+    assert_eq!(m.stat("c"), 8 << 20);
+    let bad = fs::write(&tunable, "lots\n").unwrap_err();
+    assert_eq!(bad.raw_os_error(), Some(libc_einval()));
+    assert_eq!(m.stat("c"), 8 << 20);
+
+    // `multiarc set` and `multiarc stats`.
+    let mnt = m.mnt.to_str().unwrap().to_string();
+    let out = multiarc(&["set", &mnt, "max_bytes=4MiB"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "max_bytes=4194304"
+    );
+    let out = multiarc(&["stats", &mnt, "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["c"], 4 << 20);
+    assert!(doc["dirty_bytes"].is_u64() && doc["write_errors"] == 0);
+    let out = multiarc(&["set", &mnt, "max_bytes=1KiB"]);
+    assert!(!out.status.success());
+    let out = multiarc(&["set", &mnt, "no_such=1"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown tunable"));
+
+    // The cache shrinks to the new target in the background.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while m.stat("size") > 4 << 20 {
+        assert!(
+            Instant::now() < deadline,
+            "cache still holds {} bytes over a 4 MiB target",
+            m.stat("size")
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // And it still serves the data.
+    f.read_exact_at(&mut back, 0).unwrap();
+    assert!(back == data, "data read back after shrinking differs");
+    drop(f);
+    assert!(m.unmount().success(), "{}", m.log_text());
+}
+
+fn libc_einval() -> i32 {
+    22
+}
+
+#[test]
+fn concurrent_readers_see_no_torn_records_in_range_mode() {
+    if !have("concurrent_readers_see_no_torn_records_in_range_mode", &[]) {
+        return;
+    }
+    const RECORD: usize = 64 << 10;
+    const RECORDS: u64 = 16;
+    let dirs = Dirs::new("torn");
+    // 512-byte blocks: a record spans 128 of them, so a read that is not
+    // excluded from an overlapping write has a wide window to tear in (with
+    // `--locking torn` this test sees torn records within the 3 s).
+    let mut m = Mount::start(
+        &dirs,
+        &[
+            "--locking",
+            "range",
+            "--threads",
+            "4",
+            "--block-size",
+            "512",
+        ],
+    );
+    let path = m.path("records");
+    {
+        let f = File::create(&path).unwrap();
+        f.write_all_at(&vec![0u8; RECORD * RECORDS as usize], 0)
+            .unwrap();
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let generation = Arc::new(AtomicU64::new(1));
+    let reads = Arc::new(AtomicU64::new(0));
+    let mut threads = Vec::new();
+    for w in 0..2u64 {
+        let (stop, generation, path) = (Arc::clone(&stop), Arc::clone(&generation), path.clone());
+        threads.push(std::thread::spawn(move || {
+            let f = File::options().write(true).open(&path).unwrap();
+            let mut buf = vec![0u8; RECORD];
+            let mut r = w;
+            while !stop.load(Ordering::Relaxed) {
+                let g = generation.fetch_add(1, Ordering::Relaxed);
+                for chunk in buf.chunks_mut(8) {
+                    chunk.copy_from_slice(&g.to_le_bytes());
+                }
+                r = (r * 7 + 3) % RECORDS;
+                f.write_all_at(&buf, r * RECORD as u64).unwrap();
+            }
+        }));
+    }
+    let torn = Arc::new(AtomicU64::new(0));
+    for rd in 0..2u64 {
+        let (stop, reads, torn, path) = (
+            Arc::clone(&stop),
+            Arc::clone(&reads),
+            Arc::clone(&torn),
+            path.clone(),
+        );
+        threads.push(std::thread::spawn(move || {
+            let f = File::open(&path).unwrap();
+            let mut buf = vec![0u8; RECORD];
+            let mut r = rd;
+            while !stop.load(Ordering::Relaxed) {
+                r = (r * 5 + 1) % RECORDS;
+                f.read_exact_at(&mut buf, r * RECORD as u64).unwrap();
+                let first = &buf[..8];
+                if buf.chunks(8).any(|c| c != first) {
+                    torn.fetch_add(1, Ordering::Relaxed);
+                }
+                reads.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        t.join().unwrap();
+    }
+    let (reads, torn) = (reads.load(Ordering::Relaxed), torn.load(Ordering::Relaxed));
+    eprintln!(
+        "torn-read check: {reads} reads, {} writes, {torn} torn",
+        generation.load(Ordering::Relaxed) - 1
+    );
+    assert!(reads > 0);
+    assert_eq!(torn, 0, "{torn} of {reads} reads saw a torn record");
+    assert!(m.unmount().success(), "{}", m.log_text());
+}
+
+#[test]
+fn daemon_mode_returns_when_ready_and_unmount_writes_back() {
+    if !have(
+        "daemon_mode_returns_when_ready_and_unmount_writes_back",
+        &[],
+    ) {
+        return;
+    }
+    let dirs = Dirs::new("daemon");
+    let (b, mnt) = (dirs.backing(), dirs.mnt());
+    let out = multiarc(&["mount", b.to_str().unwrap(), mnt.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Ready when the command returns.
+    assert!(mnt.join(".multiarc/arcstats").is_file());
+    let payload: Vec<u8> = (0..300_000u32).map(|i| (i % 97) as u8).collect();
+    fs::write(mnt.join("f"), &payload).unwrap();
+    // A second mount on the same mountpoint is refused.
+    let again = multiarc(&["mount", b.to_str().unwrap(), mnt.to_str().unwrap()]);
+    assert!(!again.status.success());
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(err.contains("busy"), "{err}");
+    assert!(fusermount_u(&mnt));
+    // The daemon writes back and exits on its own; wait for the data.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while fs::read(b.join("f")).ok().as_ref() != Some(&payload) {
+        assert!(Instant::now() < deadline, "backing file never got the data");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn bad_arguments_fail_with_one_clear_line() {
+    let dirs = Dirs::new("errors");
+    let (b, mnt) = (dirs.backing(), dirs.mnt());
+    let file = dirs.base.join("plain-file");
+    fs::write(&file, b"x").unwrap();
+    let missing = dirs.base.join("missing");
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec!["mount".into(), s(&missing), s(&mnt)],
+            "backing directory",
+        ),
+        (vec!["mount".into(), s(&file), s(&mnt)], "not a directory"),
+        (vec!["mount".into(), s(&b), s(&file)], "not a directory"),
+        (vec!["mount".into(), s(&b), s(&missing)], "does not exist"),
+        (
+            vec![
+                "mount".into(),
+                s(&b),
+                s(&mnt),
+                "--max-bytes".into(),
+                "12XB".into(),
+            ],
+            "unknown unit",
+        ),
+        (
+            vec![
+                "mount".into(),
+                s(&b),
+                s(&mnt),
+                "--block-size".into(),
+                "3000".into(),
+            ],
+            "power of two",
+        ),
+        (vec!["stats".into(), s(&b)], "not a multiarc mount"),
+        (
+            vec!["set".into(), s(&b), "max_bytes=1GiB".into()],
+            "not a multiarc mount",
+        ),
+    ];
+    for (args, want) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = multiarc(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err:?} lacks {want:?}");
+    }
+    // The missing backing directory is named as such.
+    let out = multiarc(&["mount", &s(&missing), &s(&mnt)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("does not exist") && err.contains("missing"),
+        "{err}"
+    );
+}
+
+#[test]
+fn sigterm_unmounts_and_writes_everything_back() {
+    if !have("sigterm_unmounts_and_writes_everything_back", &[]) {
+        return;
+    }
+    let dirs = Dirs::new("sigterm");
+    let mut m = Mount::start(&dirs, &[]);
+    let payload: Vec<u8> = (0..1_000_003u32).map(|i| (i % 241) as u8).collect();
+    let f = File::create(m.path("f")).unwrap();
+    f.write_all_at(&payload, 0).unwrap();
+    // While the data may still be dirty, the mount reports the file's
+    // cached length, not the backing file's.
+    assert_eq!(
+        fs::metadata(m.path("f")).unwrap().len(),
+        payload.len() as u64
+    );
+    eprintln!(
+        "sigterm: dirty_bytes {} before close (backing file {} bytes)",
+        m.stat("dirty_bytes"),
+        fs::metadata(dirs.backing().join("f")).unwrap().len()
+    );
+    drop(f);
+    let mut child = m.child.take().unwrap();
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let exit = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "no exit after SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(exit.success(), "{exit}: {}", m.log_text());
+    assert!(!is_mounted(&m.mnt), "still mounted after SIGTERM");
+    assert!(fs::read(dirs.backing().join("f")).unwrap() == payload);
+}

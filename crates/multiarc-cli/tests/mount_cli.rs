@@ -463,6 +463,31 @@ fn max_bytes_tunable_resizes_the_cache() {
     // And it still serves the data.
     f.read_exact_at(&mut back, 0).unwrap();
     assert!(back == data, "data read back after shrinking differs");
+
+    // Lock statistics: off by default, on through the tunable (from zero),
+    // reported as a table that names the cache's locks.
+    let report = m.path(".multiarc/lockstat");
+    assert!(fs::read_to_string(&report).unwrap().contains("off"));
+    let out = multiarc(&["set", &mnt, "lockstat=1"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    f.read_exact_at(&mut back, 0).unwrap();
+    let table = fs::read_to_string(&report).unwrap();
+    let acquisitions: u64 = table
+        .split(" of ")
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no acquisition count in the report:\n{table}"));
+    assert!(
+        acquisitions > 0,
+        "reads through the mount took no traced lock:\n{table}"
+    );
+    assert!(!multiarc(&["set", &mnt, "lockstat=yes"]).status.success());
+    fs::write(m.path(".multiarc/tunables/lockstat"), "0\n").unwrap();
     drop(f);
     assert!(m.unmount().success(), "{}", m.log_text());
 }

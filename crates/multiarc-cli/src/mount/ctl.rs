@@ -94,13 +94,23 @@ pub fn run_set(args: SetArgs) -> anyhow::Result<()> {
         if !known.iter().any(|k| k == name) {
             bail!("unknown tunable {name:?} (tunables: {})", known.join(", "));
         }
-        // Every tunable so far is a size; check it here for a clear message.
-        let bytes = parse_size(value).with_context(|| name.to_string())?;
+        // Check the value here for a clear message: lockstat is 0 or 1,
+        // the rest are sizes.
+        let value = if name == "lockstat" {
+            match value {
+                "0" | "1" => value.to_string(),
+                _ => bail!("lockstat must be 0 or 1, got {value:?}"),
+            }
+        } else {
+            parse_size(value)
+                .with_context(|| name.to_string())?
+                .to_string()
+        };
         let path = dir.join(name);
-        match std::fs::write(&path, format!("{bytes}\n")) {
+        match std::fs::write(&path, format!("{value}\n")) {
             Ok(()) => {}
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
-                bail!("the mount refused {name}={bytes} (out of range: see min_bytes in arcstats)")
+                bail!("the mount refused {name}={value} (out of range: see min_bytes in arcstats)")
             }
             Err(e) => bail!("writing {}: {e}", path.display()),
         }

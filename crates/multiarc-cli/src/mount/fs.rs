@@ -38,12 +38,18 @@ pub const ARCSTATS: &str = "arcstats";
 pub const TUNABLES: &str = "tunables";
 /// The cache-size tunable.
 pub const MAX_BYTES: &str = "max_bytes";
+/// The lock statistics report in the control directory (illumos lockstat's
+/// table: per lock class and instance, acquisitions, contention, waits).
+pub const LOCKSTAT: &str = "lockstat";
 
 const INO_ROOT: u64 = 1;
 const INO_CTL: u64 = 2;
 const INO_ARCSTATS: u64 = 3;
 const INO_TUNABLES: u64 = 4;
 const INO_MAX_BYTES: u64 = 5;
+const INO_LOCKSTAT: u64 = 6;
+/// `tunables/lockstat`: 1 starts recording lock statistics (from zero), 0 stops.
+const INO_LOCKSTAT_ON: u64 = 7;
 /// First inode number given to backing files.
 const FIRST_INO: u64 = 16;
 
@@ -171,6 +177,8 @@ pub struct MultiarcFs {
     /// do), so a reader that reads in pieces sees one consistent text.
     ctl_open: Mutex<HashMap<u64, Arc<Vec<u8>>>>,
     next_ctl_fh: AtomicU64,
+    /// Whether `tunables/lockstat` turned lock statistics on.
+    lockstat_on: std::sync::atomic::AtomicBool,
     /// Whether backing files are opened with `O_DIRECT` (cleared, with a
     /// note, the first time the backing filesystem refuses it).
     direct: AtomicBool,
@@ -271,6 +279,7 @@ impl MultiarcFs {
             open: Mutex::new(HashMap::new()),
             ctl_open: Mutex::new(HashMap::new()),
             next_ctl_fh: AtomicU64::new(1),
+            lockstat_on: std::sync::atomic::AtomicBool::new(false),
             direct: AtomicBool::new(true),
             started: SystemTime::now(),
             // SAFETY: getuid/getgid cannot fail.
@@ -350,7 +359,7 @@ impl MultiarcFs {
     fn ctl_attr(&self, ino: u64) -> FileAttr {
         let (kind, perm, size) = match ino {
             INO_CTL | INO_TUNABLES => (FileType::Directory, 0o555, 0),
-            INO_ARCSTATS => (FileType::RegularFile, 0o444, 0),
+            INO_ARCSTATS | INO_LOCKSTAT => (FileType::RegularFile, 0o444, 0),
             _ => (FileType::RegularFile, 0o644, 0),
         };
         FileAttr {
@@ -399,11 +408,33 @@ impl MultiarcFs {
         match ino {
             INO_ARCSTATS => Ok(self.arcstats()),
             INO_MAX_BYTES => Ok(format!("{}\n", self.cache.stats().c)),
+            INO_LOCKSTAT => Ok(if self.lockstat_on.load(Ordering::Relaxed) {
+                multiarc::lock::lockstat::snapshot().to_table(20)
+            } else {
+                "lock statistics are off: echo 1 > .multiarc/tunables/lockstat\n".into()
+            }),
+            INO_LOCKSTAT_ON => Ok(format!(
+                "{}\n",
+                u8::from(self.lockstat_on.load(Ordering::Relaxed))
+            )),
             _ => Err(Errno::EISDIR),
         }
     }
 
     fn ctl_write(&self, ino: u64, data: &[u8]) -> Result<(), Errno> {
+        if ino == INO_LOCKSTAT_ON {
+            let on = match std::str::from_utf8(data).map(str::trim) {
+                Ok("1") => true,
+                Ok("0") => false,
+                _ => return Err(Errno::EINVAL),
+            };
+            if on {
+                multiarc::lock::lockstat::reset();
+            }
+            self.cache.set_lockstat(on);
+            self.lockstat_on.store(on, Ordering::Relaxed);
+            return Ok(());
+        }
         if ino != INO_MAX_BYTES {
             return Err(Errno::EACCES);
         }
@@ -614,6 +645,7 @@ impl MultiarcFs {
                     dir(".", INO_CTL),
                     dir("..", INO_ROOT),
                     (INO_ARCSTATS, FileType::RegularFile, ARCSTATS.into()),
+                    (INO_LOCKSTAT, FileType::RegularFile, LOCKSTAT.into()),
                     dir(TUNABLES, INO_TUNABLES),
                 ])
             }
@@ -622,9 +654,12 @@ impl MultiarcFs {
                     dir(".", INO_TUNABLES),
                     dir("..", INO_CTL),
                     (INO_MAX_BYTES, FileType::RegularFile, MAX_BYTES.into()),
+                    (INO_LOCKSTAT_ON, FileType::RegularFile, LOCKSTAT.into()),
                 ])
             }
-            INO_ARCSTATS | INO_MAX_BYTES => return Err(Errno::ENOTDIR),
+            INO_ARCSTATS | INO_MAX_BYTES | INO_LOCKSTAT | INO_LOCKSTAT_ON => {
+                return Err(Errno::ENOTDIR)
+            }
             _ => {}
         }
         let path = self.path_of(ino)?;
@@ -682,6 +717,8 @@ impl Filesystem for MultiarcFs {
             (INO_CTL, n) if n == ARCSTATS.as_bytes() => Some(INO_ARCSTATS),
             (INO_CTL, n) if n == TUNABLES.as_bytes() => Some(INO_TUNABLES),
             (INO_TUNABLES, n) if n == MAX_BYTES.as_bytes() => Some(INO_MAX_BYTES),
+            (INO_CTL, n) if n == LOCKSTAT.as_bytes() => Some(INO_LOCKSTAT),
+            (INO_TUNABLES, n) if n == LOCKSTAT.as_bytes() => Some(INO_LOCKSTAT_ON),
             (p, _) if is_ctl(p) => return reply.error(Errno::ENOENT),
             _ => None,
         };
@@ -923,7 +960,7 @@ impl Filesystem for MultiarcFs {
             let writing = flags & libc::O_ACCMODE != libc::O_RDONLY;
             return match ino.0 {
                 INO_CTL | INO_TUNABLES => reply.error(Errno::EISDIR),
-                INO_ARCSTATS if writing => reply.error(Errno::EACCES),
+                INO_ARCSTATS | INO_LOCKSTAT if writing => reply.error(Errno::EACCES),
                 _ => match self.ctl_read(ino.0) {
                     Ok(text) => {
                         let fh = self.next_ctl_fh.fetch_add(1, Ordering::Relaxed);

@@ -715,3 +715,53 @@ fn sigterm_unmounts_and_writes_everything_back() {
     assert!(!is_mounted(&m.mnt), "still mounted after SIGTERM");
     assert!(fs::read(dirs.backing().join("f")).unwrap() == payload);
 }
+
+/// A file's blocks stay cached across close and reopen (the fio job reopens
+/// its files on every run), and a truncation of a closed file drops the
+/// cached blocks past the new end, so extending it again shows zeros.
+#[test]
+fn blocks_stay_cached_across_reopen_and_truncation_while_closed_drops_them() {
+    if !have(
+        "blocks_stay_cached_across_reopen_and_truncation_while_closed_drops_them",
+        &[],
+    ) {
+        return;
+    }
+    let dirs = Dirs::new("reopen");
+    let mut m = Mount::start(&dirs, &["--max-bytes", "64MiB"]);
+    let data: Vec<u8> = (0..4u32 << 20).map(|i| (i % 249) as u8 | 1).collect();
+    fs::write(m.path("f"), &data).unwrap();
+    assert!(fs::read(m.path("f")).unwrap() == data);
+    let misses = m.stat("misses");
+    for _ in 0..3 {
+        assert!(fs::read(m.path("f")).unwrap() == data);
+    }
+    assert_eq!(
+        m.stat("misses"),
+        misses,
+        "reopening the file missed blocks that were cached"
+    );
+    // Truncate while closed (setattr without an open handle), then extend.
+    let out = Command::new("truncate")
+        .args(["-s", "100000"])
+        .arg(m.path("f"))
+        .status()
+        .unwrap();
+    assert!(out.success());
+    let out = Command::new("truncate")
+        .args(["-s", "4M"])
+        .arg(m.path("f"))
+        .status()
+        .unwrap();
+    assert!(out.success());
+    let back = fs::read(m.path("f")).unwrap();
+    assert_eq!(back.len(), 4 << 20);
+    assert!(back[..100_000] == data[..100_000]);
+    assert!(
+        back[100_000..].iter().all(|&b| b == 0),
+        "bytes past a truncation came back from the cache"
+    );
+    assert!(m.unmount().success(), "{}", m.log_text());
+    let on_disk = fs::read(dirs.backing().join("f")).unwrap();
+    assert!(on_disk == back);
+}

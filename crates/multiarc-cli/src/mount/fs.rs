@@ -72,6 +72,10 @@ struct Node {
     /// Relative to the backing root; empty for the root.
     path: PathBuf,
     lookups: u64,
+    /// The cache object id of the file's blocks, kept across closes so that
+    /// reopening finds them cached (see `open_file`). Inode numbers are never
+    /// reused, so the inode number is a safe first id.
+    object: Option<u64>,
 }
 
 #[derive(Default)]
@@ -98,6 +102,7 @@ impl Inodes {
             Node {
                 path: path.to_path_buf(),
                 lookups: add,
+                object: None,
             },
         );
         self.by_path.insert(path.to_path_buf(), ino);
@@ -268,6 +273,7 @@ impl MultiarcFs {
             Node {
                 path: PathBuf::new(),
                 lookups: 1,
+                object: None,
             },
         );
         inodes.by_path.insert(PathBuf::new(), INO_ROOT);
@@ -479,7 +485,15 @@ impl MultiarcFs {
         }
         let meta = File::open(&real).map_err(|e| errno(&e))?;
         let store = self.open_store(&real).map_err(|e| errno(&e))?;
+        let object = self
+            .inodes
+            .lock()
+            .nodes
+            .get(&ino)
+            .and_then(|n| n.object)
+            .unwrap_or(ino);
         let file = CachedFile::builder(Arc::clone(&self.cache), store)
+            .object_id(object)
             .block_size(self.config.block_size)
             .locking(self.config.locking)
             .write_back(Arc::clone(&self.writeback))
@@ -532,6 +546,12 @@ impl MultiarcFs {
                 None
             }
         };
+        // Remember where the blocks are cached for the next open.
+        if let Some(of) = &closing {
+            if let Some(n) = self.inodes.lock().nodes.get_mut(&ino) {
+                n.object = Some(of.file.object_id());
+            }
+        }
         // Dropping the last reference writes back anything written since the
         // sync (nothing: no handle was open) and closes the file.
         drop(closing);
@@ -612,8 +632,18 @@ impl MultiarcFs {
             std::os::unix::fs::lchown(&real, uid, gid).map_err(|e| errno(&e))?;
         }
         if let Some(size) = size {
-            match self.open.lock().get(&ino).map(|of| Arc::clone(&of.file)) {
+            let open = self.open.lock().get(&ino).map(|of| Arc::clone(&of.file));
+            match open {
                 Some(f) => f.set_len(size).map_err(|e| errno(&e))?,
+                None if fs::symlink_metadata(&real).is_ok_and(|m| m.is_file()) => {
+                    // Through the cached file, so cached blocks past the new
+                    // end go too (they would reappear on a later extension).
+                    let f = self.open_file(ino, &self.path_of(ino)?)?;
+                    let resized = f.set_len(size).map_err(|e| errno(&e));
+                    drop(f);
+                    self.release_file(ino)?;
+                    resized?;
+                }
                 None => OpenOptions::new()
                     .write(true)
                     .open(&real)

@@ -473,7 +473,10 @@ impl<S: BackingStore> CachedFileBuilder<S> {
     }
 
     /// The object id of this file's blocks in the cache (default: a fresh
-    /// one). Two open files must not share one.
+    /// one, so nothing cached under an earlier id is seen). Reopening a file
+    /// with the id it had when closed ([`CachedFile::object_id`]) finds its
+    /// blocks still cached, provided nothing changed the store meanwhile. Two
+    /// open files must not share one.
     pub fn object_id(mut self, id: u64) -> Self {
         self.object = Some(id);
         self
@@ -551,6 +554,14 @@ impl CachedFile {
     /// Whether the file is empty.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The object id under which this file's blocks are cached now. It
+    /// changes when a large truncation re-keys the file; to find the cached
+    /// blocks again after closing and reopening the file, reopen it with
+    /// this id ([`CachedFileBuilder::object_id`]).
+    pub fn object_id(&self) -> u64 {
+        self.state.object.load(Ordering::Acquire)
     }
 
     /// The block size.

@@ -592,7 +592,14 @@ fn daemon_mode_returns_when_ready_and_unmount_writes_back() {
     }
     let dirs = Dirs::new("daemon");
     let (b, mnt) = (dirs.backing(), dirs.mnt());
-    let out = multiarc(&["mount", b.to_str().unwrap(), mnt.to_str().unwrap()]);
+    let log = dirs.backing().with_extension("log");
+    let out = multiarc(&[
+        "mount",
+        b.to_str().unwrap(),
+        mnt.to_str().unwrap(),
+        "--log",
+        log.to_str().unwrap(),
+    ]);
     assert!(
         out.status.success(),
         "{}",
@@ -614,6 +621,18 @@ fn daemon_mode_returns_when_ready_and_unmount_writes_back() {
         assert!(Instant::now() < deadline, "backing file never got the data");
         std::thread::sleep(Duration::from_millis(50));
     }
+    // Its last words went to the --log file.
+    while !fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("everything written back")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the daemon's log has no final line"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = fs::remove_file(&log);
 }
 
 #[test]

@@ -48,7 +48,14 @@ pub struct MountArgs {
     /// Threads serving FUSE requests.
     #[arg(long, default_value = "4", value_parser = count_arg)]
     threads: usize,
+    /// In the background mode, append the mount's messages (write-back
+    /// errors, the final flush) to this file instead of discarding them.
+    #[arg(long)]
+    log: Option<PathBuf>,
 }
+
+/// The `--log` file, opened before the fork (and before `chdir("/")`).
+static LOG: std::sync::OnceLock<std::fs::File> = std::sync::OnceLock::new();
 
 /// Where the mount process reports readiness: its own stderr, or the pipe to
 /// the parent waiting for the daemon.
@@ -71,15 +78,16 @@ impl Ready {
 }
 
 /// Points stdin, stdout and stderr at /dev/null (a daemon must not keep its
-/// caller's pipes open).
+/// caller's pipes open); stderr at the `--log` file if there is one.
 fn detach_stdio() {
-    // SAFETY: plain descriptor calls on a descriptor we just opened.
+    use std::os::fd::AsRawFd;
+    // SAFETY: plain descriptor calls on descriptors we own.
     unsafe {
         let fd = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
         if fd >= 0 {
             libc::dup2(fd, 0);
             libc::dup2(fd, 1);
-            libc::dup2(fd, 2);
+            libc::dup2(LOG.get().map_or(fd, |f| f.as_raw_fd()), 2);
             if fd > 2 {
                 libc::close(fd);
             }
@@ -191,6 +199,14 @@ fn check_args(args: &MountArgs) -> anyhow::Result<(PathBuf, PathBuf)> {
 
 pub fn run(args: MountArgs) -> anyhow::Result<()> {
     let (backing, mountpoint) = check_args(&args)?;
+    if let Some(path) = &args.log {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .with_context(|| format!("--log {}", path.display()))?;
+        let _ = LOG.set(file);
+    }
     let ready = if args.foreground {
         Ready::Foreground
     } else {
@@ -335,6 +351,11 @@ fn serve(
             backing.display()
         );
     }
+    eprintln!(
+        "multiarc: unmounted {}; everything written back to {}",
+        mountpoint.display(),
+        backing.display()
+    );
     Ok(())
 }
 

@@ -181,6 +181,11 @@ impl Mount {
         fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// The mount's log file, for threads that report failures with it.
+    fn log_path(&self) -> PathBuf {
+        self.log.clone()
+    }
+
     fn path(&self, name: &str) -> PathBuf {
         self.mnt.join(name)
     }
@@ -492,6 +497,17 @@ fn max_bytes_tunable_resizes_the_cache() {
     assert!(m.unmount().success(), "{}", m.log_text());
 }
 
+/// `r`'s value, or a panic naming `what` failed and showing the mount's log
+/// (where the daemon says why it answered with an error).
+fn ok<T>(r: std::io::Result<T>, what: &str, log: &Path) -> T {
+    r.unwrap_or_else(|e| {
+        panic!(
+            "{what}: {e}\nmount log:\n{}",
+            fs::read_to_string(log).unwrap_or_default()
+        )
+    })
+}
+
 fn libc_einval() -> i32 {
     22
 }
@@ -519,19 +535,28 @@ fn concurrent_readers_see_no_torn_records_in_range_mode() {
         ],
     );
     let path = m.path("records");
+    let log = m.log_path();
     {
-        let f = File::create(&path).unwrap();
-        f.write_all_at(&vec![0u8; RECORD * RECORDS as usize], 0)
-            .unwrap();
+        let f = ok(File::create(&path), "create", &log);
+        ok(
+            f.write_all_at(&vec![0u8; RECORD * RECORDS as usize], 0),
+            "first write",
+            &log,
+        );
     }
     let stop = Arc::new(AtomicBool::new(false));
     let generation = Arc::new(AtomicU64::new(1));
     let reads = Arc::new(AtomicU64::new(0));
     let mut threads = Vec::new();
     for w in 0..2u64 {
-        let (stop, generation, path) = (Arc::clone(&stop), Arc::clone(&generation), path.clone());
+        let (stop, generation, path, log) = (
+            Arc::clone(&stop),
+            Arc::clone(&generation),
+            path.clone(),
+            log.clone(),
+        );
         threads.push(std::thread::spawn(move || {
-            let f = File::options().write(true).open(&path).unwrap();
+            let f = ok(File::options().write(true).open(&path), "open", &log);
             let mut buf = vec![0u8; RECORD];
             let mut r = w;
             while !stop.load(Ordering::Relaxed) {
@@ -540,25 +565,26 @@ fn concurrent_readers_see_no_torn_records_in_range_mode() {
                     chunk.copy_from_slice(&g.to_le_bytes());
                 }
                 r = (r * 7 + 3) % RECORDS;
-                f.write_all_at(&buf, r * RECORD as u64).unwrap();
+                ok(f.write_all_at(&buf, r * RECORD as u64), "write", &log);
             }
         }));
     }
     let torn = Arc::new(AtomicU64::new(0));
     for rd in 0..2u64 {
-        let (stop, reads, torn, path) = (
+        let (stop, reads, torn, path, log) = (
             Arc::clone(&stop),
             Arc::clone(&reads),
             Arc::clone(&torn),
             path.clone(),
+            log.clone(),
         );
         threads.push(std::thread::spawn(move || {
-            let f = File::open(&path).unwrap();
+            let f = ok(File::open(&path), "open", &log);
             let mut buf = vec![0u8; RECORD];
             let mut r = rd;
             while !stop.load(Ordering::Relaxed) {
                 r = (r * 5 + 1) % RECORDS;
-                f.read_exact_at(&mut buf, r * RECORD as u64).unwrap();
+                ok(f.read_exact_at(&mut buf, r * RECORD as u64), "read", &log);
                 let first = &buf[..8];
                 if buf.chunks(8).any(|c| c != first) {
                     torn.fetch_add(1, Ordering::Relaxed);

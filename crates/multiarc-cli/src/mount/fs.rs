@@ -194,7 +194,7 @@ pub struct MultiarcFs {
 
 /// The errno for an I/O error: its OS code, else one matching its kind.
 fn errno(e: &io::Error) -> Errno {
-    if let Some(code) = e.raw_os_error() {
+    if let Some(code) = multiarc::file::os_error_code(e) {
         return Errno::from_i32(code);
     }
     use io::ErrorKind::*;
@@ -634,7 +634,10 @@ impl MultiarcFs {
         if let Some(size) = size {
             let open = self.open.lock().get(&ino).map(|of| Arc::clone(&of.file));
             match open {
-                Some(f) => f.set_len(size).map_err(|e| errno(&e))?,
+                Some(f) => f.set_len(size).map_err(|e| {
+                    eprintln!("multiarc: truncate: {e}");
+                    errno(&e)
+                })?,
                 None if fs::symlink_metadata(&real).is_ok_and(|m| m.is_file()) => {
                     // Through the cached file, so cached blocks past the new
                     // end go too (they would reappear on a later extension).
@@ -1075,9 +1078,12 @@ impl Filesystem for MultiarcFs {
                 Err(e) => reply.error(e),
             };
         }
-        let r = self
-            .file(ino.0)
-            .and_then(|f| f.write_at(data, offset).map_err(|e| errno(&e)));
+        let r = self.file(ino.0).and_then(|f| {
+            f.write_at(data, offset).map_err(|e| {
+                eprintln!("multiarc: write: {e}");
+                errno(&e)
+            })
+        });
         match r {
             Ok(n) => reply.written(n as u32),
             Err(e) => reply.error(e),

@@ -197,8 +197,36 @@ fn check_args(args: &MountArgs) -> anyhow::Result<(PathBuf, PathBuf)> {
     Ok((backing, mountpoint))
 }
 
+/// Passes the `fuser` crate's warnings and errors (a reply not sent, a
+/// request it could not parse) to stderr, which is the `--log` file in the
+/// background: without it they would vanish, and a failed request would
+/// show up only as an unexplained `EIO` in the program using the mount.
+struct StderrLog;
+
+impl log::Log for StderrLog {
+    fn enabled(&self, metadata: &log::Metadata) -> bool {
+        metadata.level() <= log::Level::Warn
+    }
+
+    fn log(&self, record: &log::Record) {
+        if self.enabled(record.metadata()) {
+            eprintln!(
+                "multiarc: {} {}: {}",
+                record.target(),
+                record.level().as_str().to_lowercase(),
+                record.args()
+            );
+        }
+    }
+
+    fn flush(&self) {}
+}
+
 pub fn run(args: MountArgs) -> anyhow::Result<()> {
     let (backing, mountpoint) = check_args(&args)?;
+    if log::set_logger(&StderrLog).is_ok() {
+        log::set_max_level(log::LevelFilter::Warn);
+    }
     if let Some(path) = &args.log {
         let file = std::fs::OpenOptions::new()
             .create(true)

@@ -18,6 +18,7 @@
 //! extending a file exposes zeros, never old bytes.
 
 use super::dirty::{DirtyBlock, DirtyTable};
+use super::error::with_context;
 use super::range_lock::{FileRwSem, RangeGuard, RangeLock};
 use super::store::BackingStore;
 use super::writeback::{Shared, WriteBack, WriteBackConfig};
@@ -216,7 +217,7 @@ impl FileState {
         let h = self
             .cache
             .get_or_load(self.key(block), || self.load(block))
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", self.name)))?;
+            .map_err(|e| with_context(&e, &self.name))?;
         Ok(f(&h))
     }
 
@@ -278,7 +279,7 @@ impl FileState {
         let h = self
             .cache
             .get_or_load(self.key(block), || self.load(block))
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", self.name)))?;
+            .map_err(|e| with_context(&e, &self.name))?;
         Ok(h.to_vec())
     }
 
@@ -375,10 +376,10 @@ impl FileState {
             }
             Err(e) => {
                 self.writeback.write_errors.fetch_add(1, Ordering::Relaxed);
-                Err(io::Error::new(
-                    e.kind(),
-                    format!(
-                        "{}: write-back of bytes {offset}..{} failed: {e}",
+                Err(with_context(
+                    &e,
+                    format_args!(
+                        "{}: write-back of bytes {offset}..{} failed",
                         self.name,
                         offset + valid as u64
                     ),
@@ -672,12 +673,9 @@ impl CachedFile {
         let _held = self.lock.write(0, u64::MAX);
         let _no_flush = s.flush_lock.lock().unwrap_or_else(|e| e.into_inner());
         let old = self.len();
-        s.store.set_len(len).map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("{}: resizing to {len} bytes: {e}", s.name),
-            )
-        })?;
+        s.store
+            .set_len(len)
+            .map_err(|e| with_context(&e, format_args!("{}: resizing to {len} bytes", s.name)))?;
         if len < old {
             let bs = s.block_size as u64;
             let first_gone = len.div_ceil(bs); // first block wholly past the end
@@ -730,12 +728,9 @@ impl CachedFile {
         flushed?;
         s.store
             .sync()
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: sync: {e}", s.name)))?;
+            .map_err(|e| with_context(&e, format_args!("{}: sync", s.name)))?;
         match earlier {
-            Some(e) => Err(io::Error::new(
-                e.kind(),
-                format!("an earlier write-back failed: {e}"),
-            )),
+            Some(e) => Err(with_context(&e, "an earlier write-back failed")),
             None => Ok(()),
         }
     }

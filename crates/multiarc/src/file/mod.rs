@@ -20,6 +20,7 @@
 
 mod cached;
 mod dirty;
+mod error;
 mod fault;
 mod range_lock;
 mod store;
@@ -28,6 +29,7 @@ mod writeback;
 pub use cached::{
     CachedFile, CachedFileBuilder, Locking, DEFAULT_BLOCK_SIZE, MAX_BLOCK_SIZE, MIN_BLOCK_SIZE,
 };
+pub use error::os_error_code;
 pub use fault::{Fault, FaultPlan, FaultStore};
 pub use range_lock::{FileRwSem, RangeGuard, RangeLock, DEFAULT_GRANULE, DEFAULT_STRIPES};
 pub use store::{BackingStore, FileStore, MemStore};

@@ -4,6 +4,7 @@
 //! may be a file, a device, an object in memory or, for tests, a wrapper that
 //! fails on purpose (`fault.rs`).
 
+use super::error::with_context;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -58,10 +59,10 @@ impl FileStore {
         let path = path.as_ref();
         let file = open_rw(path, 0)?;
         let direct = open_rw(path, libc::O_DIRECT).map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!(
-                    "{}: the filesystem does not support direct I/O (O_DIRECT): {e}",
+            with_context(
+                &e,
+                format_args!(
+                    "{}: the filesystem does not support direct I/O (O_DIRECT)",
                     path.display()
                 ),
             )
@@ -93,7 +94,7 @@ fn open_rw(path: &Path, flags: i32) -> io::Result<File> {
         .truncate(false)
         .custom_flags(flags)
         .open(path)
-        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))
+        .map_err(|e| with_context(&e, path.display()))
 }
 
 /// A zeroed buffer of `len` bytes aligned for direct I/O: over-allocated by

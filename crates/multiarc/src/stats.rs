@@ -126,9 +126,10 @@ pub struct Stats {
     pub evictable_bytes: u64,
     /// Entries in the hash table (cached buffers and ghosts).
     pub hash_elements: u64,
-    /// Hash inserts into an occupied bucket.
+    /// Hash inserts whose home slot was already taken.
     pub hash_collisions: u64,
-    /// The longest hash chain seen.
+    /// The longest probe run seen in the (open-addressed) hash table: the
+    /// counterpart of ZFS's longest hash chain.
     pub hash_chain_max: u64,
     /// Sublists per state list.
     pub sublists: u64,

@@ -209,14 +209,24 @@ impl log::Log for StderrLog {
     }
 
     fn log(&self, record: &log::Record) {
-        if self.enabled(record.metadata()) {
-            eprintln!(
-                "multiarc: {} {}: {}",
-                record.target(),
-                record.level().as_str().to_lowercase(),
-                record.args()
-            );
+        if !self.enabled(record.metadata()) {
+            return;
         }
+        let text = record.args().to_string();
+        // Operations we leave unimplemented (ioctl, xattrs...) answer ENOSYS
+        // or ENOTTY as they should; that is not worth a line each time.
+        // And after `fusermount3 -u`, fuser's own unmount finds nothing
+        // mounted (EINVAL): expected, not a problem.
+        if text.starts_with("[Not Implemented]")
+            || (text.starts_with("Failed to umount") && text.contains("os error 22"))
+        {
+            return;
+        }
+        eprintln!(
+            "multiarc: {} {}: {text}",
+            record.target(),
+            record.level().as_str().to_lowercase(),
+        );
     }
 
     fn flush(&self) {}

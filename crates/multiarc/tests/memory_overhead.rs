@@ -1,6 +1,6 @@
 //! Measures the cache's metadata per cached buffer with a counting global
 //! allocator: everything the cache allocates beyond the buffers' own bytes
-//! (entry headers, sublist slots, hash chains, striped counters), divided by
+//! (entry headers, sublist slots, hash table slots, striped counters), divided by
 //! the number of buffers.
 //!
 //! The CI run uses 100,000 buffers and fails if the overhead exceeds 160

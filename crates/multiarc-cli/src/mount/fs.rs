@@ -212,6 +212,14 @@ fn errno(e: &io::Error) -> Errno {
     })
 }
 
+/// The errno for a failed data operation (`op`: read, write, close...),
+/// after logging the error: the program using the mount sees only the
+/// errno, the log says which file and what failed.
+fn logged_errno(op: &str, e: &io::Error) -> Errno {
+    eprintln!("multiarc: {op}: {e}");
+    errno(e)
+}
+
 fn time(secs: i64, nsecs: i64) -> SystemTime {
     if secs >= 0 {
         UNIX_EPOCH + Duration::new(secs as u64, nsecs as u32)
@@ -556,10 +564,7 @@ impl MultiarcFs {
         // sync (nothing: no handle was open) and closes the file.
         drop(closing);
         self.forget_if_unused(ino);
-        synced.map_err(|e| {
-            eprintln!("multiarc: {e}");
-            errno(&e)
-        })
+        synced.map_err(|e| logged_errno("close", &e))
     }
 
     fn forget_if_unused(&self, ino: u64) {
@@ -634,10 +639,7 @@ impl MultiarcFs {
         if let Some(size) = size {
             let open = self.open.lock().get(&ino).map(|of| Arc::clone(&of.file));
             match open {
-                Some(f) => f.set_len(size).map_err(|e| {
-                    eprintln!("multiarc: truncate: {e}");
-                    errno(&e)
-                })?,
+                Some(f) => f.set_len(size).map_err(|e| logged_errno("truncate", &e))?,
                 None if fs::symlink_metadata(&real).is_ok_and(|m| m.is_file()) => {
                     // Through the cached file, so cached blocks past the new
                     // end go too (they would reappear on a later extension).
@@ -1047,10 +1049,9 @@ impl Filesystem for MultiarcFs {
         }
         let r = self.file(ino.0).and_then(|f| {
             let mut buf = vec![0u8; size as usize];
-            let n = f.read_at(&mut buf, offset).map_err(|e| {
-                eprintln!("multiarc: read: {e}");
-                errno(&e)
-            })?;
+            let n = f
+                .read_at(&mut buf, offset)
+                .map_err(|e| logged_errno("read", &e))?;
             buf.truncate(n);
             Ok(buf)
         });
@@ -1079,10 +1080,8 @@ impl Filesystem for MultiarcFs {
             };
         }
         let r = self.file(ino.0).and_then(|f| {
-            f.write_at(data, offset).map_err(|e| {
-                eprintln!("multiarc: write: {e}");
-                errno(&e)
-            })
+            f.write_at(data, offset)
+                .map_err(|e| logged_errno("write", &e))
         });
         match r {
             Ok(n) => reply.written(n as u32),
@@ -1106,10 +1105,7 @@ impl Filesystem for MultiarcFs {
         match self.file(ino.0) {
             Ok(f) if f.dirty_bytes() > 0 => match f.sync_all() {
                 Ok(()) => reply.ok(),
-                Err(e) => {
-                    eprintln!("multiarc: {e}");
-                    reply.error(errno(&e))
-                }
+                Err(e) => reply.error(logged_errno("close", &e)),
             },
             _ => reply.ok(),
         }
@@ -1146,12 +1142,10 @@ impl Filesystem for MultiarcFs {
         if is_ctl(ino.0) {
             return reply.ok();
         }
-        match self.file(ino.0).and_then(|f| {
-            f.sync_all().map_err(|e| {
-                eprintln!("multiarc: {e}");
-                errno(&e)
-            })
-        }) {
+        match self
+            .file(ino.0)
+            .and_then(|f| f.sync_all().map_err(|e| logged_errno("fsync", &e)))
+        {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }

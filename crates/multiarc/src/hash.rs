@@ -17,9 +17,9 @@
 //! slot's line without touching any entry, since the hashes of the slots it
 //! probes differ from the key's. Removal shifts later slots of the probe
 //! run back (no tombstones), so probes stay short under churn; the table
-//! doubles at 3/4 full, starting small. We still report the figures ZFS does for its table:
-//! elements, collisions (inserts whose home slot was taken) and the longest
-//! probe run seen (ZFS's longest chain).
+//! starts small and doubles at 3/4 full. We still report the figures ZFS
+//! does for its table: elements, collisions (inserts whose home slot was
+//! taken) and the longest probe run seen (ZFS's longest chain).
 //!
 //! Bits of the key's hash: the low bits pick the stripe, the high 32 bits
 //! pick the home slot inside it (the sublist uses a third range, see
@@ -65,7 +65,8 @@ fn empty_slots<K>(n: usize) -> Box<[Slot<K>]> {
 }
 
 impl<K: Eq> Stripe<K> {
-    /// A stripe with room for about `expected` entries before it grows.
+    /// A stripe with room for `expected` entries (at most
+    /// `MAX_INITIAL_ENTRIES`) before it first grows.
     fn new(expected: usize) -> Self {
         let expected = expected.min(MAX_INITIAL_ENTRIES);
         let slots = (expected.max(3) * 4 / 3 + 1).next_power_of_two();
@@ -187,13 +188,10 @@ impl<K: Eq> Stripe<K> {
         let bigger = empty_slots(self.slots.len() * 2);
         let old = std::mem::replace(&mut self.slots, bigger);
         for slot in old.into_vec() {
-            if let Some(e) = slot.entry {
+            if slot.entry.is_some() {
                 let (i, probes) = self.free_slot(slot.hash);
                 self.chain_max = self.chain_max.max(probes);
-                self.slots[i] = Slot {
-                    hash: slot.hash,
-                    entry: Some(e),
-                };
+                self.slots[i] = slot;
             }
         }
     }
@@ -213,7 +211,9 @@ pub(crate) struct HashTable<K> {
 }
 
 impl<K: Eq> HashTable<K> {
-    /// `stripes` (a power of two) stripes sized for about `expected` entries.
+    /// `stripes` (a power of two) stripes for about `expected` entries in
+    /// all; each starts with room for its share, but for no more than
+    /// `MAX_INITIAL_ENTRIES`, and grows from there.
     pub(crate) fn new(stripes: usize, expected: usize) -> Self {
         let per_stripe = expected / stripes + 1;
         HashTable {

@@ -918,18 +918,25 @@ impl<K: Key> Inner<K> {
                     && walk.freed < amount
                     && examined < candidates
                 {
-                    let Some((slot, e)) = sl.step_marker(marker) else {
+                    let Some((slot, found)) = sl.step_marker(marker) else {
                         break;
                     };
-                    let e = Arc::clone(e);
                     looked += 1;
                     examined += 1;
-                    let Some(mut stripe) = self.table.stripe(e.hash).try_write() else {
+                    let Some(mut stripe) = self.table.stripe(found.hash).try_write() else {
                         // Someone is taking a hold on it (or working on a
                         // neighbour key) right now: pass over it.
                         self.events.count(Event::EvictSkip);
                         continue;
                     };
+                    // Our reference, declared after the stripe guard so that
+                    // on every `continue` it is dropped while the stripe is
+                    // still locked: the entry is then still in the table, so
+                    // ours is never the last reference. (Dropped after the
+                    // unlock, it could be: a buffer just moved to the other
+                    // list can be removed at once, its last handle dropped,
+                    // and an unaccounted last drop would leak its bytes.)
+                    let e = Arc::clone(found);
                     if lazy {
                         // Holds (Arc clones) and reference bits are only
                         // taken under the stripe lock, which we hold

@@ -49,6 +49,30 @@ in_both_modes!(
     two_readers_share_holds,
 );
 
+/// Lazy mode only: the evictor finds buffer 1 referenced and moves it to
+/// the MFU list, while another thread removes it. Whichever of them drops
+/// the last reference must account its bytes, whatever the order.
+#[test]
+fn lazy_referenced_move_races_with_remove() {
+    loom::model(|| {
+        let cache = cache(2, HitMode::Lazy);
+        drop(cache.insert(1, vec![1]));
+        drop(cache.get(&1)); // sets its reference bit
+        drop(cache.insert(2, vec![2]));
+        let remover = {
+            let cache = Arc::clone(&cache);
+            thread::spawn(move || {
+                cache.remove(&1);
+            })
+        };
+        // The cache is full: this insert's eviction walks the MRU tail,
+        // buffer 1 first.
+        drop(cache.insert(3, vec![3]));
+        remover.join().unwrap();
+        check_quiescent(&cache);
+    });
+}
+
 fn check_quiescent(cache: &Cache<u64>) {
     cache.wait_for_eviction();
     let s = cache.stats();

@@ -810,3 +810,173 @@ fn blocks_stay_cached_across_reopen_and_truncation_while_closed_drops_them() {
     let on_disk = fs::read(dirs.backing().join("f")).unwrap();
     assert!(on_disk == back);
 }
+
+/// Runs `script` with `sh -e` in `dir`; panics with its output on failure.
+fn sh(dir: &Path, script: &str) -> String {
+    let out = Command::new("sh")
+        .arg("-ec")
+        .arg(script)
+        .current_dir(dir)
+        .output()
+        .expect("running sh");
+    assert!(
+        out.status.success(),
+        "sh -ec {script:?} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Issue 12, case 1: files are identified by what they are, not by path.
+/// Every name of a hard-linked file is one inode; renames, links and
+/// unlinks never send I/O to another file.
+#[test]
+fn hard_links_and_renames_never_redirect_io() {
+    use std::os::unix::fs::MetadataExt;
+    if !have("hard_links_and_renames_never_redirect_io", &[]) {
+        return;
+    }
+    let dirs = Dirs::new("identity");
+    let mut m = Mount::start(&dirs, &[]);
+    let mnt = m.mnt.clone();
+    sh(
+        &mnt,
+        "echo ORIGINAL > a1; ln a1 b1; rm a1; echo NEWFILE > a1; echo APPEND >> b1",
+    );
+    assert_eq!(fs::read_to_string(m.path("a1")).unwrap(), "NEWFILE\n");
+    assert_eq!(
+        fs::read_to_string(m.path("b1")).unwrap(),
+        "ORIGINAL\nAPPEND\n"
+    );
+    // Removing one name leaves the other working at once.
+    assert_eq!(sh(&mnt, "echo C > c; ln c d; rm c; cat d"), "C\n");
+    // Two names, one inode.
+    sh(&mnt, "echo L > l1; ln l1 l2");
+    let (s1, s2) = (
+        fs::metadata(m.path("l1")).unwrap(),
+        fs::metadata(m.path("l2")).unwrap(),
+    );
+    assert_eq!(s1.ino(), s2.ino(), "two names of one file, two inodes");
+    assert_eq!(s2.nlink(), 2);
+    // Written through one name, read through the other while both are open.
+    let f1 = File::options().write(true).open(m.path("l1")).unwrap();
+    f1.write_all_at(b"through l1", 0).unwrap();
+    assert_eq!(fs::read_to_string(m.path("l2")).unwrap(), "through l1");
+    drop(f1);
+
+    // A file open in a directory that is renamed (across directories).
+    sh(&mnt, "mkdir -p d1/sub d2; echo start > d1/sub/f");
+    let f = File::options()
+        .read(true)
+        .write(true)
+        .open(m.path("d1/sub/f"))
+        .unwrap();
+    sh(
+        &mnt,
+        "mv d1/sub d2/moved; mkdir d1/sub; echo other > d1/sub/f",
+    );
+    f.write_all_at(b"moved!", 0).unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    assert_eq!(fs::read_to_string(m.path("d2/moved/f")).unwrap(), "moved!");
+    assert_eq!(fs::read_to_string(m.path("d1/sub/f")).unwrap(), "other\n");
+
+    // Rename over an open file: the open file is the old one, now nameless.
+    sh(&mnt, "echo target > t; echo source > s");
+    let t = File::options()
+        .read(true)
+        .write(true)
+        .open(m.path("t"))
+        .unwrap();
+    sh(&mnt, "mv s t");
+    t.write_all_at(b"TARGET", 0).unwrap();
+    let mut back = [0u8; 7];
+    t.read_exact_at(&mut back, 0).unwrap();
+    assert_eq!(&back, b"TARGET\n");
+    t.sync_all().unwrap();
+    drop(t);
+    assert_eq!(fs::read_to_string(m.path("t")).unwrap(), "source\n");
+
+    // A hard link made while the first name is open, then the first name
+    // replaced: writes through the open file reach the link.
+    sh(&mnt, "echo one > h1");
+    let h = File::options().write(true).open(m.path("h1")).unwrap();
+    sh(&mnt, "ln h1 h2; echo replaced > h1.new; mv h1.new h1");
+    h.write_all_at(b"ONE", 0).unwrap();
+    drop(h);
+    assert_eq!(fs::read_to_string(m.path("h2")).unwrap(), "ONE\n");
+    assert_eq!(fs::read_to_string(m.path("h1")).unwrap(), "replaced\n");
+
+    // FIFOs, sockets and symlinks in the backing directory are listed and
+    // stat'ed as what they are.
+    sh(
+        &dirs.backing(),
+        "mkfifo fifo; ln -s a1 link; python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(\"sock\")' 2>/dev/null || true",
+    );
+    let ty = fs::symlink_metadata(m.path("fifo")).unwrap().file_type();
+    assert!(std::os::unix::fs::FileTypeExt::is_fifo(&ty));
+    assert_eq!(fs::read_link(m.path("link")).unwrap(), Path::new("a1"));
+    assert_eq!(fs::read_to_string(m.path("link")).unwrap(), "NEWFILE\n");
+    let names = sh(&mnt, "ls -a");
+    for n in ["a1", "b1", "d", "fifo", "link", "d2", "t", "h2"] {
+        assert!(names.lines().any(|l| l == n), "{n} not listed in {names}");
+    }
+
+    assert!(m.unmount().success(), "{}", m.log_text());
+    let b = dirs.backing();
+    let read = |n: &str| fs::read_to_string(b.join(n)).unwrap();
+    assert_eq!(read("a1"), "NEWFILE\n");
+    assert_eq!(read("b1"), "ORIGINAL\nAPPEND\n");
+    assert_eq!(read("d"), "C\n");
+    assert_eq!(read("l2"), "through l1");
+    assert_eq!(read("d2/moved/f"), "moved!");
+    assert_eq!(read("d1/sub/f"), "other\n");
+    assert_eq!(read("t"), "source\n");
+    assert_eq!(read("h2"), "ONE\n");
+    assert_eq!(read("h1"), "replaced\n");
+}
+
+/// Issue 12, case 2: attribute changes, truncation and sync of an open
+/// file go to that file, also after its name was given to another one.
+#[test]
+fn operations_on_an_open_file_use_its_handle() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    if !have("operations_on_an_open_file_use_its_handle", &[]) {
+        return;
+    }
+    let dirs = Dirs::new("handle");
+    let mut m = Mount::start(&dirs, &[]);
+    let f2 = m.path("f2");
+    fs::write(&f2, b"old contents").unwrap();
+    fs::set_permissions(&f2, fs::Permissions::from_mode(0o644)).unwrap();
+    let fd = File::options().read(true).write(true).open(&f2).unwrap();
+    fs::remove_file(&f2).unwrap();
+    fs::write(&f2, b"new file").unwrap();
+    fs::set_permissions(&f2, fs::Permissions::from_mode(0o644)).unwrap();
+    // fchmod: the old, unlinked file.
+    fd.set_permissions(fs::Permissions::from_mode(0o600))
+        .unwrap();
+    assert_eq!(fd.metadata().unwrap().mode() & 0o777, 0o600);
+    assert_eq!(fs::metadata(&f2).unwrap().mode() & 0o777, 0o644);
+    assert_eq!(
+        fs::metadata(dirs.backing().join("f2")).unwrap().mode() & 0o777,
+        0o644
+    );
+    // ftruncate and fsync of the unlinked file work and leave the new one.
+    fd.set_len(3).unwrap();
+    fd.sync_all().unwrap();
+    assert_eq!(fd.metadata().unwrap().len(), 3);
+    let mut back = Vec::new();
+    std::io::Read::read_to_end(&mut &fd, &mut back).unwrap();
+    assert_eq!(back, b"old");
+    // futimens too.
+    let when = std::time::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+    fd.set_modified(when).unwrap();
+    assert_eq!(fd.metadata().unwrap().mtime(), 1_000_000_000);
+    assert_ne!(fs::metadata(&f2).unwrap().mtime(), 1_000_000_000);
+    drop(fd);
+    assert_eq!(fs::read(&f2).unwrap(), b"new file");
+    assert!(m.unmount().success(), "{}", m.log_text());
+    assert_eq!(fs::read(dirs.backing().join("f2")).unwrap(), b"new file");
+}

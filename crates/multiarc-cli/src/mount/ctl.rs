@@ -1,7 +1,7 @@
 //! `multiarc stats` and `multiarc set`: read and write a mount's control
 //! files (`MOUNTPOINT/.multiarc/arcstats` and `.multiarc/tunables/*`).
 
-use super::fs::{ARCSTATS, CTL_DIR, TUNABLES};
+use super::ctltree::{ARCSTATS, CTL_DIR, TUNABLES};
 use crate::util::parse_size;
 use anyhow::{bail, Context};
 use std::path::{Path, PathBuf};

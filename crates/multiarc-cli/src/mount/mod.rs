@@ -9,7 +9,10 @@
 //! session; every dirty block is written back before the process exits.
 
 mod ctl;
+mod ctltree;
+mod data;
 mod fs;
+mod inodes;
 
 pub use ctl::{run_set, run_stats, SetArgs, StatsArgs};
 
@@ -344,7 +347,8 @@ fn serve(
         },
         Arc::clone(&cache),
         Arc::clone(&writeback),
-    );
+    )
+    .with_context(|| format!("backing directory {}", backing.display()))?;
     let mut config = fuser::Config::default();
     config.mount_options = vec![
         fuser::MountOption::FSName(format!("multiarc:{}", backing.display())),

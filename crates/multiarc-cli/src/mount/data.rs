@@ -1,0 +1,353 @@
+//! File data of `multiarc mount`: one cached file state per FUSE inode, one
+//! open file description per FUSE file handle.
+//!
+//! An inode's [`CachedFile`] lives while any handle of it is open; each
+//! handle is a description of it, so reads, writes, truncation and sync on
+//! an open file go through the handle the kernel names, never through a
+//! path. Write-back errors reach each description once, at its next
+//! `fsync` or `close` (the kernel's errseq rule). At the last close of a
+//! file whose last name is gone its dirty blocks are dropped and the
+//! backing file is closed, so its space is freed.
+
+use super::inodes::{int, proc_path, Inode, InodeTable};
+use fuser::{Errno, FileType};
+use multiarc::file::{CachedFile, FileStore, Locking, WriteBack};
+use multiarc::{BlockKey, Cache};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// What a backing file looked like when its cached blocks were last known
+/// to match it: at open, a file that differs was changed behind the mount
+/// and its cached blocks are dropped (close-to-open consistency, as NFS).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Seen {
+    size: i64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Seen {
+    fn of(st: &rustix::fs::Stat) -> Seen {
+        Seen {
+            size: int(st.st_size),
+            mtime: (int(st.st_mtime), int(st.st_mtime_nsec)),
+            ctime: (int(st.st_ctime), int(st.st_ctime_nsec)),
+        }
+    }
+}
+
+/// The data side of an inode (regular files).
+#[derive(Default)]
+pub struct DataState {
+    /// The file's cached state while handles are open (each handle holds a
+    /// description of it).
+    file: Option<Arc<CachedFile>>,
+    handles: u64,
+    /// The cache object id of the file's blocks, kept across closes so a
+    /// reopen finds them cached; never reused for another file.
+    object: Option<u64>,
+    /// The backing file at the last close.
+    seen: Option<Seen>,
+}
+
+impl DataState {
+    /// Whether a handle is open (the inode must stay in the table).
+    pub fn busy(&self) -> bool {
+        self.handles > 0
+    }
+}
+
+/// An open FUSE file handle: one open file description.
+pub struct Handle {
+    pub inode: Arc<Inode>,
+    pub file: Arc<CachedFile>,
+    /// The write-back's error count when this handle last synced: a flush
+    /// with nothing dirty still syncs if errors happened since, so a
+    /// write-back error reaches `close`.
+    errors_seen: AtomicU64,
+}
+
+/// Data settings and state shared by all files of the mount.
+pub struct Data {
+    cache: Arc<Cache<BlockKey>>,
+    writeback: Arc<WriteBack>,
+    block_size: usize,
+    locking: Locking,
+    /// Whether backing files are opened with `O_DIRECT` (cleared, with a
+    /// note, the first time the backing filesystem refuses it).
+    direct: AtomicBool,
+    next_object: AtomicU64,
+    handles: Mutex<HashMap<u64, Arc<Handle>>>,
+    next_fh: AtomicU64,
+}
+
+/// The errno for an I/O error: its OS code, else one matching its kind.
+pub fn errno(e: &io::Error) -> Errno {
+    if let Some(code) = multiarc::file::os_error_code(e) {
+        return Errno::from_i32(code);
+    }
+    use io::ErrorKind::*;
+    Errno::from_i32(match e.kind() {
+        NotFound => libc::ENOENT,
+        PermissionDenied => libc::EACCES,
+        AlreadyExists => libc::EEXIST,
+        InvalidInput | InvalidData => libc::EINVAL,
+        StorageFull => libc::ENOSPC,
+        QuotaExceeded => libc::EDQUOT,
+        FileTooLarge => libc::EFBIG,
+        ReadOnlyFilesystem => libc::EROFS,
+        Unsupported => libc::EOPNOTSUPP,
+        _ => libc::EIO,
+    })
+}
+
+/// The errno for a failed data operation (`op`: read, write, close...),
+/// after logging the error: the program using the mount sees only the
+/// errno, the log says which file and what failed.
+pub fn logged_errno(op: &str, e: &io::Error) -> Errno {
+    eprintln!("multiarc: {op}: {e}");
+    errno(e)
+}
+
+/// Another open file description of `file`.
+fn describe(file: &Arc<CachedFile>) -> Arc<CachedFile> {
+    Arc::clone(file)
+}
+
+/// Closes one description: syncs it and reports its write-back error.
+fn close_description(file: Arc<CachedFile>, last: bool) -> io::Result<()> {
+    if last {
+        file.sync_all()
+    } else {
+        Ok(())
+    }
+}
+
+impl Data {
+    pub fn new(
+        cache: Arc<Cache<BlockKey>>,
+        writeback: Arc<WriteBack>,
+        block_size: usize,
+        locking: Locking,
+    ) -> Data {
+        Data {
+            cache,
+            writeback,
+            block_size,
+            locking,
+            direct: AtomicBool::new(true),
+            next_object: AtomicU64::new(1),
+            handles: Mutex::new(HashMap::new()),
+            next_fh: AtomicU64::new(1),
+        }
+    }
+
+    fn open_store(&self, inode: &Inode) -> io::Result<FileStore> {
+        inode.with_fd(|fd| {
+            let path = proc_path(fd);
+            if self.direct.load(Ordering::Relaxed) {
+                match FileStore::open_direct(&path) {
+                    Ok(s) => return Ok(s),
+                    Err(e) if e.kind() == io::ErrorKind::InvalidInput => {
+                        if self.direct.swap(false, Ordering::Relaxed) {
+                            eprintln!(
+                                "multiarc: note: {e}; backing files are opened without O_DIRECT \
+                                 (the kernel's page cache keeps a second copy of their data)"
+                            );
+                        }
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            FileStore::open(&path)
+        })
+    }
+
+    /// One more description of `inode`'s cached file, opening the file if
+    /// no handle has it open.
+    fn acquire(&self, inode: &Inode, name: &str) -> Result<Arc<CachedFile>, Errno> {
+        match inode.kind {
+            FileType::RegularFile => {}
+            FileType::Directory => return Err(Errno::EISDIR),
+            // Devices, fifos, sockets: not cached files.
+            _ => return Err(Errno::EOPNOTSUPP),
+        }
+        let mut st = inode.data.lock();
+        if let Some(file) = &st.file {
+            let d = describe(file);
+            st.handles += 1;
+            return Ok(d);
+        }
+        let now = Seen::of(&inode.stat().map_err(|e| errno(&e))?);
+        let object = match (st.object, st.seen) {
+            (Some(object), Some(seen)) if seen == now => object,
+            // Changed behind the mount since the last close (or never
+            // opened): its cached blocks, if any, are not its data.
+            _ => self.next_object.fetch_add(1, Ordering::Relaxed),
+        };
+        let store = self.open_store(inode).map_err(|e| errno(&e))?;
+        let file = CachedFile::builder(Arc::clone(&self.cache), store)
+            .object_id(object)
+            .block_size(self.block_size)
+            .locking(self.locking)
+            .write_back(Arc::clone(&self.writeback))
+            .name(name.to_string())
+            .open()
+            .map_err(|e| errno(&e))?;
+        let file = Arc::new(file);
+        st.object = Some(file.object_id());
+        st.file = Some(Arc::clone(&file));
+        st.handles = 1;
+        Ok(describe(&file))
+    }
+
+    /// Gives back a description from [`Data::acquire`]; the last one
+    /// closes the cached file (and, if the file has no name left, drops
+    /// its dirty blocks and closes the backing file).
+    fn put(&self, table: &InodeTable, inode: &Inode, file: Arc<CachedFile>) -> io::Result<()> {
+        let (result, retire) = {
+            let mut st = inode.data.lock();
+            st.handles = st.handles.saturating_sub(1);
+            let last = st.handles == 0;
+            let unlinked = last && inode.unlinked();
+            let result = close_description(file, last);
+            if last {
+                let primary = st.file.take();
+                drop(primary);
+                st.seen = inode.stat().ok().map(|s| Seen::of(&s));
+            }
+            (result, unlinked)
+        };
+        if retire {
+            table.retire(inode);
+        }
+        table.drop_if_unused(inode.ino);
+        result
+    }
+
+    /// Opens a handle of `inode` (`truncate`: `O_TRUNC`).
+    pub fn open(
+        &self,
+        table: &InodeTable,
+        inode: &Arc<Inode>,
+        truncate: bool,
+        name: &str,
+    ) -> Result<u64, Errno> {
+        let file = self.acquire(inode, name)?;
+        if truncate {
+            if let Err(e) = file.set_len(0) {
+                let _ = self.put(table, inode, file);
+                return Err(logged_errno("truncate", &e));
+            }
+        }
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        let handle = Arc::new(Handle {
+            inode: Arc::clone(inode),
+            file,
+            errors_seen: AtomicU64::new(self.writeback.stats().write_errors),
+        });
+        self.handles.lock().insert(fh, handle);
+        Ok(fh)
+    }
+
+    pub fn handle(&self, fh: u64) -> Result<Arc<Handle>, Errno> {
+        self.handles.lock().get(&fh).cloned().ok_or(Errno::EBADF)
+    }
+
+    pub fn release(&self, table: &InodeTable, fh: u64) -> Result<(), Errno> {
+        let handle = self.handles.lock().remove(&fh).ok_or(Errno::EBADF)?;
+        let Ok(Handle { inode, file, .. }) = Arc::try_unwrap(handle) else {
+            // A request still running on it holds it: the kernel sends
+            // release after every request of the handle is answered, so
+            // this does not happen; nothing is lost if it does (the last
+            // description of the file still closes it).
+            return Ok(());
+        };
+        self.put(table, &inode, file)
+            .map_err(|e| logged_errno("close", &e))
+    }
+
+    /// `close(2)` of one descriptor of the handle: write back what this
+    /// file has dirty (or report a write-back error since the last sync),
+    /// so the error reaches the closing process (as NFS reports it).
+    pub fn flush(&self, fh: u64) -> Result<(), Errno> {
+        let h = self.handle(fh)?;
+        let errors = self.writeback.stats().write_errors;
+        if h.file.dirty_bytes() > 0 || errors != h.errors_seen.load(Ordering::Relaxed) {
+            h.errors_seen.store(errors, Ordering::Relaxed);
+            h.file.sync_all().map_err(|e| logged_errno("close", &e))?;
+        }
+        Ok(())
+    }
+
+    pub fn fsync(&self, fh: u64) -> Result<(), Errno> {
+        let h = self.handle(fh)?;
+        h.errors_seen
+            .store(self.writeback.stats().write_errors, Ordering::Relaxed);
+        h.file.sync_all().map_err(|e| logged_errno("fsync", &e))
+    }
+
+    /// The cached length of `inode` while it is open (it may be ahead of
+    /// the backing file's).
+    pub fn len_if_open(&self, inode: &Inode) -> Option<u64> {
+        inode.data.lock().file.as_ref().map(|f| f.len())
+    }
+
+    /// Truncates or extends `inode` to `size`: through the handle if the
+    /// kernel names one, else through the open file, else by opening it
+    /// (so cached blocks past the new end go too).
+    pub fn set_len(
+        &self,
+        table: &InodeTable,
+        inode: &Arc<Inode>,
+        fh: Option<u64>,
+        size: u64,
+        name: &str,
+    ) -> Result<(), Errno> {
+        if let Some(h) = fh.and_then(|fh| self.handle(fh).ok()) {
+            return h
+                .file
+                .set_len(size)
+                .map_err(|e| logged_errno("truncate", &e));
+        }
+        let file = self.acquire(inode, name)?;
+        let resized = file.set_len(size).map_err(|e| logged_errno("truncate", &e));
+        let closed = self.put(table, inode, file);
+        resized?;
+        closed.map_err(|e| logged_errno("truncate", &e))
+    }
+
+    pub fn open_handles(&self) -> usize {
+        self.handles.lock().len()
+    }
+
+    /// Syncs every open file and writes back everything dirty; returns the
+    /// first error.
+    pub fn flush_everything(&self) -> io::Result<()> {
+        let files: Vec<Arc<CachedFile>> = self
+            .handles
+            .lock()
+            .values()
+            .map(|h| Arc::clone(&h.file))
+            .collect();
+        let mut first = Ok(());
+        for f in files {
+            if let Err(e) = f.sync_all() {
+                eprintln!("multiarc: {e}");
+                if first.is_ok() {
+                    first = Err(e);
+                }
+            }
+        }
+        if let Err(e) = self.writeback.flush_all() {
+            eprintln!("multiarc: {e}");
+            if first.is_ok() {
+                first = Err(e);
+            }
+        }
+        first
+    }
+}

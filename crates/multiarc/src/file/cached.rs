@@ -16,18 +16,29 @@
 //! Every buffer, dirty or cached, is a whole block, with zeros past the end
 //! of the file (truncation zeroes or drops what lies beyond the new end), so
 //! extending a file exposes zeros, never old bytes.
+//!
+//! One file, one state: a [`CachedFile`] is an open file *description*, and
+//! every description of one backing file shares one `FileState` (blocks,
+//! dirty table, length, lock). Stores that say what they are
+//! ([`BackingStore::identity`], a regular file's device and inode) are
+//! looked up in a process-wide registry at open, so a second open of a file
+//! whose dirty blocks are still being retried joins them instead of racing
+//! them: the newest write of a block always wins. Each description has its
+//! own write-back error cursor (`errseq`).
 
 use super::dirty::{DirtyBlock, DirtyTable};
-use super::error::with_context;
+use super::errseq::ErrSeq;
+use super::error::{os_error_code, with_context};
 use super::range_lock::{FileRwSem, RangeGuard, RangeLock};
 use super::store::BackingStore;
-use super::writeback::{Shared, WriteBack, WriteBackConfig};
+use super::writeback::{Flushable, Shared, WriteBack, WriteBackConfig};
 use crate::{BlockKey, Cache};
+use std::collections::HashMap;
 use std::fmt;
 use std::io;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock, Mutex, Weak};
 
 /// Default block size of a cached file.
 pub const DEFAULT_BLOCK_SIZE: usize = 8 << 10;
@@ -129,26 +140,81 @@ fn invalid(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg)
 }
 
-/// The state of one file shared with the flusher.
+/// The state of one file, shared by its open descriptions and the flusher.
 pub(crate) struct FileState {
     name: String,
     cache: Arc<Cache<BlockKey>>,
     store: Box<dyn BackingStore>,
+    identity: Option<(u64, u64)>,
     block_size: usize,
     block_shift: u32,
+    lock: FileLock,
+    locking: Locking,
     /// The cache's key space for this file's blocks; changed by a truncation
     /// that would otherwise have to remove very many cached blocks.
     object: AtomicU64,
     /// The file's length (the store may be shorter until write-back).
     len: AtomicU64,
+    /// The largest length the store has shown it takes: lowered when a
+    /// write-back fails with `EFBIG`; writes past it fail at once.
+    max_len: AtomicU64,
     dirty: DirtyTable,
     generation: AtomicU64,
     /// One write-back (or truncation) at a time per file.
     flush_lock: Mutex<()>,
-    /// The first write-back error not yet returned by `sync_all`.
-    error: Mutex<Option<io::Error>>,
-    closed: AtomicBool,
+    /// Write-back errors, reported once to each description.
+    errors: ErrSeq,
+    /// Open descriptions.
+    descriptions: AtomicUsize,
+    /// No name is left in the namespace: the last close drops dirty blocks.
+    unlinked: AtomicBool,
+    /// Whether the flusher knows the file (it forgets an unlinked file at
+    /// its last close; a later description registers it again).
+    /// Taken to register or forget it, with `descriptions` read under it.
+    registered: Mutex<bool>,
     writeback: Arc<Shared>,
+    /// The service behind `writeback`, for a later open of the same file.
+    writeback_owner: Weak<WriteBack>,
+}
+
+/// Live file states by store identity (device, inode).
+static REGISTRY: LazyLock<Mutex<HashMap<(u64, u64), Weak<FileState>>>> =
+    LazyLock::new(Default::default);
+
+impl Drop for FileState {
+    fn drop(&mut self) {
+        if let Some(id) = self.identity {
+            let mut reg = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
+            if reg
+                .get(&id)
+                .is_some_and(|w| std::ptr::eq(w.as_ptr(), self as *const FileState))
+            {
+                reg.remove(&id);
+            }
+        }
+    }
+}
+
+impl Flushable for FileState {
+    fn write_back(&self) -> io::Result<()> {
+        self.flush()
+    }
+
+    fn dirty_blocks(&self) -> usize {
+        self.dirty.blocks()
+    }
+
+    fn is_closed(&self) -> bool {
+        self.descriptions.load(Ordering::Acquire) == 0
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn last_error_text(&self) -> Option<String> {
+        self.errors.latest_text()
+    }
 }
 
 /// Truncations dropping more cached blocks than this change the file's
@@ -162,30 +228,8 @@ impl FileState {
         BlockKey::new(self.object.load(Ordering::Acquire), block)
     }
 
-    pub(crate) fn name(&self) -> &str {
-        &self.name
-    }
-
-    pub(crate) fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::Acquire)
-    }
-
-    pub(crate) fn dirty_blocks(&self) -> usize {
+    fn dirty_blocks(&self) -> usize {
         self.dirty.blocks()
-    }
-
-    pub(crate) fn remember_error(&self, e: io::Error) {
-        let mut slot = self.error.lock().unwrap_or_else(|e| e.into_inner());
-        if slot.is_none() {
-            *slot = Some(e);
-        }
-    }
-
-    pub(crate) fn last_error_text(&self) -> String {
-        match &*self.error.lock().unwrap_or_else(|e| e.into_inner()) {
-            Some(e) => e.to_string(),
-            None => "no error recorded".into(),
-        }
     }
 
     /// Reads block `block` from the store: a whole block, zero-filled past
@@ -284,8 +328,17 @@ impl FileState {
     }
 
     /// Writes every dirty block back to the store (not syncing it). Blocks
-    /// whose write fails stay dirty; the first error is returned.
+    /// whose write fails stay dirty (but see `EFBIG` in `write_run`); the
+    /// first error is returned and recorded for the file's descriptions.
     pub(crate) fn flush(&self) -> io::Result<()> {
+        let r = self.flush_unrecorded();
+        if let Err(e) = &r {
+            self.errors.set(e);
+        }
+        r
+    }
+
+    fn flush_unrecorded(&self) -> io::Result<()> {
         let _one_at_a_time = self.flush_lock.lock().unwrap_or_else(|e| e.into_inner());
         let mut snapshot: Vec<(u64, u64, Arc<Vec<u8>>)> = Vec::new();
         self.dirty.each_shard(|s| {
@@ -350,6 +403,7 @@ impl FileState {
             }
             self.store.write_at(&buf[..valid], offset)
         };
+        self.writeback.note_write(result.as_ref().map(|_| ()));
         match result {
             Ok(()) => {
                 for (block, generation, _) in run {
@@ -376,6 +430,14 @@ impl FileState {
             }
             Err(e) => {
                 self.writeback.write_errors.fetch_add(1, Ordering::Relaxed);
+                if os_error_code(&e) == Some(libc::EFBIG) {
+                    // The store takes no byte at or past `offset`: these
+                    // blocks can never be written. Keeping them would pin the
+                    // dirty budget for good; they are dropped, the error goes
+                    // to every description, and later writes past the limit
+                    // fail at once (as the kernel fails them).
+                    self.discard_from(run[0].0, offset);
+                }
                 Err(with_context(
                     &e,
                     format_args!(
@@ -385,6 +447,34 @@ impl FileState {
                     ),
                 ))
             }
+        }
+    }
+
+    /// Drops every dirty block from `block` on and lowers the file's
+    /// largest length to `limit` (an `EFBIG` at byte `limit`).
+    fn discard_from(&self, block: u64, limit: u64) {
+        self.max_len.fetch_min(limit, Ordering::AcqRel);
+        self.len.fetch_min(limit, Ordering::AcqRel);
+        self.discard_where(|b| b >= block);
+    }
+
+    /// Drops the dirty blocks `gone` selects, giving back their budget.
+    fn discard_where(&self, gone: impl Fn(u64) -> bool) {
+        let mut dropped = 0u64;
+        self.dirty.each_shard(|shard| {
+            let before = shard.blocks.len();
+            shard.blocks.retain(|&b, _| !gone(b));
+            let n = before - shard.blocks.len();
+            if n > 0 {
+                shard.cleanings += 1;
+                dropped += n as u64;
+            }
+        });
+        if dropped > 0 {
+            self.writeback
+                .discarded_blocks
+                .fetch_add(dropped, Ordering::Relaxed);
+            self.writeback.sub_dirty(dropped * self.block_size as u64);
         }
     }
 
@@ -424,11 +514,18 @@ impl FileState {
 /// file.sync_all()?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+///
+/// A `CachedFile` is one open file description. [`open_again`] (or opening
+/// the same regular file again) gives another description of the same file:
+/// they share its blocks, dirty data, length and lock, and each has its own
+/// write-back error cursor, so each sees a write-back error once.
+///
+/// [`open_again`]: CachedFile::open_again
 pub struct CachedFile {
     state: Arc<FileState>,
-    lock: FileLock,
-    locking: Locking,
     writeback: Arc<WriteBack>,
+    /// The write-back error sequence this description has seen (`errseq`).
+    seen: Mutex<u64>,
 }
 
 impl fmt::Debug for CachedFile {
@@ -436,7 +533,7 @@ impl fmt::Debug for CachedFile {
         f.debug_struct("CachedFile")
             .field("name", &self.state.name)
             .field("block_size", &self.state.block_size)
-            .field("locking", &self.locking)
+            .field("locking", &self.state.locking)
             .field("len", &self.len())
             .finish_non_exhaustive()
     }
@@ -489,13 +586,44 @@ impl<S: BackingStore> CachedFileBuilder<S> {
         self
     }
 
-    /// Opens the file: its length is the store's.
+    /// Opens the file: its length is the store's. If the store is a file
+    /// already open in this process (same device and inode; or closed but
+    /// with dirty blocks still being written back), this is a new
+    /// description of that file: it shares its blocks, dirty data and write-back
+    /// service, and must agree on the cache, block size and locking mode.
     pub fn open(self) -> io::Result<CachedFile> {
         let bs = self.block_size;
         if !bs.is_power_of_two() || !(MIN_BLOCK_SIZE..=MAX_BLOCK_SIZE).contains(&bs) {
             return Err(invalid(format!(
                 "block size {bs} must be a power of two from {MIN_BLOCK_SIZE} to {MAX_BLOCK_SIZE} bytes"
             )));
+        }
+        let identity = self.store.identity();
+        // Held while this open decides, so two opens of one file cannot both
+        // make a state.
+        let mut registry = identity.map(|_| REGISTRY.lock().unwrap_or_else(|e| e.into_inner()));
+        if let (Some(id), Some(reg)) = (identity, registry.as_mut()) {
+            let live = reg.get(&id).and_then(Weak::upgrade);
+            if let Some((state, writeback)) =
+                live.and_then(|st| st.writeback_owner.upgrade().map(|wb| (st, wb)))
+            {
+                let mismatch = if !Arc::ptr_eq(&state.cache, &self.cache) {
+                    Some("through another cache".to_string())
+                } else if state.block_size != bs {
+                    Some(format!("with block size {}", state.block_size))
+                } else if state.locking != self.locking {
+                    Some(format!("with locking {}", state.locking))
+                } else {
+                    None
+                };
+                if let Some(m) = mismatch {
+                    return Err(invalid(format!(
+                        "{}: the file is already open {m}; open it again the same way",
+                        state.name
+                    )));
+                }
+                return Ok(CachedFile::describe(state, writeback));
+            }
         }
         let writeback = match self.writeback {
             Some(w) => w,
@@ -507,33 +635,97 @@ impl<S: BackingStore> CachedFileBuilder<S> {
             name: self.name.unwrap_or_else(|| format!("file {object}")),
             cache: self.cache,
             store: Box::new(self.store),
+            identity,
             block_size: bs,
             block_shift: bs.trailing_zeros(),
+            lock: match self.locking {
+                Locking::Range => FileLock::Range(RangeLock::default()),
+                Locking::RwSem => FileLock::RwSem(FileRwSem::new(())),
+                Locking::Torn => FileLock::Torn,
+            },
+            locking: self.locking,
             object: AtomicU64::new(object),
             len: AtomicU64::new(len),
+            max_len: AtomicU64::new(u64::MAX),
             dirty: DirtyTable::new(64),
             generation: AtomicU64::new(0),
             flush_lock: Mutex::new(()),
-            error: Mutex::new(None),
-            closed: AtomicBool::new(false),
+            errors: ErrSeq::default(),
+            descriptions: AtomicUsize::new(0),
+            unlinked: AtomicBool::new(false),
+            registered: Mutex::new(false),
             writeback: Arc::clone(writeback.shared()),
+            writeback_owner: Arc::downgrade(&writeback),
         });
-        writeback.shared().register(Arc::clone(&state));
-        let lock = match self.locking {
-            Locking::Range => FileLock::Range(RangeLock::default()),
-            Locking::RwSem => FileLock::RwSem(FileRwSem::new(())),
-            Locking::Torn => FileLock::Torn,
-        };
-        Ok(CachedFile {
-            state,
-            lock,
-            locking: self.locking,
-            writeback,
-        })
+        if let (Some(id), Some(reg)) = (identity, registry.as_mut()) {
+            reg.insert(id, Arc::downgrade(&state));
+        }
+        drop(registry);
+        Ok(CachedFile::describe(state, writeback))
     }
 }
 
 impl CachedFile {
+    /// A new description of `state`.
+    fn describe(state: Arc<FileState>, writeback: Arc<WriteBack>) -> CachedFile {
+        {
+            let mut registered = state.registered.lock().unwrap_or_else(|e| e.into_inner());
+            state.descriptions.fetch_add(1, Ordering::AcqRel);
+            if !*registered {
+                state
+                    .writeback
+                    .register(Arc::clone(&state) as Arc<dyn Flushable>);
+                *registered = true;
+            }
+        }
+        let seen = state.errors.sample();
+        CachedFile {
+            state,
+            writeback,
+            seen: Mutex::new(seen),
+        }
+    }
+
+    /// Another open description of this file, as a second `open(2)` of it
+    /// gives: same blocks, dirty data, length and lock; its own write-back
+    /// error cursor (an error no description has seen yet is seen by it too).
+    pub fn open_again(&self) -> CachedFile {
+        CachedFile::describe(Arc::clone(&self.state), Arc::clone(&self.writeback))
+    }
+
+    /// Says whether the file still has a name. When the last description of
+    /// a file marked unlinked closes (or is dropped), its dirty blocks are
+    /// dropped, since no one can read them any more, and its store is let
+    /// go (for a [`FileStore`](super::FileStore), the descriptor is closed, so
+    /// the filesystem frees the space). A file given a name again (a link
+    /// made to it while open) is written back as usual.
+    pub fn set_unlinked(&self, unlinked: bool) {
+        self.state.unlinked.store(unlinked, Ordering::Release);
+    }
+
+    /// Forgets the file's cached blocks and re-reads its length from the
+    /// store, for a store changed behind the cache's back (close-to-open
+    /// consistency). Does nothing and returns `false` if the file has dirty
+    /// blocks (they are newer than anything the store holds); `true` if it
+    /// forgot.
+    pub fn invalidate_clean(&self) -> io::Result<bool> {
+        let s = &*self.state;
+        let _held = s.lock.write(0, u64::MAX);
+        let _no_flush = s.flush_lock.lock().unwrap_or_else(|e| e.into_inner());
+        if s.dirty.blocks() > 0 {
+            return Ok(false);
+        }
+        let len = s
+            .store
+            .len()
+            .map_err(|e| with_context(&e, format_args!("{}: reading its length", s.name)))?;
+        // Every cached block becomes unreachable under the new key, and
+        // ages out.
+        s.object.store(new_object_id(), Ordering::Release);
+        s.len.store(len, Ordering::Release);
+        Ok(true)
+    }
+
     /// Options for opening `store` through `cache`.
     pub fn builder<S: BackingStore>(cache: Arc<Cache<BlockKey>>, store: S) -> CachedFileBuilder<S> {
         CachedFileBuilder {
@@ -572,7 +764,7 @@ impl CachedFile {
 
     /// The locking mode.
     pub fn locking(&self) -> Locking {
-        self.locking
+        self.state.locking
     }
 
     /// Dirty bytes of this file (written, not yet written back).
@@ -593,7 +785,7 @@ impl CachedFile {
             return Ok(0);
         }
         let end = offset.saturating_add(buf.len() as u64);
-        let _held = self.lock.read(offset, end);
+        let _held = self.state.lock.read(offset, end);
         let len = self.len();
         if offset >= len {
             return Ok(0);
@@ -616,7 +808,10 @@ impl CachedFile {
 
     /// Writes all of `buf` at `offset`, extending the file if needed, and
     /// returns `buf.len()`. The data is dirty until written back (by the
-    /// flusher or `sync_all`). Waits while the write-back budget is full.
+    /// flusher or `sync_all`). Waits while the write-back budget is full,
+    /// but not while write-back is failing: then the write fails with the
+    /// store's error (`ENOSPC`, `EIO`, ...). A write past the largest size the
+    /// store has refused (`EFBIG`) fails at once with `EFBIG`.
     /// If reading a partially written block fails, the bytes before it
     /// are written and their count returned (an error if there are none).
     pub fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
@@ -631,9 +826,30 @@ impl CachedFile {
             ))
         })?;
         let s = &*self.state;
+        if end > s.max_len.load(Ordering::Acquire) {
+            return Err(with_context(
+                &io::Error::from_raw_os_error(libc::EFBIG),
+                format_args!(
+                    "{}: write up to byte {end}: the store takes no byte past {}",
+                    s.name,
+                    s.max_len.load(Ordering::Acquire)
+                ),
+            ));
+        }
         let blocks = ((end - 1) >> s.block_shift) - (offset >> s.block_shift) + 1;
-        s.writeback.wait_for_room(blocks * s.block_size as u64);
-        let _held = self.lock.write(offset, end);
+        s.writeback
+            .wait_for_room(blocks.saturating_mul(s.block_size as u64))
+            .map_err(|e| {
+                with_context(
+                    &e,
+                    format_args!(
+                        "{}: write of {} bytes at offset {offset}: the dirty budget is full and write-back is failing",
+                        s.name,
+                        buf.len()
+                    ),
+                )
+            })?;
+        let _held = s.lock.write(offset, end);
         // The length grows before the blocks are written: write-back clips
         // what it writes to the length, and must not clip bytes of ours.
         let old_len = s.len.fetch_max(end, Ordering::AcqRel);
@@ -670,7 +886,7 @@ impl CachedFile {
     /// leave the cache and the dirty table; the store is resized at once.
     pub fn set_len(&self, len: u64) -> io::Result<()> {
         let s = &*self.state;
-        let _held = self.lock.write(0, u64::MAX);
+        let _held = s.lock.write(0, u64::MAX);
         let _no_flush = s.flush_lock.lock().unwrap_or_else(|e| e.into_inner());
         let old = self.len();
         s.store
@@ -718,26 +934,34 @@ impl CachedFile {
 
     /// Writes every dirty block back and syncs the store. Returns an error
     /// if any write-back or the sync failed, including a background
-    /// write-back that failed since the last `sync_all` (reported once, as
-    /// the kernel reports it to the next `fsync`, even if a retry has since
-    /// succeeded). Blocks that could not be written stay dirty.
+    /// write-back that failed since this description last looked (reported
+    /// once to each description, as the kernel reports it to the next
+    /// `fsync` of each open file, even if a retry has since succeeded).
+    /// Blocks that could not be written stay dirty.
     pub fn sync_all(&self) -> io::Result<()> {
         let s = &*self.state;
-        let flushed = s.flush();
-        let earlier = s.error.lock().unwrap_or_else(|e| e.into_inner()).take();
-        flushed?;
-        s.store
-            .sync()
-            .map_err(|e| with_context(&e, format_args!("{}: sync", s.name)))?;
-        match earlier {
-            Some(e) => Err(with_context(&e, "an earlier write-back failed")),
-            None => Ok(()),
+        let done = s.flush().and_then(|()| {
+            s.store.sync().map_err(|e| {
+                let e = with_context(&e, format_args!("{}: sync", s.name));
+                s.errors.set(&e);
+                e
+            })
+        });
+        let unseen = {
+            let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+            s.errors.check_and_advance(&mut seen)
+        };
+        match (done, unseen) {
+            (Err(e), _) => Err(e),
+            (Ok(()), Some(e)) => Err(with_context(&e, "an earlier write-back failed")),
+            (Ok(()), None) => Ok(()),
         }
     }
 
-    /// Syncs, then closes the file, returning any error (see [`sync_all`]).
-    /// Dropping a file instead also writes it back, but can only report a
-    /// failure on stderr; the flusher then keeps retrying its dirty blocks.
+    /// Syncs, then closes this description, returning any error (see
+    /// [`sync_all`]). Dropping a description instead does not sync; the
+    /// last description of a file to go writes it back, and a failure is
+    /// kept for the flusher to retry and reported to later descriptions.
     ///
     /// [`sync_all`]: CachedFile::sync_all
     pub fn close(self) -> io::Result<()> {
@@ -747,15 +971,34 @@ impl CachedFile {
 
 impl Drop for CachedFile {
     fn drop(&mut self) {
-        let s = &*self.state;
+        let s = &self.state;
+        if s.descriptions.fetch_sub(1, Ordering::AcqRel) != 1 {
+            return;
+        }
+        if s.unlinked.load(Ordering::Acquire) {
+            // No name and no description left: nobody can read these blocks
+            // again, so they are not written; the store is let go with the
+            // last reference to the state.
+            // (Unless a description was opened meanwhile, through a name
+            // made again: then it is written back as usual.)
+            let _no_flush = s.flush_lock.lock().unwrap_or_else(|e| e.into_inner());
+            let mut registered = s.registered.lock().unwrap_or_else(|e| e.into_inner());
+            if s.descriptions.load(Ordering::Acquire) == 0 {
+                s.discard_where(|_| true);
+                if *registered {
+                    let me: Arc<dyn Flushable> = Arc::clone(s) as Arc<dyn Flushable>;
+                    s.writeback.deregister(&me);
+                    *registered = false;
+                }
+            }
+            return;
+        }
         if let Err(e) = s.flush() {
             eprintln!(
                 "multiarc: {}: write-back at close failed, {} dirty blocks kept for retry: {e}",
                 s.name,
-                s.dirty_blocks()
+                s.dirty.blocks()
             );
-            s.remember_error(e);
         }
-        s.closed.store(true, Ordering::Release);
     }
 }

@@ -36,6 +36,12 @@ pub(crate) fn with_context(e: &io::Error, context: impl fmt::Display) -> io::Err
     )
 }
 
+/// An error of `kind` with OS error code `code` and exactly `message`: a
+/// remembered error given out again.
+pub(crate) fn rebuilt(kind: io::ErrorKind, code: Option<i32>, message: String) -> io::Error {
+    io::Error::new(kind, Context { message, code })
+}
+
 /// The OS error code (`errno`) behind `e`, also where the file layer added
 /// context to it; `None` for errors that did not come from the OS.
 pub fn os_error_code(e: &io::Error) -> Option<i32> {

@@ -15,6 +15,9 @@ pub enum Fault {
     ReadError,
     /// Writes overlapping the range fail with `EIO` (nothing is written).
     WriteError,
+    /// Writes overlapping the range fail with this OS error code (say
+    /// `ENOSPC` or `EFBIG`); nothing is written.
+    WriteErrno(i32),
     /// Reads starting in the range return at most this many bytes.
     ShortRead(usize),
     /// Reads and writes overlapping the range sleep this long first.
@@ -97,8 +100,13 @@ impl FaultPlan {
     }
 }
 
-fn injected(what: &str, offset: u64) -> io::Error {
-    io::Error::other(format!("injected {what} error at byte {offset}"))
+/// An injected error: `EIO` unless the rule names another code, with the
+/// code kept (as the store's own errors keep theirs).
+fn injected(what: &str, offset: u64, code: i32) -> io::Error {
+    super::error::with_context(
+        &io::Error::from_raw_os_error(code),
+        format_args!("injected {what} error at byte {offset}"),
+    )
 }
 
 /// Wraps a store, injecting the faults of a [`FaultPlan`].
@@ -133,7 +141,7 @@ impl<S: BackingStore> BackingStore for FaultStore<S> {
             .take(offset, buf.len(), |f| *f == Fault::ReadError)
             .is_some()
         {
-            return Err(injected("read", offset));
+            return Err(injected("read", offset, libc::EIO));
         }
         let mut len = buf.len();
         if let Some(Fault::ShortRead(n)) = self
@@ -152,12 +160,12 @@ impl<S: BackingStore> BackingStore for FaultStore<S> {
         {
             std::thread::sleep(d);
         }
-        if self
-            .plan
-            .take(offset, buf.len(), |f| *f == Fault::WriteError)
-            .is_some()
-        {
-            return Err(injected("write", offset));
+        match self.plan.take(offset, buf.len(), |f| {
+            matches!(f, Fault::WriteError | Fault::WriteErrno(_))
+        }) {
+            Some(Fault::WriteErrno(code)) => return Err(injected("write", offset, code)),
+            Some(_) => return Err(injected("write", offset, libc::EIO)),
+            None => {}
         }
         self.inner.write_at(buf, offset)
     }
@@ -170,13 +178,17 @@ impl<S: BackingStore> BackingStore for FaultStore<S> {
         self.inner.set_len(len)
     }
 
+    fn identity(&self) -> Option<(u64, u64)> {
+        self.inner.identity()
+    }
+
     fn sync(&self) -> io::Result<()> {
         if self
             .plan
             .take(0, usize::MAX, |f| *f == Fault::SyncError)
             .is_some()
         {
-            return Err(injected("sync", 0));
+            return Err(injected("sync", 0, libc::EIO));
         }
         self.inner.sync()
     }

@@ -12,6 +12,7 @@
 //! - `fault`: [`FaultStore`] and its [`FaultPlan`];
 //! - `range_lock`: [`RangeLock`], the byte-range lock behind
 //!   [`Locking::Range`], and why it has no tree;
+//! - `errseq`: write-back errors, reported once to each open description;
 //! - `dirty`: the per-file table of dirty blocks, outside the cache's
 //!   eviction domain;
 //! - `writeback`: the dirty budget and the flusher thread;
@@ -20,6 +21,7 @@
 
 mod cached;
 mod dirty;
+mod errseq;
 mod error;
 mod fault;
 mod range_lock;

@@ -27,6 +27,14 @@ pub trait BackingStore: Send + Sync + 'static {
     fn set_len(&self, len: u64) -> io::Result<()>;
     /// Makes everything written so far durable.
     fn sync(&self) -> io::Result<()>;
+    /// What the store is, where two stores can be the same object: a
+    /// regular file's (device, inode). Files opened on stores of one
+    /// identity share one state (blocks, dirty data, lock), so a second
+    /// open can never write older data over the first one's. `None` (the
+    /// default): every store is its own object.
+    fn identity(&self) -> Option<(u64, u64)> {
+        None
+    }
 }
 
 /// Alignment (and granularity) of direct I/O: the largest logical block size
@@ -152,6 +160,12 @@ impl BackingStore for FileStore {
     fn sync(&self) -> io::Result<()> {
         self.file.sync_all()
     }
+
+    fn identity(&self) -> Option<(u64, u64)> {
+        use std::os::unix::fs::MetadataExt;
+        let m = self.file.metadata().ok()?;
+        Some((m.dev(), m.ino()))
+    }
 }
 
 fn retry_interrupted(mut f: impl FnMut() -> io::Result<usize>) -> io::Result<usize> {
@@ -164,10 +178,14 @@ fn retry_interrupted(mut f: impl FnMut() -> io::Result<usize>) -> io::Result<usi
 }
 
 /// A store in memory: for tests, benchmarks of the cache itself ("fully
-/// cached" needs no disk), and scratch files.
+/// cached" needs no disk), and scratch files. It can be given a capacity,
+/// past which writes that grow it fail with `ENOSPC`, as a full disk does.
 #[derive(Debug, Default)]
 pub struct MemStore {
     bytes: RwLock<Vec<u8>>,
+    /// Largest length writes may grow it to (`u64::MAX`: unbounded; 0 is
+    /// read as unbounded too, so `Default` is).
+    capacity: std::sync::atomic::AtomicU64,
 }
 
 impl MemStore {
@@ -180,6 +198,22 @@ impl MemStore {
     pub fn with_bytes(bytes: Vec<u8>) -> MemStore {
         MemStore {
             bytes: RwLock::new(bytes),
+            capacity: Default::default(),
+        }
+    }
+
+    /// Sets the most bytes the store may hold: a write that would grow it
+    /// past them fails with `ENOSPC` (a full filesystem); `u64::MAX` lifts
+    /// the bound. Rewriting bytes it already holds always works.
+    pub fn set_capacity(&self, bytes: u64) {
+        self.capacity
+            .store(bytes.max(1), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn capacity(&self) -> u64 {
+        match self.capacity.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => u64::MAX,
+            c => c,
         }
     }
 
@@ -208,6 +242,9 @@ impl BackingStore for MemStore {
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "offset too large"))?;
         let mut bytes = self.bytes.write().unwrap_or_else(|e| e.into_inner());
         if bytes.len() < end {
+            if end as u64 > self.capacity() {
+                return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+            }
             bytes.resize(end, 0);
         }
         bytes[start..end].copy_from_slice(buf);
@@ -251,6 +288,9 @@ impl<S: BackingStore + ?Sized> BackingStore for $t {
     }
     fn sync(&self) -> io::Result<()> {
         (**self).sync()
+    }
+    fn identity(&self) -> Option<(u64, u64)> {
+        (**self).identity()
     }
 }
     )*};

@@ -3,19 +3,83 @@
 //! Dirty blocks are counted against one budget shared by every file opened
 //! with the same [`WriteBack`] (a mount shares one across its files, as the
 //! kernel's dirty limits span all files). Past `flush_threshold` bytes the
-//! flusher is woken; at `dirty_max` writers wait for it, so dirty memory is
-//! bounded without ever failing a write. The flusher also runs every
-//! `interval`, so data written and never synced still reaches the store.
+//! flusher is woken; at `dirty_max` writers wait for it. The flusher also
+//! runs every `interval`, so data written and never synced still reaches the
+//! store.
 //!
-//! A failed write-back keeps the blocks dirty and the error is remembered by
-//! the file, to be returned by its next `sync_all` (the kernel's rule for
-//! `fsync` after a failed write-back); the flusher retries at its next pass.
+//! When write-back fails, nothing is dropped and nothing spins:
+//! - the blocks stay dirty, and the file's error is reported to each open
+//!   description once, at its next `sync_all` or `close` (see `errseq`);
+//! - the flusher retries that file with exponential back-off (100 ms up to
+//!   30 s; an explicit sync always tries at once);
+//! - a writer that must wait for room while write-back makes no progress
+//!   and its last attempt failed gets that error (the store's errno: ENOSPC,
+//!   EFBIG, EIO) instead of waiting: no writer waits forever on a store
+//!   that cannot take the data.
+//!
+//! This module knows files only through [`Flushable`], which the file layer
+//! implements: the dependency points one way.
 
-use super::cached::FileState;
+use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// What the flusher needs of a file.
+pub(crate) trait Flushable: Send + Sync {
+    /// Writes back every dirty block (without syncing the store); returns
+    /// the first error, which the file has also recorded for its readers.
+    fn write_back(&self) -> io::Result<()>;
+    /// Dirty blocks now.
+    fn dirty_blocks(&self) -> usize;
+    /// Whether no open description is left (the flusher then forgets the
+    /// file once it is clean).
+    fn is_closed(&self) -> bool;
+    /// The file's name, for messages.
+    fn name(&self) -> &str;
+    /// The newest write-back error's text, for messages.
+    fn last_error_text(&self) -> Option<String>;
+}
+
+/// First retry delay after a failed write-back of a file.
+const BACKOFF_FIRST: Duration = Duration::from_millis(100);
+/// Longest retry delay.
+const BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// How long a waiting writer waits for progress before it takes a failing
+/// write-back's error instead.
+const WRITER_PATIENCE: Duration = Duration::from_millis(100);
+
+/// A registered file and when the flusher may next retry it.
+struct Entry {
+    file: Arc<dyn Flushable>,
+    /// (consecutive failures, no background retry before).
+    backoff: Mutex<(u32, Option<Instant>)>,
+}
+
+impl Entry {
+    fn due(&self, now: Instant) -> bool {
+        let b = self.backoff.lock().unwrap_or_else(|e| e.into_inner());
+        b.1.is_none_or(|t| now >= t)
+    }
+
+    fn outcome(&self, ok: bool) {
+        let mut b = self.backoff.lock().unwrap_or_else(|e| e.into_inner());
+        if ok {
+            *b = (0, None);
+        } else {
+            b.0 = b.0.saturating_add(1);
+            let delay = BACKOFF_FIRST
+                .saturating_mul(1u32 << (b.0 - 1).min(16))
+                .min(BACKOFF_MAX);
+            b.1 = Some(Instant::now() + delay);
+        }
+    }
+}
+
+fn same_file(a: &Arc<dyn Flushable>, b: &Arc<dyn Flushable>) -> bool {
+    std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b))
+}
 
 /// Limits and timing of write-back.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -54,24 +118,42 @@ pub struct WriteBackStats {
     pub write_errors: u64,
     /// Times a writer waited for dirty bytes to drain.
     pub writer_waits: u64,
+    /// Writers that got a write-back error instead of waiting (the budget
+    /// was full and write-back was failing).
+    pub writer_errors: u64,
+    /// Dirty blocks dropped unwritten: of files whose last name was removed
+    /// before their last close, or past the largest size the store takes
+    /// (`EFBIG`). The files' descriptions are told (see `sync_all`).
+    pub discarded_blocks: u64,
     /// Flusher passes.
     pub passes: u64,
+}
+
+/// The error a failing write-back left for waiting writers.
+struct Failing {
+    kind: io::ErrorKind,
+    code: Option<i32>,
+    message: String,
 }
 
 pub(crate) struct Shared {
     pub(crate) config: WriteBackConfig,
     dirty_bytes: AtomicU64,
-    files: Mutex<Vec<Arc<FileState>>>,
+    files: Mutex<Vec<Arc<Entry>>>,
     /// Wakes the flusher: (kicked, stopping).
     wake: Mutex<(bool, bool)>,
     wake_cv: Condvar,
     /// Writers waiting for room.
     room: Mutex<()>,
     room_cv: Condvar,
+    /// Set by a failed store write, cleared by a successful one.
+    failing: Mutex<Option<Failing>>,
     pub(crate) flushed_blocks: AtomicU64,
     pub(crate) flushed_bytes: AtomicU64,
     pub(crate) write_errors: AtomicU64,
+    pub(crate) discarded_blocks: AtomicU64,
     writer_waits: AtomicU64,
+    writer_errors: AtomicU64,
     passes: AtomicU64,
 }
 
@@ -91,22 +173,61 @@ impl Shared {
         self.room_cv.notify_all();
     }
 
+    /// Records the outcome of one store write of write-back.
+    pub(crate) fn note_write(&self, result: Result<(), &io::Error>) {
+        let mut f = self.failing.lock().unwrap_or_else(|e| e.into_inner());
+        *f = result.err().map(|e| Failing {
+            kind: e.kind(),
+            code: super::error::os_error_code(e),
+            message: e.to_string(),
+        });
+        if result.is_err() {
+            drop(f);
+            // Waiting writers may now take the error.
+            drop(self.room.lock().unwrap_or_else(|e| e.into_inner()));
+            self.room_cv.notify_all();
+        }
+    }
+
+    fn failing_error(&self) -> Option<io::Error> {
+        let f = self.failing.lock().unwrap_or_else(|e| e.into_inner());
+        f.as_ref()
+            .map(|f| super::error::rebuilt(f.kind, f.code, f.message.clone()))
+    }
+
     /// Waits until `bytes` more dirty bytes fit under the bound (or nothing
     /// is dirty: a single write larger than the bound must still proceed).
-    pub(crate) fn wait_for_room(&self, bytes: u64) {
-        let fits = |d: u64| d == 0 || d + bytes <= self.config.dirty_max;
+    /// Fails with the write-back's error when no room comes because write-back
+    /// is failing: no progress for a while, and the last store write failed.
+    pub(crate) fn wait_for_room(&self, bytes: u64) -> io::Result<()> {
+        let fits = |d: u64| d == 0 || d.saturating_add(bytes) <= self.config.dirty_max;
         if fits(self.dirty_bytes.load(Ordering::Relaxed)) {
-            return;
+            return Ok(());
         }
         self.writer_waits.fetch_add(1, Ordering::Relaxed);
         let mut g = self.room.lock().unwrap_or_else(|e| e.into_inner());
-        while !fits(self.dirty_bytes.load(Ordering::Relaxed)) {
+        let mut progress = self.flushed_blocks.load(Ordering::Relaxed);
+        let mut since = Instant::now();
+        loop {
+            if fits(self.dirty_bytes.load(Ordering::Relaxed)) {
+                return Ok(());
+            }
+            let now = self.flushed_blocks.load(Ordering::Relaxed);
+            if now != progress {
+                progress = now;
+                since = Instant::now();
+            } else if since.elapsed() >= WRITER_PATIENCE {
+                if let Some(e) = self.failing_error() {
+                    self.writer_errors.fetch_add(1, Ordering::Relaxed);
+                    return Err(e);
+                }
+            }
             self.kick();
-            // The timeout only guards against a wake-up lost to a bug; the
-            // flusher notifies after every block it cleans.
+            // Woken by every block cleaned and every failed write; the
+            // timeout bounds how long a writer goes without looking.
             g = self
                 .room_cv
-                .wait_timeout(g, Duration::from_millis(100))
+                .wait_timeout(g, WRITER_PATIENCE / 4)
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
@@ -117,29 +238,53 @@ impl Shared {
         self.wake_cv.notify_one();
     }
 
-    pub(crate) fn register(&self, file: Arc<FileState>) {
+    pub(crate) fn register(&self, file: Arc<dyn Flushable>) {
         self.files
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push(file);
+            .push(Arc::new(Entry {
+                file,
+                backoff: Mutex::new((0, None)),
+            }));
     }
 
-    /// One pass over every file. Files closed by their owner leave once
-    /// they are clean; until then the flusher keeps retrying them, so a
-    /// closed file's dirty data is never dropped while the process lives.
-    fn pass(&self) {
+    /// Forgets `file` (whose dirty blocks its owner has dropped).
+    pub(crate) fn deregister(&self, file: &Arc<dyn Flushable>) {
+        self.files
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|e| !same_file(&e.file, file));
+    }
+
+    fn entries(&self) -> Vec<Arc<Entry>> {
+        self.files.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// One pass over every file; files in back-off are skipped unless
+    /// `force`. Files closed by their owner leave once they are clean; until
+    /// then the flusher keeps retrying them, so a closed file's dirty data is
+    /// never dropped while the process lives. Returns the first error.
+    fn pass(&self, force: bool) -> io::Result<()> {
         self.passes.fetch_add(1, Ordering::Relaxed);
-        let files: Vec<Arc<FileState>> =
-            self.files.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        for f in &files {
-            if let Err(e) = f.flush() {
-                f.remember_error(e);
+        let now = Instant::now();
+        let mut first = Ok(());
+        for e in self.entries() {
+            if !force && !e.due(now) {
+                continue;
+            }
+            let r = e.file.write_back();
+            e.outcome(r.is_ok());
+            if let Err(err) = r {
+                if first.is_ok() {
+                    first = Err(err);
+                }
             }
         }
         self.files
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .retain(|f| !(f.is_closed() && f.dirty_blocks() == 0));
+            .retain(|e| !(e.file.is_closed() && e.file.dirty_blocks() == 0));
+        first
     }
 }
 
@@ -183,10 +328,13 @@ impl WriteBack {
             wake_cv: Condvar::new(),
             room: Mutex::new(()),
             room_cv: Condvar::new(),
+            failing: Mutex::new(None),
             flushed_blocks: AtomicU64::new(0),
             flushed_bytes: AtomicU64::new(0),
             write_errors: AtomicU64::new(0),
+            discarded_blocks: AtomicU64::new(0),
             writer_waits: AtomicU64::new(0),
+            writer_errors: AtomicU64::new(0),
             passes: AtomicU64::new(0),
         });
         let s = Arc::clone(&shared);
@@ -213,24 +361,22 @@ impl WriteBack {
             flushed_bytes: s.flushed_bytes.load(Ordering::Relaxed),
             write_errors: s.write_errors.load(Ordering::Relaxed),
             writer_waits: s.writer_waits.load(Ordering::Relaxed),
+            writer_errors: s.writer_errors.load(Ordering::Relaxed),
+            discarded_blocks: s.discarded_blocks.load(Ordering::Relaxed),
             passes: s.passes.load(Ordering::Relaxed),
         }
     }
 
-    /// Writes back every file's dirty blocks now (without syncing the
-    /// stores); returns the first error.
+    /// Writes back every file's dirty blocks now, back-off or not (without
+    /// syncing the stores); returns the first error.
     pub fn flush_all(&self) -> std::io::Result<()> {
-        let files: Vec<Arc<FileState>> = self
-            .shared
-            .files
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
         let mut first = Ok(());
-        for f in files {
-            if let Err(e) = f.flush() {
+        for e in self.shared.entries() {
+            let r = e.file.write_back();
+            e.outcome(r.is_ok());
+            if let Err(err) = r {
                 if first.is_ok() {
-                    first = Err(e);
+                    first = Err(err);
                 }
             }
         }
@@ -262,22 +408,21 @@ fn flusher(shared: Arc<Shared>) {
             w.0 = false;
             w.1
         };
-        shared.pass();
+        let _ = shared.pass(stopping);
         if stopping {
             // Last pass done; what could not be written is reported, since
-            // no one is left to call sync_all.
-            for f in shared
-                .files
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .iter()
-            {
-                let n = f.dirty_blocks();
+            // no one is left to call sync_all. The files are let go (they
+            // hold this service's state: keeping them would be a cycle).
+            let files = std::mem::take(&mut *shared.files.lock().unwrap_or_else(|e| e.into_inner()));
+            for e in files {
+                let n = e.file.dirty_blocks();
                 if n > 0 {
                     eprintln!(
                         "multiarc: write-back stopped with {n} dirty blocks of {} not written: {}",
-                        f.name(),
-                        f.last_error_text()
+                        e.file.name(),
+                        e.file
+                            .last_error_text()
+                            .unwrap_or_else(|| "no error recorded".into())
                     );
                 }
             }

@@ -1,0 +1,136 @@
+//! Write-back error reporting, by the kernel's `errseq_t` rule.
+//!
+//! A write-back runs long after the `write` it writes back returned, so its
+//! error can only be reported later, at an `fsync` or `close`. PostgreSQL
+//! learned in 2018 what goes wrong when that report is lost or given to the
+//! wrong caller; Linux 4.13 answered with `errseq_t`, and this is the same
+//! rule:
+//! - a file keeps its latest write-back error and a sequence number, bumped
+//!   when a new error follows one that somebody has already seen;
+//! - each open file description keeps the sequence number it last saw, and
+//!   its next `sync_all`/`close` reports the error if the number moved;
+//! - a description opened while an error is pending that no one has seen yet
+//!   sees it too (so an error of a file nobody had open is not lost).
+//!
+//! So every description sees each error once, however many there are, and a
+//! retry that later succeeds does not hide the error from one that has not
+//! looked yet.
+
+use std::io;
+use std::sync::Mutex;
+
+/// A remembered error: io::Error is not Clone, so its parts.
+#[derive(Clone, Debug)]
+struct Saved {
+    kind: io::ErrorKind,
+    code: Option<i32>,
+    message: String,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    seq: u64,
+    seen: bool,
+    error: Option<Saved>,
+}
+
+/// A file's write-back error and its sequence number.
+#[derive(Debug, Default)]
+pub(crate) struct ErrSeq {
+    state: Mutex<State>,
+}
+
+impl ErrSeq {
+    /// Records a write-back error (the newest one is kept).
+    pub(crate) fn set(&self, e: &io::Error) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if s.error.is_none() || s.seen {
+            s.seq += 1;
+            s.seen = false;
+        }
+        s.error = Some(Saved {
+            kind: e.kind(),
+            code: super::error::os_error_code(e),
+            message: e.to_string(),
+        });
+    }
+
+    /// The cursor of a description opened now: behind by one if an error is
+    /// pending that no description has seen.
+    pub(crate) fn sample(&self) -> u64 {
+        let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if s.error.is_some() && !s.seen {
+            s.seq - 1
+        } else {
+            s.seq
+        }
+    }
+
+    /// The error a description whose cursor is `*cursor` has not seen yet,
+    /// if any; moves the cursor past it and marks it seen.
+    pub(crate) fn check_and_advance(&self, cursor: &mut u64) -> Option<io::Error> {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if *cursor == s.seq {
+            return None;
+        }
+        *cursor = s.seq;
+        s.seen = true;
+        s.error
+            .as_ref()
+            .map(|e| super::error::rebuilt(e.kind, e.code, e.message.clone()))
+    }
+
+    /// The newest error's text, for logs.
+    pub(crate) fn latest_text(&self) -> Option<String> {
+        let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        s.error.as_ref().map(|e| e.message.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn enospc() -> io::Error {
+        io::Error::from_raw_os_error(libc::ENOSPC)
+    }
+
+    #[test]
+    fn each_description_sees_each_error_once() {
+        let e = ErrSeq::default();
+        let mut a = e.sample();
+        let mut b = e.sample();
+        assert!(e.check_and_advance(&mut a).is_none());
+        e.set(&enospc());
+        let seen = e.check_and_advance(&mut a).expect("a sees it");
+        assert_eq!(super::super::error::os_error_code(&seen), Some(libc::ENOSPC));
+        assert!(e.check_and_advance(&mut a).is_none(), "only once");
+        assert!(e.check_and_advance(&mut b).is_some(), "b sees it too");
+        assert!(e.check_and_advance(&mut b).is_none());
+        // A second error after the first was seen is a new one for both.
+        e.set(&io::Error::from_raw_os_error(libc::EIO));
+        assert!(e.check_and_advance(&mut a).is_some());
+        assert!(e.check_and_advance(&mut b).is_some());
+    }
+
+    #[test]
+    fn an_unseen_error_is_seen_by_a_description_opened_later() {
+        let e = ErrSeq::default();
+        e.set(&enospc());
+        let mut late = e.sample();
+        assert!(e.check_and_advance(&mut late).is_some());
+        // Seen now: a description opened after that does not see it.
+        let mut later = e.sample();
+        assert!(e.check_and_advance(&mut later).is_none());
+    }
+
+    #[test]
+    fn repeated_errors_before_anyone_looks_are_one_report() {
+        let e = ErrSeq::default();
+        let mut a = e.sample();
+        e.set(&enospc());
+        e.set(&enospc());
+        assert!(e.check_and_advance(&mut a).is_some());
+        assert!(e.check_and_advance(&mut a).is_none());
+    }
+}

@@ -980,3 +980,135 @@ fn operations_on_an_open_file_use_its_handle() {
     assert!(m.unmount().success(), "{}", m.log_text());
     assert_eq!(fs::read(dirs.backing().join("f2")).unwrap(), b"new file");
 }
+
+/// The daemon's parent waits for the mount to serve requests: a mount that
+/// dies before (here: too few descriptors for 100 threads' cloned
+/// /dev/fuse descriptors) is an error, not exit 0.
+#[test]
+fn daemon_mode_reports_a_mount_that_died_before_it_was_ready() {
+    if !have(
+        "daemon_mode_reports_a_mount_that_died_before_it_was_ready",
+        &[],
+    ) {
+        return;
+    }
+    let dirs = Dirs::new("daemon-dies");
+    let script = format!(
+        "ulimit -n 64; exec '{BIN}' mount '{}' '{}' --threads 100",
+        dirs.backing().display(),
+        dirs.mnt().display()
+    );
+    let out = Command::new("sh").arg("-c").arg(&script).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    if out.status.success() {
+        fusermount_u(&dirs.mnt());
+        panic!("mount with 64 descriptors and 100 threads exited 0: {err}");
+    }
+    assert!(err.contains("multiarc: error:"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    // And nothing is left mounted.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while is_mounted(&dirs.mnt()) {
+        assert!(Instant::now() < deadline, "left mounted after failing");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `multiarc set` checks every setting before applying any; a non-empty
+/// mountpoint is refused without --nonempty; a `.multiarc` in the backing
+/// directory is warned about.
+#[test]
+fn set_validates_all_first_nonempty_mountpoints_and_hidden_names_are_reported() {
+    if !have(
+        "set_validates_all_first_nonempty_mountpoints_and_hidden_names_are_reported",
+        &[],
+    ) {
+        return;
+    }
+    let dirs = Dirs::new("messages");
+    let (b, mnt) = (dirs.backing(), dirs.mnt());
+    fs::write(mnt.join("hidden-by-a-mount"), b"x").unwrap();
+    let out = multiarc(&["mount", b.to_str().unwrap(), mnt.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a non-empty mountpoint was accepted");
+    assert!(
+        err.contains("not empty") && err.contains("--nonempty"),
+        "{err}"
+    );
+    assert!(!is_mounted(&mnt));
+    fs::create_dir(b.join(".multiarc")).unwrap();
+    let mut m = Mount::start(&dirs, &["--nonempty", "--max-bytes", "64MiB"]);
+    let log = m.log_text();
+    assert!(
+        log.contains("warning") && log.contains(".multiarc is hidden"),
+        "no warning about the hidden .multiarc: {log}"
+    );
+    let s = m.mnt.to_str().unwrap().to_string();
+    for bad in [
+        vec!["max_bytes=8MiB", "lockstat=yes"],
+        vec!["max_bytes=8MiB", "max_bytes=1KiB"],
+        vec!["max_bytes=8MiB", "nonsense"],
+    ] {
+        let mut args = vec!["set", s.as_str()];
+        args.extend(bad.iter().copied());
+        let out = multiarc(&args);
+        assert!(!out.status.success(), "{bad:?} succeeded");
+        assert_eq!(m.stat("c"), 64 << 20, "{bad:?} applied its first setting");
+    }
+    let out = multiarc(&["set", &s, "max_bytes=8MiB", "lockstat=0"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(m.stat("c"), 8 << 20);
+    assert!(m.unmount().success(), "{}", m.log_text());
+    // The mountpoint's own file is back.
+    assert!(mnt.join("hidden-by-a-mount").is_file());
+}
+
+/// A file changed in the backing directory behind the mount is read anew
+/// at the next open (close-to-open consistency, as NFS).
+#[test]
+fn files_changed_behind_the_mount_are_reread_at_open() {
+    if !have("files_changed_behind_the_mount_are_reread_at_open", &[]) {
+        return;
+    }
+    let dirs = Dirs::new("close-to-open");
+    let mut m = Mount::start(&dirs, &[]);
+    let first: Vec<u8> = (0..200_000u32).map(|i| (i % 7) as u8).collect();
+    fs::write(m.path("f"), &first).unwrap();
+    assert!(fs::read(m.path("f")).unwrap() == first);
+    assert!(fs::read(m.path("f")).unwrap() == first); // cached now
+                                                      // Same size, other bytes, written behind the mount's back.
+    let second: Vec<u8> = (0..200_000u32).map(|i| (i % 11) as u8).collect();
+    fs::write(dirs.backing().join("f"), &second).unwrap();
+    assert!(
+        fs::read(m.path("f")).unwrap() == second,
+        "a reopen read the stale cached blocks"
+    );
+    // Shorter, and longer.
+    fs::write(dirs.backing().join("f"), b"short").unwrap();
+    let back = fs::read(m.path("f")).unwrap();
+    assert!(
+        back == b"short",
+        "read {} bytes, not the 5 written behind the mount",
+        back.len()
+    );
+    fs::write(dirs.backing().join("f"), &first).unwrap();
+    assert!(fs::read(m.path("f")).unwrap() == first);
+    // Each step again right after a close through the mount, several
+    // times (the kernel's release of the mount's file comes after close(2)
+    // returns, maybe after the change).
+    for round in 0..20u8 {
+        fs::write(m.path("f"), [round; 3000]).unwrap();
+        fs::write(dirs.backing().join("f"), [round + 100; 2000]).unwrap();
+        let back = fs::read(m.path("f")).unwrap();
+        assert!(
+            back.len() == 2000 && back.iter().all(|&b| b == round + 100),
+            "round {round}: the change behind the mount was not seen ({} bytes)",
+            back.len()
+        );
+    }
+    assert!(m.unmount().success(), "{}", m.log_text());
+}

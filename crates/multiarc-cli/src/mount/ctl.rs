@@ -79,6 +79,16 @@ pub fn run_stats(args: StatsArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The mount's `min_bytes` (the floor of `max_bytes`), from arcstats.
+fn min_bytes(tunables: &Path) -> Option<u64> {
+    let text = std::fs::read_to_string(tunables.parent()?.join(ARCSTATS)).ok()?;
+    parse_arcstats(&text)
+        .ok()?
+        .into_iter()
+        .find(|(k, _)| k == "min_bytes")
+        .map(|(_, v)| v)
+}
+
 pub fn run_set(args: SetArgs) -> anyhow::Result<()> {
     let dir = ctl_dir(&args.mountpoint)?.join(TUNABLES);
     let known: Vec<String> = std::fs::read_dir(&dir)
@@ -86,6 +96,9 @@ pub fn run_set(args: SetArgs) -> anyhow::Result<()> {
         .filter_map(|e| e.ok())
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
+    // Every setting is checked before any is applied: a bad one changes
+    // nothing.
+    let mut checked = Vec::with_capacity(args.settings.len());
     for setting in &args.settings {
         let Some((name, value)) = setting.split_once('=') else {
             bail!("{setting:?} is not NAME=VALUE (e.g. max_bytes=1GiB)");
@@ -102,10 +115,21 @@ pub fn run_set(args: SetArgs) -> anyhow::Result<()> {
                 _ => bail!("lockstat must be 0 or 1, got {value:?}"),
             }
         } else {
-            parse_size(value)
-                .with_context(|| name.to_string())?
-                .to_string()
+            let bytes = parse_size(value).with_context(|| name.to_string())?;
+            if name == "max_bytes" {
+                if let Some(min) = min_bytes(&dir) {
+                    if bytes < min {
+                        bail!(
+                            "max_bytes={bytes} is below the mount's min_bytes {min} (see arcstats)"
+                        );
+                    }
+                }
+            }
+            bytes.to_string()
         };
+        checked.push((name, value));
+    }
+    for (name, value) in checked {
         let path = dir.join(name);
         match std::fs::write(&path, format!("{value}\n")) {
             Ok(()) => {}

@@ -49,7 +49,7 @@ pub struct DataState {
     /// The cache object id of the file's blocks, kept across closes so a
     /// reopen finds them cached; never reused for another file.
     object: Option<u64>,
-    /// The backing file at the last close.
+    /// The backing file at the last open or `close(2)` (flush).
     seen: Option<Seen>,
 }
 
@@ -112,17 +112,17 @@ pub fn logged_errno(op: &str, e: &io::Error) -> Errno {
     errno(e)
 }
 
-/// Another open file description of `file`.
+/// Another open file description of `file` (a second `open(2)` of it).
 fn describe(file: &Arc<CachedFile>) -> Arc<CachedFile> {
-    Arc::clone(file)
+    Arc::new(file.open_again())
 }
 
-/// Closes one description: syncs it and reports its write-back error.
-fn close_description(file: Arc<CachedFile>, last: bool) -> io::Result<()> {
-    if last {
-        file.sync_all()
-    } else {
-        Ok(())
+/// Closes the last description of a file: syncs it and reports its
+/// write-back error.
+fn close_description(file: Arc<CachedFile>) -> io::Result<()> {
+    match Arc::try_unwrap(file) {
+        Ok(f) => f.close(),
+        Err(f) => f.sync_all(),
     }
 }
 
@@ -182,12 +182,12 @@ impl Data {
             return Ok(d);
         }
         let now = Seen::of(&inode.stat().map_err(|e| errno(&e))?);
-        let object = match (st.object, st.seen) {
-            (Some(object), Some(seen)) if seen == now => object,
-            // Changed behind the mount since the last close (or never
-            // opened): its cached blocks, if any, are not its data.
-            _ => self.next_object.fetch_add(1, Ordering::Relaxed),
-        };
+        let object = st
+            .object
+            .unwrap_or_else(|| self.next_object.fetch_add(1, Ordering::Relaxed));
+        // Changed behind the mount since the last close: its cached blocks
+        // are not its data any more.
+        let changed = st.seen.is_some_and(|seen| seen != now);
         let store = self.open_store(inode).map_err(|e| errno(&e))?;
         let file = CachedFile::builder(Arc::clone(&self.cache), store)
             .object_id(object)
@@ -197,7 +197,14 @@ impl Data {
             .name(name.to_string())
             .open()
             .map_err(|e| errno(&e))?;
+        // (A file whose earlier write-back is still being retried is that
+        // same state, dirty blocks and all: those stay, being newer.)
+        if changed {
+            file.invalidate_clean()
+                .map_err(|e| logged_errno("open", &e))?;
+        }
         let file = Arc::new(file);
+        st.seen = Some(now);
         st.object = Some(file.object_id());
         st.file = Some(Arc::clone(&file));
         st.handles = 1;
@@ -205,20 +212,30 @@ impl Data {
     }
 
     /// Gives back a description from [`Data::acquire`]; the last one
-    /// closes the cached file (and, if the file has no name left, drops
-    /// its dirty blocks and closes the backing file).
+    /// closes the cached file: synced if the file still has a name, else
+    /// marked unlinked, so its dirty blocks are dropped and its backing
+    /// file closed (its space is freed).
     fn put(&self, table: &InodeTable, inode: &Inode, file: Arc<CachedFile>) -> io::Result<()> {
         let (result, retire) = {
             let mut st = inode.data.lock();
             st.handles = st.handles.saturating_sub(1);
             let last = st.handles == 0;
+            let primary = if last { st.file.take() } else { None };
             let unlinked = last && inode.unlinked();
-            let result = close_description(file, last);
-            if last {
-                let primary = st.file.take();
-                drop(primary);
-                st.seen = inode.stat().ok().map(|s| Seen::of(&s));
-            }
+            let result = match (last, unlinked) {
+                (true, false) => close_description(file),
+                (true, true) => {
+                    file.set_unlinked(true);
+                    drop(file);
+                    Ok(())
+                }
+                // Its errors were reported by flush (close(2)).
+                (false, _) => {
+                    drop(file);
+                    Ok(())
+                }
+            };
+            drop(primary);
             (result, unlinked)
         };
         if retire {
@@ -226,6 +243,34 @@ impl Data {
         }
         table.drop_if_unused(inode.ino);
         result
+    }
+
+    /// The last name of `inode`, which no handle has open, was removed:
+    /// if an earlier write-back of it is still being retried (a full
+    /// backing filesystem), its blocks are dropped and its backing file
+    /// closed now, so removing it frees the space.
+    pub fn forget_unlinked(&self, inode: &Inode) {
+        if inode.kind != FileType::RegularFile || self.writeback.stats().dirty_bytes == 0 {
+            return;
+        }
+        let st = inode.data.lock();
+        if st.busy() {
+            return;
+        }
+        let Ok(store) = self.open_store(inode) else {
+            return;
+        };
+        // A live state of the same (dev, ino) comes back as a description.
+        if let Ok(file) = CachedFile::builder(Arc::clone(&self.cache), store)
+            .block_size(self.block_size)
+            .locking(self.locking)
+            .write_back(Arc::clone(&self.writeback))
+            .open()
+        {
+            file.set_unlinked(true);
+            drop(file);
+        }
+        drop(st);
     }
 
     /// Opens a handle of `inode` (`truncate`: `O_TRUNC`).
@@ -279,6 +324,12 @@ impl Data {
         if h.file.dirty_bytes() > 0 || errors != h.errors_seen.load(Ordering::Relaxed) {
             h.errors_seen.store(errors, Ordering::Relaxed);
             h.file.sync_all().map_err(|e| logged_errno("close", &e))?;
+        }
+        // What the backing file looks like now that this close has written
+        // it: a change after this (the kernel's release comes later, maybe
+        // after another program changed the file) is seen at the next open.
+        if let Ok(now) = h.inode.stat() {
+            h.inode.data.lock().seen = Some(Seen::of(&now));
         }
         Ok(())
     }

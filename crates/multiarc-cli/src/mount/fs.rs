@@ -246,6 +246,7 @@ impl MultiarcFs {
         if inode.data.lock().busy() {
             return; // the last close retires it
         }
+        self.data.forget_unlinked(&inode);
         self.inodes.retire(&inode);
     }
 

@@ -12,6 +12,7 @@ mod ctl;
 mod ctltree;
 mod data;
 mod fs;
+mod fusermount;
 mod inodes;
 
 pub use ctl::{run_set, run_stats, SetArgs, StatsArgs};
@@ -23,7 +24,6 @@ use multiarc::file::{Locking, WriteBack, WriteBackConfig, MAX_BLOCK_SIZE, MIN_BL
 use multiarc::{BlockKey, Cache};
 use std::ffi::OsString;
 use std::io::{Read, Write};
-use std::os::fd::FromRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -55,27 +55,68 @@ pub struct MountArgs {
     /// errors, the final flush) to this file instead of discarding them.
     #[arg(long)]
     log: Option<PathBuf>,
+    /// Most dirty (written, not yet written back) bytes held at once;
+    /// beyond it writers wait for write-back, or get its error if it keeps
+    /// failing.
+    #[arg(long, default_value = "64MiB", value_parser = size_arg)]
+    dirty_max: u64,
+    /// Mount even if the mountpoint is not empty (its contents are hidden
+    /// while mounted).
+    #[arg(long)]
+    nonempty: bool,
+    /// Seconds between periodic write-back passes (for tests).
+    #[arg(long, default_value = "5", hide = true, value_parser = seconds_arg)]
+    writeback_interval: f64,
+}
+
+fn seconds_arg(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(s) if s.is_finite() && s > 0.0 && s <= 86_400.0 => Ok(s),
+        _ => Err(format!(
+            "{text:?} is not a number of seconds from above 0 to 86400"
+        )),
+    }
 }
 
 /// The `--log` file, opened before the fork (and before `chdir("/")`).
 static LOG: std::sync::OnceLock<std::fs::File> = std::sync::OnceLock::new();
 
-/// Where the mount process reports readiness: its own stderr, or the pipe to
-/// the parent waiting for the daemon.
-enum Ready {
-    Foreground,
-    Daemon(std::fs::File),
+/// Where the mount process reports whether the mount came up: its own
+/// stderr, or the pipe to the parent waiting for the daemon. The first
+/// report wins: "ready" once a request was served, or the error that ended
+/// the mount before that.
+struct Ready {
+    pipe: std::sync::Mutex<Option<std::fs::File>>,
+    foreground: bool,
 }
 
 impl Ready {
-    fn ok(self, msg: &str) {
-        match self {
-            Ready::Foreground => eprintln!("multiarc: {msg}"),
-            Ready::Daemon(mut pipe) => {
-                let _ = pipe.write_all(b"ok\n");
-                drop(pipe);
-                detach_stdio();
+    /// The mount serves requests: tell the parent (which exits 0) and
+    /// detach from its terminal, or print `msg` in the foreground.
+    fn ok(&self, msg: &str) {
+        if self.foreground {
+            eprintln!("multiarc: {msg}");
+            return;
+        }
+        let pipe = self.pipe.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(mut pipe) = pipe {
+            let _ = pipe.write_all(b"ok\n");
+            drop(pipe);
+            detach_stdio();
+        }
+    }
+
+    /// The mount failed before it was ready: tell the parent, which prints
+    /// it and exits non-zero. Returns whether the parent was told.
+    fn fail(&self, e: &anyhow::Error) -> bool {
+        let pipe = self.pipe.lock().unwrap_or_else(|e| e.into_inner()).take();
+        match pipe {
+            Some(mut pipe) => {
+                let line = format!("{e:#}").replace('\n', " ");
+                let _ = writeln!(pipe, "{line}");
+                true
             }
+            None => false,
         }
     }
 }
@@ -83,18 +124,57 @@ impl Ready {
 /// Points stdin, stdout and stderr at /dev/null (a daemon must not keep its
 /// caller's pipes open); stderr at the `--log` file if there is one.
 fn detach_stdio() {
-    use std::os::fd::AsRawFd;
-    // SAFETY: plain descriptor calls on descriptors we own.
-    unsafe {
-        let fd = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
-        if fd >= 0 {
-            libc::dup2(fd, 0);
-            libc::dup2(fd, 1);
-            libc::dup2(LOG.get().map_or(fd, |f| f.as_raw_fd()), 2);
-            if fd > 2 {
-                libc::close(fd);
+    let Ok(null) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+    else {
+        return;
+    };
+    let _ = rustix::stdio::dup2_stdin(&null);
+    let _ = rustix::stdio::dup2_stdout(&null);
+    let _ = match LOG.get() {
+        Some(log) => rustix::stdio::dup2_stderr(log),
+        None => rustix::stdio::dup2_stderr(&null),
+    };
+}
+
+/// One descriptor per inode the kernel knows: raise the soft limit on
+/// open files to the hard one.
+fn raise_nofile_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let lim = getrlimit(Resource::Nofile);
+    if lim.current != lim.maximum {
+        let _ = setrlimit(
+            Resource::Nofile,
+            Rlimit {
+                current: lim.maximum,
+                maximum: lim.maximum,
+            },
+        );
+    }
+}
+
+/// The message for a failed mount: names `/dev/fuse` when it could not be
+/// opened.
+fn mount_error(e: &std::io::Error, mountpoint: &Path, root: bool) -> anyhow::Error {
+    if e.kind() == std::io::ErrorKind::PermissionDenied {
+        anyhow!(
+            "mounting {}: /dev/fuse: {e}{}",
+            mountpoint.display(),
+            if root {
+                ""
+            } else {
+                " (users other than root mount through fusermount3: is it installed setuid root?)"
             }
-        }
+        )
+    } else if e.kind() == std::io::ErrorKind::NotFound && find_in_path("fusermount3").is_none() {
+        anyhow!(
+            "mounting {}: fusermount3 was not found: install the fuse3 package",
+            mountpoint.display()
+        )
+    } else {
+        anyhow!("mounting {}: {e}", mountpoint.display())
     }
 }
 
@@ -171,6 +251,17 @@ fn check_args(args: &MountArgs) -> anyhow::Result<(PathBuf, PathBuf)> {
             mountpoint.display()
         );
     }
+    if !args.nonempty
+        && std::fs::read_dir(&mountpoint)
+            .with_context(|| format!("mountpoint {}", mountpoint.display()))?
+            .next()
+            .is_some()
+    {
+        bail!(
+            "mountpoint {} is not empty (mounting would hide its contents; --nonempty to mount anyway)",
+            mountpoint.display()
+        );
+    }
     if mountpoint.starts_with(&backing) || backing.starts_with(&mountpoint) {
         bail!(
             "the mountpoint {} and the backing directory {} must not contain each other",
@@ -182,6 +273,12 @@ fn check_args(args: &MountArgs) -> anyhow::Result<(PathBuf, PathBuf)> {
     if !bs.is_power_of_two() || !(MIN_BLOCK_SIZE as u64..=MAX_BLOCK_SIZE as u64).contains(&bs) {
         bail!("--block-size {bs} must be a power of two from {MIN_BLOCK_SIZE} to {MAX_BLOCK_SIZE} bytes");
     }
+    if args.dirty_max < bs {
+        bail!(
+            "--dirty-max {} is too small: at least one block ({bs} bytes)",
+            args.dirty_max
+        );
+    }
     if args.max_bytes < bs * 16 {
         bail!(
             "--max-bytes {} is too small: at least 16 blocks ({} bytes) are needed",
@@ -192,8 +289,7 @@ fn check_args(args: &MountArgs) -> anyhow::Result<(PathBuf, PathBuf)> {
     if !Path::new("/dev/fuse").exists() {
         bail!("/dev/fuse does not exist: the kernel's FUSE module is not loaded (modprobe fuse) or the device is not available here");
     }
-    // SAFETY: geteuid cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
+    let root = rustix::process::geteuid().is_root();
     if !root && find_in_path("fusermount3").is_none() && find_in_path("fusermount").is_none() {
         bail!("fusermount3 was not found in PATH: install the fuse3 package (it mounts FUSE filesystems for users other than root)");
     }
@@ -248,23 +344,35 @@ pub fn run(args: MountArgs) -> anyhow::Result<()> {
             .with_context(|| format!("--log {}", path.display()))?;
         let _ = LOG.set(file);
     }
-    let ready = if args.foreground {
-        Ready::Foreground
+    if backing.join(ctltree::CTL_DIR).symlink_metadata().is_ok() {
+        let msg = format!(
+            "multiarc: warning: {} is hidden by the mount's control directory \
+             (unreachable through {}; it stays in the backing directory)",
+            backing.join(ctltree::CTL_DIR).display(),
+            mountpoint.display()
+        );
+        eprintln!("{msg}");
+        if let Some(mut log) = LOG.get() {
+            let _ = writeln!(log, "{msg}");
+        }
+    }
+    raise_nofile_limit();
+    let ready = Arc::new(if args.foreground {
+        Ready {
+            pipe: std::sync::Mutex::new(None),
+            foreground: true,
+        }
     } else {
         daemonize()?
-    };
-    let daemon = matches!(ready, Ready::Daemon(_));
-    let pipe = match &ready {
-        Ready::Daemon(p) => Some(p.try_clone()?),
-        Ready::Foreground => None,
-    };
-    let result = serve(&args, backing, mountpoint, ready);
-    if let (Err(e), Some(mut pipe)) = (&result, pipe) {
-        // Failed before the mount was ready: the parent prints it. (After
-        // readiness the parent has gone and this write fails harmlessly.)
-        let _ = writeln!(pipe, "{e:#}");
+    });
+    let result = serve(&args, backing, mountpoint, Arc::clone(&ready));
+    if let Err(e) = &result {
+        if ready.fail(e) {
+            // The parent prints it.
+            std::process::exit(1);
+        }
     }
-    if daemon && result.is_err() {
+    if !args.foreground && result.is_err() {
         std::process::exit(1);
     }
     result
@@ -273,30 +381,25 @@ pub fn run(args: MountArgs) -> anyhow::Result<()> {
 /// Forks: the parent waits for the child's report and exits; the child
 /// returns the pipe to report on. Called before any thread is started.
 fn daemonize() -> anyhow::Result<Ready> {
-    let mut fds = [0i32; 2];
-    // SAFETY: a valid two-element array.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        bail!("pipe: {}", std::io::Error::last_os_error());
-    }
+    let (rd, wr) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+        .map_err(|e| anyhow!("pipe: {e}"))?;
     // SAFETY: no other thread exists yet (argument parsing only).
     match unsafe { libc::fork() } {
         -1 => bail!("fork: {}", std::io::Error::last_os_error()),
         0 => {
-            // SAFETY: our own descriptors; setsid/chdir cannot hurt.
-            unsafe {
-                libc::close(fds[0]);
-                libc::setsid();
-                libc::chdir(c"/".as_ptr());
-            }
-            // SAFETY: fds[1] is the pipe's write end, owned from here on.
-            Ok(Ready::Daemon(unsafe { std::fs::File::from_raw_fd(fds[1]) }))
+            drop(rd);
+            let _ = rustix::process::setsid();
+            let _ = std::env::set_current_dir("/");
+            Ok(Ready {
+                pipe: std::sync::Mutex::new(Some(std::fs::File::from(wr))),
+                foreground: false,
+            })
         }
         _child => {
-            // SAFETY: our own descriptors.
-            unsafe { libc::close(fds[1]) };
-            // SAFETY: fds[0] is the pipe's read end, owned from here on.
-            let mut pipe = unsafe { std::fs::File::from_raw_fd(fds[0]) };
-            // One line: "ok", or the error (the child keeps the pipe open).
+            drop(wr);
+            let mut pipe = std::fs::File::from(rd);
+            // One line: "ok", or the error. End of file without one: the
+            // child died without a word.
             let mut report = Vec::new();
             let mut byte = [0u8; 1];
             while let Ok(1) = pipe.read(&mut byte) {
@@ -324,12 +427,11 @@ fn serve(
     args: &MountArgs,
     backing: PathBuf,
     mountpoint: PathBuf,
-    ready: Ready,
+    ready: Arc<Ready>,
 ) -> anyhow::Result<()> {
     // The kernel applies the caller's umask to the modes it sends; ours must
     // not apply a second one.
-    // SAFETY: umask cannot fail.
-    unsafe { libc::umask(0) };
+    rustix::process::umask(rustix::fs::Mode::empty());
     let block_size = args.block_size as usize;
     let cache = Arc::new(
         Cache::<BlockKey>::builder()
@@ -338,7 +440,13 @@ fn serve(
             .build()
             .map_err(|e| anyhow!("cache: {e}"))?,
     );
-    let writeback = WriteBack::new(WriteBackConfig::default()).context("write-back")?;
+    let defaults = WriteBackConfig::default();
+    let writeback = WriteBack::new(WriteBackConfig {
+        dirty_max: args.dirty_max,
+        flush_threshold: defaults.flush_threshold.min(args.dirty_max / 4),
+        interval: std::time::Duration::from_secs_f64(args.writeback_interval),
+    })
+    .context("write-back")?;
     let fs = MultiarcFs::new(
         FsConfig {
             root: backing.clone(),
@@ -349,9 +457,10 @@ fn serve(
         Arc::clone(&writeback),
     )
     .with_context(|| format!("backing directory {}", backing.display()))?;
+    let fsname = format!("multiarc:{}", backing.display());
     let mut config = fuser::Config::default();
     config.mount_options = vec![
-        fuser::MountOption::FSName(format!("multiarc:{}", backing.display())),
+        fuser::MountOption::FSName(fsname.clone()),
         fuser::MountOption::Subtype("multiarc".into()),
         fuser::MountOption::DefaultPermissions,
         fuser::MountOption::NoDev,
@@ -359,18 +468,32 @@ fn serve(
     ];
     config.n_threads = Some(args.threads);
     config.clone_fd = true;
-    let session = fuser::Session::new(fs, &mountpoint, &config).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound && find_in_path("fusermount3").is_none() {
-            anyhow!(
-                "mounting {}: fusermount3 was not found: install the fuse3 package",
-                mountpoint.display()
-            )
-        } else {
-            anyhow!("mounting {}: {e}", mountpoint.display())
-        }
-    })?;
+    let root = rustix::process::geteuid().is_root();
+    let session = if root {
+        fuser::Session::new(fs, &mountpoint, &config)
+            .map_err(|e| mount_error(&e, &mountpoint, root))?
+    } else {
+        // As libfuse does: the setuid helper opens /dev/fuse and mounts.
+        let helper = find_in_path("fusermount3")
+            .or_else(|| find_in_path("fusermount"))
+            .ok_or_else(|| {
+                anyhow!("fusermount3 was not found in PATH: install the fuse3 package")
+            })?;
+        let fd = fusermount::mount(
+            &helper,
+            &mountpoint,
+            &fusermount::options(&fsname, "multiarc"),
+        )
+        .map_err(|e| mount_error(&e, &mountpoint, root))?;
+        fuser::Session::from_fd(fs, fd, fuser::SessionACL::Owner, config).map_err(|e| {
+            let _ = unmount(&mountpoint);
+            mount_error(&e, &mountpoint, root)
+        })?
+    };
     spawn_signal_thread(mountpoint.clone())?;
-    ready.ok(&format!(
+    // Ready once a request is answered: the worker threads are running
+    // (starting them can still fail, with too few descriptors for one).
+    let msg = format!(
         "mounted {} on {} (cache {} bytes, {}-byte blocks, {} locking, {} threads)",
         backing.display(),
         mountpoint.display(),
@@ -378,7 +501,17 @@ fn serve(
         block_size,
         args.locking,
         args.threads
-    ));
+    );
+    let probe = mountpoint.join(ctltree::CTL_DIR).join(ctltree::ARCSTATS);
+    let ready_probe = Arc::clone(&ready);
+    std::thread::Builder::new()
+        .name("multiarc-ready".into())
+        .spawn(move || {
+            if std::fs::metadata(&probe).is_ok() {
+                ready_probe.ok(&msg);
+            }
+        })
+        .context("ready thread")?;
     let served = session.run();
     // The filesystem (and its open files) is dropped with the session; write
     // back whatever is left and check nothing is.

@@ -27,8 +27,8 @@
 //! own write-back error cursor (`errseq`).
 
 use super::dirty::{DirtyBlock, DirtyTable};
-use super::errseq::ErrSeq;
 use super::error::{os_error_code, with_context};
+use super::errseq::ErrSeq;
 use super::range_lock::{FileRwSem, RangeGuard, RangeLock};
 use super::store::BackingStore;
 use super::writeback::{Flushable, Shared, WriteBack, WriteBackConfig};

@@ -103,7 +103,10 @@ mod tests {
         assert!(e.check_and_advance(&mut a).is_none());
         e.set(&enospc());
         let seen = e.check_and_advance(&mut a).expect("a sees it");
-        assert_eq!(super::super::error::os_error_code(&seen), Some(libc::ENOSPC));
+        assert_eq!(
+            super::super::error::os_error_code(&seen),
+            Some(libc::ENOSPC)
+        );
         assert!(e.check_and_advance(&mut a).is_none(), "only once");
         assert!(e.check_and_advance(&mut b).is_some(), "b sees it too");
         assert!(e.check_and_advance(&mut b).is_none());

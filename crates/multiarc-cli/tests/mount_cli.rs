@@ -1450,3 +1450,82 @@ print("ok")
     assert_eq!(&back[100..105], b"HELLO");
     assert_eq!(&back[40000..40005], b"WORLD");
 }
+
+/// A user other than root mounts through fusermount3 (as libfuse does),
+/// which opens /dev/fuse for it; where even that fails, the error names
+/// /dev/fuse. Run as `nobody` in a private mount namespace whose /dev/fuse
+/// is a node with the mode under test (needs root, setpriv and unshare).
+#[test]
+fn non_root_mounts_go_through_fusermount3() {
+    let test = "non_root_mounts_go_through_fusermount3";
+    if !have(test, &["setpriv", "unshare", "mknod"]) {
+        return;
+    }
+    let root = fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"));
+    if !root {
+        let _ = writeln!(std::io::stderr(), "SKIP: {test}: needs root");
+        return;
+    }
+    let dirs = Dirs::new("nonroot");
+    let base = dirs.base.clone();
+    fs::create_dir(base.join("logs")).unwrap();
+    fs::create_dir(base.join("dev")).unwrap();
+    let chown = Command::new("chown")
+        .args(["65534:65534"])
+        .arg(dirs.backing())
+        .arg(dirs.mnt())
+        .arg(base.join("logs"))
+        .status()
+        .unwrap();
+    assert!(chown.success());
+    let script = format!(
+        r#"set -e
+N="setpriv --reuid=65534 --regid=65534 --clear-groups"
+mknod -m 600 '{base}/dev/closed' c 10 229
+mount --bind '{base}/dev/closed' /dev/fuse
+if $N '{bin}' mount '{b}' '{m}' 2> '{base}/logs/refused'; then echo "mounted with /dev/fuse 0600"; exit 1; fi
+umount /dev/fuse
+mknod -m 666 '{base}/dev/open' c 10 229
+mount --bind '{base}/dev/open' /dev/fuse
+$N '{bin}' mount '{b}' '{m}' --log '{base}/logs/mount.log'
+$N sh -c "echo through-fusermount3 > '{m}/f'; cat '{m}/f'; test -f '{m}/.multiarc/arcstats'"
+$N fusermount3 -u '{m}'
+i=0
+until grep -q 'everything written back' '{base}/logs/mount.log'; do
+  i=$((i+1)); test $i -lt 600 || {{ echo "the daemon did not finish"; exit 1; }}; sleep 0.1
+done
+"#,
+        base = base.display(),
+        bin = BIN,
+        b = dirs.backing().display(),
+        m = dirs.mnt().display(),
+    );
+    let out = Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let log = fs::read_to_string(base.join("logs/mount.log")).unwrap_or_default();
+    assert!(
+        out.status.success(),
+        "{}{}\nmount log:\n{log}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "through-fusermount3"
+    );
+    let refused = fs::read_to_string(base.join("logs/refused")).unwrap();
+    assert!(
+        refused.contains("/dev/fuse") && refused.contains("Permission denied"),
+        "{refused}"
+    );
+    assert_eq!(refused.trim_end().lines().count(), 1, "{refused}");
+    assert_eq!(
+        fs::read_to_string(dirs.backing().join("f")).unwrap(),
+        "through-fusermount3\n"
+    );
+}

@@ -581,6 +581,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_refused_dev_fuse_is_named() {
+        let e = std::io::Error::from_raw_os_error(libc::EACCES);
+        let msg = mount_error(&e, Path::new("/mnt/x"), false).to_string();
+        assert!(
+            msg.contains("/dev/fuse") && msg.contains("Permission denied"),
+            "{msg}"
+        );
+        assert!(msg.contains("fusermount3"), "{msg}");
+        let msg = mount_error(&e, Path::new("/mnt/x"), true).to_string();
+        assert!(msg.contains("/dev/fuse"), "{msg}");
+    }
+
+    #[test]
     fn mountinfo_lists_root() {
         assert!(mount_points().contains(&PathBuf::from("/")));
     }

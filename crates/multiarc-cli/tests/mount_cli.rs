@@ -1529,3 +1529,155 @@ done
         "through-fusermount3\n"
     );
 }
+
+/// The control directory refuses create, rename, link and chmod; sparse
+/// files reach 1 TiB (the hole reads as zeros without touching the disk);
+/// truncation racing readers never shows a reader bytes past the end.
+#[test]
+fn control_directory_refuses_changes_holes_and_truncate_races() {
+    use std::os::unix::fs::MetadataExt;
+    if !have(
+        "control_directory_refuses_changes_holes_and_truncate_races",
+        &[],
+    ) {
+        return;
+    }
+    let dirs = Dirs::new("ctl-holes");
+    let mut m = Mount::start(&dirs, &[]);
+    let ctl = m.path(".multiarc");
+    fs::write(m.path("plain"), b"p").unwrap();
+    assert!(
+        File::create(ctl.join("new")).is_err(),
+        "create in .multiarc"
+    );
+    assert!(fs::rename(m.path("plain"), ctl.join("x")).is_err());
+    assert!(fs::rename(&ctl, m.path("renamed")).is_err());
+    assert!(fs::hard_link(m.path("plain"), ctl.join("l")).is_err());
+    assert!(fs::hard_link(ctl.join("arcstats"), m.path("l")).is_err());
+    assert!(fs::create_dir(m.path(".multiarc/d")).is_err());
+    assert!(Command::new("chmod")
+        .arg("777")
+        .arg(ctl.join("arcstats"))
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| !s.success()));
+    assert!(fs::write(ctl.join("arcstats"), b"1").is_err());
+
+    // A 1 TiB sparse file.
+    const TIB: u64 = 1 << 40;
+    let f = File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(m.path("sparse"))
+        .unwrap();
+    f.write_all_at(b"end", TIB - 3).unwrap();
+    f.sync_all().unwrap();
+    assert_eq!(f.metadata().unwrap().len(), TIB);
+    let mut buf = vec![1u8; 1 << 20];
+    f.read_exact_at(&mut buf, TIB / 2).unwrap();
+    assert!(buf.iter().all(|&b| b == 0));
+    let mut end = [0u8; 3];
+    f.read_exact_at(&mut end, TIB - 3).unwrap();
+    assert_eq!(&end, b"end");
+    drop(f);
+    let on_disk = fs::metadata(dirs.backing().join("sparse")).unwrap();
+    assert_eq!(on_disk.len(), TIB);
+    assert!(on_disk.blocks() < 1 << 16, "the hole was written out");
+    fs::remove_file(m.path("sparse")).unwrap();
+
+    // Truncation racing readers: a read returns bytes of the file as it was
+    // or is, never garbage past the end.
+    let path = m.path("shrinking");
+    let full = vec![0xabu8; 1 << 20];
+    fs::write(&path, &full).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let (path, stop) = (path.clone(), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                let f = File::open(&path).unwrap();
+                let mut buf = vec![0u8; 256 << 10];
+                let mut reads = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let n = f.read_at(&mut buf, 512 << 10).unwrap();
+                    assert!(
+                        buf[..n].iter().all(|&b| b == 0xab || b == 0),
+                        "a read raced with truncation returned garbage"
+                    );
+                    reads += 1;
+                }
+                reads
+            })
+        })
+        .collect();
+    let w = File::options().write(true).open(&path).unwrap();
+    for round in 0..200u64 {
+        w.set_len((round * 7919) % (1 << 20)).unwrap();
+        w.write_all_at(&full[..4096], (round * 4099) % (1 << 20))
+            .unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    for r in readers {
+        assert!(r.join().unwrap() > 0);
+    }
+    drop(w);
+    assert!(m.unmount().success(), "{}", m.log_text());
+}
+
+/// SIGKILL of the daemon during fsync'ed writes loses no record whose
+/// fsync succeeded.
+#[test]
+fn sigkill_of_the_daemon_loses_no_fsynced_record() {
+    if !have("sigkill_of_the_daemon_loses_no_fsynced_record", &[]) {
+        return;
+    }
+    const REC: usize = 100;
+    let dirs = Dirs::new("sigkill");
+    let mut m = Mount::start(&dirs, &[]);
+    let path = m.path("journal");
+    let acked = Arc::new(AtomicU64::new(0));
+    let writer = {
+        let (path, acked) = (path.clone(), Arc::clone(&acked));
+        std::thread::spawn(move || {
+            let f = File::create(&path).unwrap();
+            for i in 1u64.. {
+                let mut rec = format!("record {i:>12} ").into_bytes();
+                rec.resize(REC - 1, b'.');
+                rec.push(b'\n');
+                if f.write_all_at(&rec, (i - 1) * REC as u64).is_err() || f.sync_data().is_err() {
+                    return;
+                }
+                acked.store(i, Ordering::SeqCst);
+            }
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while acked.load(Ordering::SeqCst) < 200 {
+        assert!(Instant::now() < deadline, "no progress: {}", m.log_text());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut child = m.child.take().unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    writer.join().unwrap();
+    let acked = acked.load(Ordering::SeqCst);
+    assert!(fusermount_u(&m.mnt));
+    let disk = fs::read(dirs.backing().join("journal")).unwrap();
+    assert!(
+        disk.len() >= acked as usize * REC,
+        "{} bytes on disk, {acked} records acknowledged",
+        disk.len()
+    );
+    for i in 1..=acked {
+        let rec = &disk[(i - 1) as usize * REC..i as usize * REC];
+        let want = format!("record {i:>12} ");
+        assert!(
+            rec.starts_with(want.as_bytes()),
+            "acknowledged record {i} lost: {:?}",
+            String::from_utf8_lossy(rec)
+        );
+    }
+    eprintln!("sigkill: {acked} fsync'ed records, all on disk");
+}

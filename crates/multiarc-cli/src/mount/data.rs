@@ -304,13 +304,11 @@ impl Data {
 
     pub fn release(&self, table: &InodeTable, fh: u64) -> Result<(), Errno> {
         let handle = self.handles.lock().remove(&fh).ok_or(Errno::EBADF)?;
-        let Ok(Handle { inode, file, .. }) = Arc::try_unwrap(handle) else {
-            // A request still running on it holds it: the kernel sends
-            // release after every request of the handle is answered, so
-            // this does not happen; nothing is lost if it does (the last
-            // description of the file still closes it).
-            return Ok(());
-        };
+        // (The kernel sends release after every request of the handle was
+        // answered, so this is the only reference; if not, the description
+        // closes when the last one goes.)
+        let (inode, file) = (Arc::clone(&handle.inode), Arc::clone(&handle.file));
+        drop(handle);
         self.put(table, &inode, file)
             .map_err(|e| logged_errno("close", &e))
     }

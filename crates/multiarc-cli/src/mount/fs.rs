@@ -240,7 +240,10 @@ impl MultiarcFs {
         let Some(inode) = key.and_then(|k| self.inodes.by_key(k)) else {
             return;
         };
-        if !inode.unlinked() {
+        // Only regular files hold space worth freeing early, and only for
+        // them is it known whether something has them open (a directory or
+        // fifo can be open without a handle of ours: fstat must still work).
+        if inode.kind != FileType::RegularFile || !inode.unlinked() {
             return;
         }
         if inode.data.lock().busy() {
@@ -838,7 +841,8 @@ impl Filesystem for MultiarcFs {
     ) {
         let r = (|| {
             let p = self.parent(parent.0, name)?;
-            let mut o = OFlags::CREATE | OFlags::WRONLY | OFlags::CLOEXEC;
+            // Never through a symlink put there behind the mount's back.
+            let mut o = OFlags::CREATE | OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
             if flags & libc::O_EXCL != 0 {
                 o |= OFlags::EXCL;
             }

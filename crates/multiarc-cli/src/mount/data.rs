@@ -79,7 +79,6 @@ pub struct Data {
     /// Whether backing files are opened with `O_DIRECT` (cleared, with a
     /// note, the first time the backing filesystem refuses it).
     direct: AtomicBool,
-    next_object: AtomicU64,
     handles: Mutex<HashMap<u64, Arc<Handle>>>,
     next_fh: AtomicU64,
 }
@@ -139,7 +138,6 @@ impl Data {
             block_size,
             locking,
             direct: AtomicBool::new(true),
-            next_object: AtomicU64::new(1),
             handles: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
         }
@@ -182,21 +180,22 @@ impl Data {
             return Ok(d);
         }
         let now = Seen::of(&inode.stat().map_err(|e| errno(&e))?);
-        let object = st
-            .object
-            .unwrap_or_else(|| self.next_object.fetch_add(1, Ordering::Relaxed));
         // Changed behind the mount since the last close: its cached blocks
         // are not its data any more.
         let changed = st.seen.is_some_and(|seen| seen != now);
         let store = self.open_store(inode).map_err(|e| errno(&e))?;
-        let file = CachedFile::builder(Arc::clone(&self.cache), store)
-            .object_id(object)
+        // The id its blocks had at the last close, so they are found again;
+        // a file never opened gets a fresh one from the file layer (ids are
+        // the file layer's to give: it re-keys files itself).
+        let mut builder = CachedFile::builder(Arc::clone(&self.cache), store)
             .block_size(self.block_size)
             .locking(self.locking)
             .write_back(Arc::clone(&self.writeback))
-            .name(name.to_string())
-            .open()
-            .map_err(|e| errno(&e))?;
+            .name(name.to_string());
+        if let Some(object) = st.object {
+            builder = builder.object_id(object);
+        }
+        let file = builder.open().map_err(|e| errno(&e))?;
         // (A file whose earlier write-back is still being retried is that
         // same state, dirty blocks and all: those stay, being newer.)
         if changed {
@@ -221,6 +220,10 @@ impl Data {
             st.handles = st.handles.saturating_sub(1);
             let last = st.handles == 0;
             let primary = if last { st.file.take() } else { None };
+            if let Some(p) = &primary {
+                // Truncation may have re-keyed it.
+                st.object = Some(p.object_id());
+            }
             let unlinked = last && inode.unlinked();
             let result = match (last, unlinked) {
                 (true, false) => close_description(file),

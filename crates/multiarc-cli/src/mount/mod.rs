@@ -316,9 +316,8 @@ impl log::Log for StderrLog {
         // or ENOTTY as they should; that is not worth a line each time.
         // And after `fusermount3 -u`, fuser's own unmount finds nothing
         // mounted (EINVAL): expected, not a problem.
-        if text.starts_with("[Not Implemented]")
-            || (text.starts_with("Failed to umount") && text.contains("os error 22"))
-        {
+        // (A session that fails unmounts through `unmount` below, lazily.)
+        if text.starts_with("[Not Implemented]") || text.starts_with("Failed to umount") {
             return;
         }
         eprintln!(
@@ -513,12 +512,28 @@ fn serve(
         })
         .context("ready thread")?;
     let served = session.run();
+    if served.is_err() && mount_points().contains(&mountpoint) {
+        // The session failed (its own unmount may have found the mount
+        // busy): do not leave a dead mount behind.
+        let _ = unmount(&mountpoint);
+    }
     // The filesystem (and its open files) is dropped with the session; write
     // back whatever is left and check nothing is.
     let flushed = writeback.flush_all();
     let left = writeback.stats().dirty_bytes;
     drop(writeback);
-    served.with_context(|| format!("serving {}", mountpoint.display()))?;
+    served.map_err(|e| {
+        let hint = if e.raw_os_error() == Some(libc::EMFILE) {
+            format!(
+                " (each of the --threads {} needs a /dev/fuse descriptor, and each file the \
+                 kernel knows one: raise the open-file limit, ulimit -n)",
+                args.threads
+            )
+        } else {
+            String::new()
+        };
+        anyhow!("serving {}: {e}{hint}", mountpoint.display())
+    })?;
     flushed.context("final write-back")?;
     if left > 0 {
         bail!(

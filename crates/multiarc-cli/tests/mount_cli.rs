@@ -1006,12 +1006,9 @@ fn daemon_mode_reports_a_mount_that_died_before_it_was_ready() {
     }
     assert!(err.contains("multiarc: error:"), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("ulimit -n"), "{err}");
     // And nothing is left mounted.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while is_mounted(&dirs.mnt()) {
-        assert!(Instant::now() < deadline, "left mounted after failing");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    assert!(!is_mounted(&dirs.mnt()), "left mounted after failing");
 }
 
 /// `multiarc set` checks every setting before applying any; a non-empty

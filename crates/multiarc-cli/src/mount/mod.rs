@@ -574,9 +574,7 @@ fn spawn_signal_thread(mountpoint: PathBuf) -> anyhow::Result<()> {
 
 /// Unmounts `mountpoint` (lazily): directly as root, else via fusermount3.
 pub fn unmount(mountpoint: &Path) -> anyhow::Result<()> {
-    let c = std::ffi::CString::new(mountpoint.as_os_str().as_bytes())?;
-    // SAFETY: a valid C string.
-    if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } == 0 {
+    if rustix::mount::unmount(mountpoint, rustix::mount::UnmountFlags::DETACH).is_ok() {
         return Ok(());
     }
     let bin = find_in_path("fusermount3").unwrap_or_else(|| "fusermount".into());

@@ -1231,7 +1231,15 @@ fn removing_files_written_on_a_full_backing_frees_their_space() {
     f.write_all_at(&data, 0).unwrap();
     f.sync_all().unwrap();
     drop(f);
+    // Removing a file just written and closed (clean) frees it at once:
+    // nothing waits for the flusher's next pass.
+    let before = small.free_bytes();
     fs::remove_file(m.path("again")).unwrap();
+    assert!(
+        small.free_bytes() >= before + (8 << 20),
+        "removing a closed file did not free its space at once ({before} -> {})",
+        small.free_bytes()
+    );
 
     // Open: unlinked while open and full of unwritable dirty data; the last
     // close drops it.

@@ -249,15 +249,18 @@ impl Data {
     }
 
     /// The last name of `inode`, which no handle has open, was removed:
-    /// if an earlier write-back of it is still being retried (a full
-    /// backing filesystem), its blocks are dropped and its backing file
-    /// closed now, so removing it frees the space.
+    /// if the file layer still holds the file (closed files stay with the
+    /// flusher until its next pass, and a failed write-back, on a full
+    /// backing filesystem, is retried), its dirty blocks are dropped and its
+    /// backing file closed now, so removing it frees the space at once.
     pub fn forget_unlinked(&self, inode: &Inode) {
-        if inode.kind != FileType::RegularFile || self.writeback.stats().dirty_bytes == 0 {
+        if inode.kind != FileType::RegularFile {
             return;
         }
         let st = inode.data.lock();
-        if st.busy() {
+        // Never opened through this inode and nothing dirty anywhere: the
+        // file layer cannot be holding it.
+        if st.busy() || (st.object.is_none() && self.writeback.stats().dirty_bytes == 0) {
             return;
         }
         let Ok(store) = self.open_store(inode) else {

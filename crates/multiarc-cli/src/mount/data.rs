@@ -51,6 +51,13 @@ pub struct DataState {
     object: Option<u64>,
     /// The backing file at the last open or `close(2)` (flush).
     seen: Option<Seen>,
+    /// A write-back of the file failed and no sync succeeded since, or the
+    /// write-back had failures while the file was closed: a new handle's
+    /// first `close(2)` syncs (so it reports what it must, by errseq) even
+    /// with nothing dirty.
+    suspect: bool,
+    /// The write-back's error count at the last close.
+    errors_at_close: u64,
 }
 
 impl DataState {
@@ -239,6 +246,10 @@ impl Data {
                 }
             };
             drop(primary);
+            if last {
+                st.suspect |= result.is_err();
+                st.errors_at_close = self.writeback.stats().write_errors;
+            }
             (result, unlinked)
         };
         if retire {
@@ -294,11 +305,20 @@ impl Data {
                 return Err(logged_errno("truncate", &e));
             }
         }
+        let errors = self.writeback.stats().write_errors;
+        let errors_seen = {
+            let st = inode.data.lock();
+            if st.suspect || (st.handles == 1 && errors != st.errors_at_close) {
+                u64::MAX
+            } else {
+                errors
+            }
+        };
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         let handle = Arc::new(Handle {
             inode: Arc::clone(inode),
             file,
-            errors_seen: AtomicU64::new(self.writeback.stats().write_errors),
+            errors_seen: AtomicU64::new(errors_seen),
         });
         self.handles.lock().insert(fh, handle);
         Ok(fh)
@@ -327,7 +347,7 @@ impl Data {
         let errors = self.writeback.stats().write_errors;
         if h.file.dirty_bytes() > 0 || errors != h.errors_seen.load(Ordering::Relaxed) {
             h.errors_seen.store(errors, Ordering::Relaxed);
-            h.file.sync_all().map_err(|e| logged_errno("close", &e))?;
+            self.sync(&h).map_err(|e| logged_errno("close", &e))?;
         }
         // What the backing file looks like now that this close has written
         // it: a change after this (the kernel's release comes later, maybe
@@ -342,7 +362,15 @@ impl Data {
         let h = self.handle(fh)?;
         h.errors_seen
             .store(self.writeback.stats().write_errors, Ordering::Relaxed);
-        h.file.sync_all().map_err(|e| logged_errno("fsync", &e))
+        self.sync(&h).map_err(|e| logged_errno("fsync", &e))
+    }
+
+    /// Syncs a handle's description, noting on its inode whether the file
+    /// is known to have a failed write-back.
+    fn sync(&self, h: &Handle) -> io::Result<()> {
+        let r = h.file.sync_all();
+        h.inode.data.lock().suspect = r.is_err();
+        r
     }
 
     /// The cached length of `inode` while it is open (it may be ahead of

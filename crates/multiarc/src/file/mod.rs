@@ -21,8 +21,8 @@
 
 mod cached;
 mod dirty;
-mod errseq;
 mod error;
+mod errseq;
 mod fault;
 mod range_lock;
 mod store;

@@ -413,7 +413,8 @@ fn flusher(shared: Arc<Shared>) {
             // Last pass done; what could not be written is reported, since
             // no one is left to call sync_all. The files are let go (they
             // hold this service's state: keeping them would be a cycle).
-            let files = std::mem::take(&mut *shared.files.lock().unwrap_or_else(|e| e.into_inner()));
+            let files =
+                std::mem::take(&mut *shared.files.lock().unwrap_or_else(|e| e.into_inner()));
             for e in files {
                 let n = e.file.dirty_blocks();
                 if n > 0 {

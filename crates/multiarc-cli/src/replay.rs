@@ -780,6 +780,65 @@ mod tests {
         }
     }
 
+    /// A trace file that gets lines appended just before its `at`-th
+    /// opening (0-based): `echo ... >> trace` while replay runs.
+    struct AppendedTo {
+        file: TraceFile,
+        at: usize,
+        opened: std::cell::Cell<usize>,
+    }
+
+    impl TraceSource for AppendedTo {
+        fn name(&self) -> String {
+            self.file.name()
+        }
+        fn open(&self) -> anyhow::Result<Box<dyn BufRead>> {
+            let k = self.opened.get();
+            self.opened.set(k + 1);
+            if k == self.at {
+                use std::io::Write;
+                let mut f = std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(&self.file.0)?;
+                f.write_all(b"1\n2\n")?;
+            }
+            self.file.open()
+        }
+    }
+
+    #[test]
+    fn a_trace_file_appended_to_between_passes_is_an_error() {
+        let dir =
+            std::env::temp_dir().join(format!("multiarc-replay-append-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("grows.ids");
+        // Passes with opt: count, opt's next uses, one per capacity.
+        for at in 1..=2 {
+            std::fs::write(&path, ids(40)).unwrap();
+            let source = AppendedTo {
+                file: TraceFile::new(&path).unwrap(),
+                at,
+                opened: std::cell::Cell::new(0),
+            };
+            let e = replay(
+                &source,
+                TraceFormat::Ids,
+                &["opt".to_string(), "lru".to_string()],
+                &["2".to_string()],
+                8192,
+                &mut Progress::new(false),
+            )
+            .err()
+            .unwrap_or_else(|| panic!("appended before pass {at}: no error"))
+            .to_string();
+            assert!(
+                e.contains(&*path.to_string_lossy()) && e.contains("changed while it was replayed"),
+                "{e}"
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn policies_built_with_the_clamped_capacity_never_evict() {
         // Replay builds a policy with built_capacity(), at most the trace's

@@ -125,7 +125,11 @@ pub fn run(args: PoisonArgs) -> anyhow::Result<()> {
     // keeps an entry per block, cached or ghost.
     let blocks = args.max_bytes / args.block_size;
     check_fits_in_memory(
-        &format!("--max-bytes {}", human_bytes(args.max_bytes)),
+        &format!(
+            "--max-bytes {} ({blocks} blocks of --block-size {})",
+            human_bytes(args.max_bytes),
+            human_bytes(args.block_size)
+        ),
         args.max_bytes
             .saturating_add(args.max_bytes >> 8)
             .saturating_add(blocks.saturating_mul(2 * BYTES_PER_ENTRY)),

@@ -39,7 +39,7 @@ pub struct BenchArgs {
     locking: Vec<multiarc::file::Locking>,
     /// Thread counts (comma-separated). Past 2 they oversubscribe this
     /// machine's cores, which is itself part of the test.
-    #[arg(long, value_parser = count_arg, value_delimiter = ',', default_value = "1,2,4,8,16,32")]
+    #[arg(long, value_parser = crate::util::thread_count_arg, value_delimiter = ',', default_value = "1,2,4,8,16,32")]
     threads: Vec<usize>,
     /// Seconds each (cache, mode, threads) measurement runs.
     #[arg(long, default_value_t = 0.8)]
@@ -319,9 +319,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         if args.caches.is_some() || args.lockstat || args.plot.is_some() {
             bail!("--caches, --lockstat and --plot apply to --workload cache only");
         }
-        if !(args.seconds > 0.0 && args.seconds.is_finite()) {
-            bail!("--seconds must be a positive number, got {}", args.seconds);
-        }
+        crate::util::check_seconds(args.seconds)?;
         if !args.block_size.is_power_of_two() || !(512..=1 << 20).contains(&args.block_size) {
             bail!(
                 "--block-size must be a power of two from 512 B to 1 MiB for file workloads, got {}",
@@ -339,9 +337,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             json: args.json,
         });
     }
-    if !(args.seconds > 0.0 && args.seconds.is_finite()) {
-        bail!("--seconds must be a positive number, got {}", args.seconds);
-    }
+    crate::util::check_seconds(args.seconds)?;
     if args.block_size == 0 || args.block_size > 16 << 20 {
         bail!(
             "--block-size must be between 1 byte and 16 MiB, got {}",

@@ -134,6 +134,20 @@ fn file_workload(
     if a.file_bytes < 4 * UNALIGNED_MAX.max(bs) {
         bail!("--file-bytes must be at least 4 x max(16 KiB, --block-size) for the file workloads");
     }
+    // Each locking mode's file is open at once: its store (the file's bytes)
+    // and its cache (the file's bytes again, and an entry per block).
+    let per_file = a
+        .file_bytes
+        .saturating_mul(2)
+        .saturating_add((a.file_bytes / bs).saturating_mul(256));
+    crate::util::check_fits_in_memory(
+        &format!(
+            "--file-bytes {} ({} locking modes, each a file in memory and its cache)",
+            crate::util::human_bytes(a.file_bytes),
+            a.locking.len()
+        ),
+        per_file.saturating_mul(a.locking.len() as u64),
+    )?;
     let ios = ["8KiB", "unaligned"];
     let total = a.locking.len() * ios.len() * a.threads.len() * a.repeat;
     let mut done = 0;

@@ -46,7 +46,7 @@ const LOCK_NAMES: [&str; 6] = [
 #[derive(clap::Args)]
 pub struct LockbenchArgs {
     /// Thread counts to measure, comma-separated (1 = uncontended).
-    #[arg(long, value_parser = util::count_arg, value_delimiter = ',', default_value = "1,4")]
+    #[arg(long, value_parser = util::thread_count_arg, value_delimiter = ',', default_value = "1,4")]
     threads: Vec<usize>,
     /// Duration of each run in seconds (each configuration runs 3 times).
     #[arg(long, default_value_t = 2.0)]
@@ -267,22 +267,26 @@ fn run_once<L: BenchLock>(name: &str, threads: usize, duration: Duration) -> Res
     let lock = Arc::new(L::new());
     let stop = Arc::new(AtomicBool::new(false));
     let start_line = Arc::new(Barrier::new(threads + 1));
+    // A thread that cannot be started (a process or memory limit) is an
+    // error; the ones already waiting at the start line end with the process.
     let handles: Vec<_> = (0..threads)
-        .map(|_| {
+        .map(|t| {
             let (lock, stop, start_line) = (lock.clone(), stop.clone(), start_line.clone());
-            std::thread::spawn(move || {
-                start_line.wait();
-                let mut acquisitions = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    for _ in 0..BATCH {
-                        lock.increment();
+            std::thread::Builder::new()
+                .spawn(move || {
+                    start_line.wait();
+                    let mut acquisitions = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        for _ in 0..BATCH {
+                            lock.increment();
+                        }
+                        acquisitions += BATCH;
                     }
-                    acquisitions += BATCH;
-                }
-                acquisitions
-            })
+                    acquisitions
+                })
+                .map_err(|e| anyhow::anyhow!("--threads {threads}: starting thread {}: {e}", t + 1))
         })
-        .collect();
+        .collect::<Result<_>>()?;
     start_line.wait();
     let start = Instant::now();
     std::thread::sleep(duration);
@@ -392,12 +396,7 @@ fn selected_locks(args: &LockbenchArgs) -> Result<Vec<String>> {
 
 /// Runs `multiarc lockbench`.
 pub fn run(args: LockbenchArgs) -> Result<()> {
-    if !(args.seconds.is_finite() && args.seconds > 0.0 && args.seconds <= 86_400.0) {
-        bail!(
-            "--seconds must be a positive number of seconds (at most a day), got {}",
-            args.seconds
-        );
-    }
+    util::check_seconds(args.seconds)?;
     let locks = selected_locks(&args)?;
     let mut progress = Progress::new(true);
     let mut results = Vec::new();
@@ -444,9 +443,9 @@ pub fn run(args: LockbenchArgs) -> Result<()> {
             },
             results,
         };
-        println!("{}", serde_json::to_string_pretty(&document)?);
+        util::outln!("{}", serde_json::to_string_pretty(&document)?)?;
     } else {
-        print!("{}", table(&args, cpus, &results));
+        util::out!("{}", table(&args, cpus, &results))?;
     }
     Ok(())
 }

@@ -16,6 +16,7 @@ mod scan;
 mod util;
 
 use clap::{Parser, Subcommand};
+use std::io::Write;
 
 #[derive(Parser)]
 #[command(
@@ -75,13 +76,38 @@ fn parse_args() -> Cli {
                         && !l.starts_with("For more information")
                 })
                 .collect();
-            eprintln!("multiarc: {}", line.join(" "));
+            let _ = writeln!(std::io::stderr(), "multiarc: {}", line.join(" "));
             std::process::exit(2);
         }
     }
 }
 
+/// Exit status when stdout is a closed pipe: what a shell reports for a
+/// program killed by SIGPIPE (128 + 13), as `ls | head -0` gives.
+const EXIT_STDOUT_CLOSED: i32 = 141;
+
+/// Exits quietly when a `print!` still reaches a closed stdout (a command
+/// not yet writing through `util::outln!`): std panics with "failed
+/// printing to stdout: Broken pipe", which is the reader going away, not a
+/// bug. Every other panic goes to the default hook.
+fn quiet_on_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let text = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if text.starts_with("failed printing to stdout") && text.contains("Broken pipe") {
+            std::process::exit(EXIT_STDOUT_CLOSED);
+        }
+        default(info)
+    }));
+}
+
 fn main() {
+    quiet_on_closed_stdout();
     let cli = parse_args();
     let result = match cli.command {
         Command::Bench(args) => bench::run(args),
@@ -93,8 +119,13 @@ fn main() {
         Command::Stats(args) => mount::run_stats(args),
         Command::Set(args) => mount::run_set(args),
     };
+    let result = result.and_then(|()| util::flush_stdout());
     if let Err(err) = result {
-        eprintln!("multiarc: error: {err:#}");
+        if err.chain().any(|e| e.is::<util::StdoutClosed>()) {
+            std::process::exit(EXIT_STDOUT_CLOSED);
+        }
+        // A closed stderr cannot be told anything: exit with the status alone.
+        let _ = writeln!(std::io::stderr(), "multiarc: error: {err:#}");
         std::process::exit(1);
     }
 }

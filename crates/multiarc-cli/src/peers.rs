@@ -47,6 +47,17 @@ pub const PEER_NAMES: &[&str] = &[
     "mutex-lru",
 ];
 
+/// The largest capacity a row is built with: 2^48 bytes (256 TiB). Past
+/// it multiarc's byte arithmetic overflows (`2c` near 2^64); the commands
+/// check their sizes against the machine's memory long before.
+pub const MAX_CAPACITY_BYTES: u64 = 1 << 48;
+
+/// Rows that allocate for their whole capacity when built (tinyufo's
+/// buckets and frequency sketch, `lru`'s hash table), and a generous guess
+/// of what they allocate per entry.
+const PREALLOCATING: &[&str] = &["tinyufo", "mutex-lru"];
+const PREALLOCATED_BYTES_PER_ENTRY: u64 = 64;
+
 /// Builds a cache by row name holding about `capacity_bytes` of values of
 /// `value_size` bytes each.
 pub fn build(
@@ -66,7 +77,17 @@ pub fn build_with(
     sublists: Option<usize>,
 ) -> anyhow::Result<Box<dyn BenchCache>> {
     let value_size = value_size.max(1);
-    let entries = (capacity_bytes / value_size as u64).max(1) as usize;
+    if capacity_bytes > MAX_CAPACITY_BYTES {
+        bail!("{name}: a capacity of {capacity_bytes} bytes is past the limit of 2^48 bytes (256 TiB)");
+    }
+    let entries = (capacity_bytes / value_size as u64).max(1);
+    if PREALLOCATING.contains(&name) {
+        crate::util::check_fits_in_memory(
+            &format!("{name} with a capacity of {entries} entries (allocated when it is built)"),
+            entries.saturating_mul(PREALLOCATED_BYTES_PER_ENTRY),
+        )?;
+    }
+    let entries = entries as usize;
     Ok(match name {
         "multiarc" => Box::new(Multiarc::new(capacity_bytes, sublists, None)?),
         "multiarc-eager" => Box::new(Multiarc::new(
@@ -313,5 +334,27 @@ mod tests {
             );
         }
         assert!(build("nope", 1, 1).is_err());
+    }
+
+    #[test]
+    fn huge_capacities_are_errors_not_aborts() {
+        for name in MULTIARC_NAMES.iter().chain(PEER_NAMES) {
+            for capacity in [u64::MAX, MAX_CAPACITY_BYTES + 1] {
+                let e = build(name, capacity, 1).err().map(|e| e.to_string());
+                let e = e.unwrap_or_else(|| panic!("{name}: built with {capacity} bytes"));
+                assert!(e.contains(name) && e.contains("2^48"), "{e}");
+            }
+        }
+        // tinyufo and mutex-lru allocate by capacity: more entries than
+        // memory is an error (2^48 entries, 16 PiB at 64 bytes each).
+        if crate::util::machine_memory_bytes().is_some() {
+            for name in PREALLOCATING {
+                let e = build(name, MAX_CAPACITY_BYTES, 1)
+                    .err()
+                    .map(|e| e.to_string());
+                let e = e.unwrap_or_else(|| panic!("{name}: no memory check"));
+                assert!(e.contains("memory") && e.contains("entries"), "{e}");
+            }
+        }
     }
 }

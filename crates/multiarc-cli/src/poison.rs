@@ -14,11 +14,15 @@
 //! resize of step 4 repaired it. A cache that recovers by itself shows phase
 //! 3's final window (its last 20% of reads) within 2 points of phases 1 and 5.
 
-use crate::util::{size_arg, Progress, SplitMix};
+use crate::util::{check_fits_in_memory, human_bytes, outln, size_arg, Progress, SplitMix};
 use anyhow::bail;
 use multiarc::{BlockKey, Cache, HitMode};
 use serde::Serialize;
 use std::time::Instant;
+
+/// Memory per cache entry beside its bytes (entry, hash slot, list links),
+/// a guess on the high side for the memory check.
+const BYTES_PER_ENTRY: u64 = 256;
 
 /// Arguments of `multiarc poison`.
 #[derive(clap::Args, Debug)]
@@ -110,9 +114,26 @@ pub fn run(args: PoisonArgs) -> anyhow::Result<()> {
         "eager" => HitMode::Eager,
         other => bail!("unknown hit mode {other:?} (known: lazy, eager)"),
     };
-    if args.block_size == 0 || args.max_bytes < 2 * args.block_size {
-        bail!("--max-bytes must hold at least two blocks of --block-size");
+    if args.block_size == 0 || args.max_bytes < args.block_size.saturating_mul(2) {
+        bail!(
+            "--max-bytes ({}) must hold at least two blocks of --block-size ({})",
+            args.max_bytes,
+            args.block_size
+        );
     }
+    // The cache holds up to M of blocks (plus its overflow margin) and
+    // keeps an entry per block, cached or ghost.
+    let blocks = args.max_bytes / args.block_size;
+    check_fits_in_memory(
+        &format!(
+            "--max-bytes {} ({blocks} blocks of --block-size {})",
+            human_bytes(args.max_bytes),
+            human_bytes(args.block_size)
+        ),
+        args.max_bytes
+            .saturating_add(args.max_bytes >> 8)
+            .saturating_add(blocks.saturating_mul(2 * BYTES_PER_ENTRY)),
+    )?;
     for (name, bytes) in [("--a-bytes", args.a_bytes), ("--b-bytes", args.b_bytes)] {
         if bytes <= args.max_bytes {
             bail!(
@@ -126,7 +147,7 @@ pub fn run(args: PoisonArgs) -> anyhow::Result<()> {
     }
     let cache: Cache<BlockKey> = Cache::builder()
         .max_bytes(args.max_bytes)
-        .min_bytes(args.max_bytes / 4)
+        .min_bytes((args.max_bytes / 4).max(1))
         .hit_mode(mode)
         .build()?;
     let reader = Reader {
@@ -155,7 +176,9 @@ pub fn run(args: PoisonArgs) -> anyhow::Result<()> {
                 let offset = i * (256 << 10);
                 reader.read(2, offset, (256 << 10).min(args.b_bytes - offset))
             } else {
-                let len = 1 + rng.next() % (256 << 10);
+                // Up to 256 KiB, and shorter than A (--a-bytes > --max-bytes
+                // >= 2 blocks, so A has at least 2 bytes).
+                let len = 1 + rng.next() % (256 << 10).min(args.a_bytes - 1);
                 let offset = rng.next() % (args.a_bytes - len);
                 reader.read(1, offset, len)
             };
@@ -219,16 +242,20 @@ pub fn run(args: PoisonArgs) -> anyhow::Result<()> {
             phases,
             recovered,
         };
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?)?;
     } else {
-        println!("phase  reads     reads/s  hit ratio  final window");
+        outln!("phase  reads     reads/s  hit ratio  final window")?;
         for p in &phases {
-            println!(
+            outln!(
                 "{:>5} {:>6} {:>11.0} {:>10.3} {:>13.3}",
-                p.phase, p.reads, p.reads_per_sec, p.hit_ratio, p.final_window_hit_ratio
-            );
+                p.phase,
+                p.reads,
+                p.reads_per_sec,
+                p.hit_ratio,
+                p.final_window_hit_ratio
+            )?;
         }
-        println!(
+        outln!(
             "phase 3 final window {w3:.3}: {:+.3} vs phase 1, {:+.3} vs phase 5 -> {}",
             w3 - w1,
             w3 - w5,
@@ -237,7 +264,7 @@ pub fn run(args: PoisonArgs) -> anyhow::Result<()> {
             } else {
                 "NOT recovered (more than 2 points off)"
             }
-        );
+        )?;
     }
     Ok(())
 }

@@ -9,30 +9,46 @@
 //! block (4 bytes per request while the trace has fewer than 2^32 requests,
 //! 8 beyond; 400 MB for 100M requests), and its simulation keeps a max-heap
 //! of next uses with lazy deletion.
+//!
+//! Because every pass reopens the trace, it must be a regular file (a FIFO
+//! is refused before it is opened), and every pass must read the same
+//! requests as the first (a trace written to meanwhile is an error, not an
+//! index out of bounds). A policy is built with at most the capacity that
+//! holds all of the trace's distinct blocks ([`built_capacity`]): past it
+//! nothing is evicted and the hits are the same, so `--capacity 1TiB` costs
+//! no more memory than the trace. What the policies, opt's next uses and the
+//! distinct set need is checked against the machine's available memory.
+//! The trace readers' own limits (line length, blocks per request) are in
+//! `multiarc::trace`.
 
 use crate::peers::{self, BenchCache, PEER_NAMES};
 use crate::plot;
-use crate::util::{name_arg, parse_size, Progress};
+use crate::util::{
+    check_fits, check_fits_in_memory, machine_memory_bytes, name_arg, out, outln, parse_size,
+    Progress,
+};
 use anyhow::{bail, Context};
 use multiarc::reference::{ArcPolicy, CarPolicy, LruPolicy, PagePolicy};
 use multiarc::trace::{TraceFormat, TraceReader};
 use serde::Serialize;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 /// Arguments of `multiarc replay`.
 #[derive(clap::Args, Debug)]
 pub struct ReplayArgs {
-    /// The trace file (plain text, or zstd-compressed when it ends in .zst).
+    /// The trace file (plain text, or zstd-compressed when it ends in .zst);
+    /// a regular file, not a FIFO: it is read once per pass.
     trace: PathBuf,
     /// Trace format: ids, arc (the ARC paper's .lis), cloudphysics, csv.
     /// Default: arc for *.lis[.zst], cloudphysics for a CSV whose header
     /// starts with `version,`, else ids.
     #[arg(long)]
     format: Option<String>,
-    /// Block size in bytes, for cloudphysics byte ranges and byte capacities.
+    /// Block size in bytes (at least 1), for cloudphysics byte ranges and
+    /// byte capacities.
     #[arg(long, default_value = "8192", value_parser = crate::util::size_arg)]
     block_size: u64,
     /// Column (0-based) of the block id, for --format csv.
@@ -75,15 +91,21 @@ struct ReplayReport {
     results: Vec<ReplayResult>,
 }
 
-fn parse_format(args: &ReplayArgs) -> anyhow::Result<TraceFormat> {
+fn parse_format(args: &ReplayArgs, source: &dyn TraceSource) -> anyhow::Result<TraceFormat> {
     let name = args.trace.to_string_lossy();
     let chosen = match &args.format {
         Some(f) => f.clone(),
         None if name.contains(".lis") => "arc".into(),
         None => {
-            let mut first = String::new();
-            open(&args.trace)?.read_line(&mut first)?;
-            if first.starts_with("version,") {
+            // The first bytes of the first line, read as bytes: a binary
+            // file is the trace reader's to report, with its line.
+            let mut first = Vec::new();
+            source
+                .open()?
+                .take(64)
+                .read_until(b'\n', &mut first)
+                .map_err(|e| anyhow::anyhow!("{}: line 1: read error: {e}", source.name()))?;
+            if first.starts_with(b"version,") {
                 "cloudphysics".into()
             } else {
                 "ids".into()
@@ -109,30 +131,143 @@ fn parse_format(args: &ReplayArgs) -> anyhow::Result<TraceFormat> {
     })
 }
 
-/// Opens the trace, decompressing `.zst`.
-fn open(path: &Path) -> anyhow::Result<Box<dyn BufRead>> {
-    let file = File::open(path).with_context(|| format!("opening trace {}", path.display()))?;
-    Ok(if path.extension().is_some_and(|e| e == "zst") {
-        Box::new(BufReader::new(zstd::Decoder::new(file).with_context(
-            || format!("reading zstd trace {}", path.display()),
-        )?))
-    } else {
-        Box::new(BufReader::with_capacity(1 << 20, file))
-    })
+/// Where the passes read the trace: opened again for each pass.
+pub(crate) trait TraceSource {
+    /// How messages name it (the file's path).
+    fn name(&self) -> String;
+    /// The trace from its start.
+    fn open(&self) -> anyhow::Result<Box<dyn BufRead>>;
 }
 
-/// Streams the trace's block ids through `f`.
-fn for_each_block(path: &Path, format: TraceFormat, mut f: impl FnMut(u64)) -> anyhow::Result<u64> {
-    let reader: TraceReader<Box<dyn BufRead>> = format
-        .reader(open(path)?)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    let mut n = 0;
-    for id in reader {
-        let id = id.map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-        f(id);
-        n += 1;
+/// A trace file, decompressed when its name ends in `.zst`.
+struct TraceFile(PathBuf);
+
+impl TraceFile {
+    /// Checks that `path` is a regular file before anything opens it: a
+    /// directory fails with its name, and a FIFO (or another file that
+    /// cannot be read twice) is refused, since replay reads the trace once
+    /// per pass and opening a FIFO would block.
+    fn new(path: &Path) -> anyhow::Result<TraceFile> {
+        use std::os::unix::fs::FileTypeExt;
+        let meta =
+            std::fs::metadata(path).with_context(|| format!("opening trace {}", path.display()))?;
+        let kind = meta.file_type();
+        if kind.is_dir() {
+            bail!("trace {} is a directory, not a trace file", path.display());
+        }
+        if !kind.is_file() {
+            let what = if kind.is_fifo() {
+                "a FIFO (named pipe)"
+            } else if kind.is_char_device() {
+                "a character device"
+            } else if kind.is_block_device() {
+                "a block device"
+            } else if kind.is_socket() {
+                "a socket"
+            } else {
+                "not a regular file"
+            };
+            bail!(
+                "trace {} is {what}: replay reads the trace once per pass (a counting pass, one per capacity, one more for opt), so it must be a regular file; save it to a file first",
+                path.display()
+            );
+        }
+        Ok(TraceFile(path.to_path_buf()))
     }
-    Ok(n)
+}
+
+impl TraceSource for TraceFile {
+    fn name(&self) -> String {
+        self.0.display().to_string()
+    }
+
+    fn open(&self) -> anyhow::Result<Box<dyn BufRead>> {
+        let path = &self.0;
+        let file = File::open(path).with_context(|| format!("opening trace {}", path.display()))?;
+        Ok(if path.extension().is_some_and(|e| e == "zst") {
+            let decoder = zstd::Decoder::new(file)
+                .with_context(|| format!("reading zstd trace {}", path.display()))?;
+            Box::new(BufReader::new(ZstdErrors(decoder)))
+        } else {
+            Box::new(BufReader::with_capacity(1 << 20, file))
+        })
+    }
+}
+
+/// Says that a read error came from decompressing (a corrupt or truncated
+/// `.zst`, or a file that is not zstd at all).
+struct ZstdErrors<R>(R);
+
+impl<R: Read> Read for ZstdErrors<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.0.read(buf).map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!("not valid zstd data (corrupt or truncated?): {e}"),
+            )
+        })
+    }
+}
+
+/// What one pass over the trace read: its block requests, and a
+/// fingerprint of their ids in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Pass {
+    requests: u64,
+    fingerprint: u64,
+}
+
+/// Streams the trace's block ids through `f`, which may stop the pass with
+/// an error.
+fn for_each_block(
+    source: &dyn TraceSource,
+    format: TraceFormat,
+    mut f: impl FnMut(u64) -> anyhow::Result<()>,
+) -> anyhow::Result<Pass> {
+    let reader: TraceReader<Box<dyn BufRead>> = format
+        .reader(source.open()?)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", source.name()))?;
+    let mut pass = Pass {
+        requests: 0,
+        fingerprint: 0,
+    };
+    for id in reader {
+        let id = id.map_err(|e| anyhow::anyhow!("{}: {e}", source.name()))?;
+        f(id)?;
+        pass.requests += 1;
+        pass.fingerprint =
+            (pass.fingerprint.rotate_left(5) ^ id).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+    Ok(pass)
+}
+
+/// The error when a pass did not read what the first one read: the trace
+/// changed during the replay (an index past the first pass's count would
+/// otherwise be out of bounds for opt, and every hit ratio wrong).
+fn changed(source: &dyn TraceSource, first: u64, what: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "{} changed while it was replayed: the counting pass read {first} block requests, {what}; replay reads the trace once per pass, so it must not change meanwhile",
+        source.name()
+    )
+}
+
+/// Fails unless `pass` read the same requests as `first`.
+fn check_same(source: &dyn TraceSource, first: Pass, pass: Pass, name: &str) -> anyhow::Result<()> {
+    if pass.requests != first.requests {
+        return Err(changed(
+            source,
+            first.requests,
+            &format!("the {name} pass {}", pass.requests),
+        ));
+    }
+    if pass.fingerprint != first.fingerprint {
+        return Err(changed(
+            source,
+            first.requests,
+            &format!("the {name} pass as many but other blocks"),
+        ));
+    }
+    Ok(())
 }
 
 /// One policy being replayed.
@@ -179,13 +314,23 @@ impl NextUse {
         }
     }
 
+    /// The next uses of every request, from one more pass, which must read
+    /// what the counting pass `first` read.
     fn compute(
-        path: &Path,
+        source: &dyn TraceSource,
         format: TraceFormat,
-        requests: u64,
+        first: Pass,
         progress: &mut Progress,
     ) -> anyhow::Result<NextUse> {
+        let requests = first.requests;
         let narrow = requests < u32::MAX as u64;
+        let width: u64 = if narrow { 4 } else { 8 };
+        check_fits_in_memory(
+            &format!(
+                "--policy opt (the next use of each of the trace's {requests} block requests, {width} bytes each)"
+            ),
+            requests.saturating_mul(width),
+        )?;
         let mut next = if narrow {
             NextUse::Narrow(vec![u32::MAX; requests as usize])
         } else {
@@ -193,7 +338,10 @@ impl NextUse {
         };
         let mut last: HashMap<u64, u64> = HashMap::new();
         let mut i = 0u64;
-        for_each_block(path, format, |id| {
+        let pass = for_each_block(source, format, |id| {
+            if i >= requests {
+                return Err(changed(source, requests, "the opt pass more (it grew)"));
+            }
             if let Some(prev) = last.insert(id, i) {
                 match &mut next {
                     NextUse::Narrow(v) => v[prev as usize] = i as u32,
@@ -208,7 +356,9 @@ impl NextUse {
                     100.0 * i as f64 / requests as f64
                 ));
             }
+            Ok(())
         })?;
+        check_same(source, first, pass, "opt")?;
         Ok(next)
     }
 }
@@ -271,7 +421,43 @@ fn parse_capacity(text: &str, distinct: u64, block_size: u64) -> anyhow::Result<
     Ok(blocks)
 }
 
+/// The largest capacity a policy is built with: 2^48 blocks (past it
+/// multiarc's byte arithmetic would overflow). Replay builds its policies
+/// with at most [`built_capacity`] and `scan` checks its capacity against
+/// the machine's memory first, so this only stops a caller that did neither.
+pub(crate) const MAX_POLICY_BLOCKS: u64 = 1 << 48;
+
+/// Bytes of memory a policy is assumed to need per block of capacity
+/// (entry, list links, hash slot, and as many ghost entries again): an
+/// estimate on the high side, for the memory checks.
+pub(crate) const POLICY_BYTES_PER_BLOCK: u64 = 256;
+
+/// Peers whose capacity is split between shards, so that one shard can fill
+/// while the whole could hold every block.
+const SHARDED: &[&str] = &["quick_cache", "foyer"];
+
+/// More shards than a sharded peer has (quick_cache: 4 per CPU; foyer: 8).
+const MAX_SHARDS: u64 = 1 << 16;
+
+/// The capacity policy `name` is built with when `blocks` is asked for on
+/// a trace of `distinct` blocks. A policy that can hold every block of the
+/// trace never evicts, so any larger capacity gives the same hits (tested:
+/// every request after a block's first is a hit); building it larger would
+/// only cost memory, or abort in caches that allocate by capacity (tinyufo,
+/// mutex-lru). A sharded peer holds everything once each shard can.
+pub(crate) fn built_capacity(name: &str, blocks: u64, distinct: u64) -> u64 {
+    let holds_all = if SHARDED.contains(&name) {
+        distinct.saturating_mul(MAX_SHARDS)
+    } else {
+        distinct
+    };
+    blocks.min(holds_all.max(1))
+}
+
 pub(crate) fn build_policy(name: &str, blocks: u64) -> anyhow::Result<Policy> {
+    if blocks == 0 || blocks > MAX_POLICY_BLOCKS {
+        bail!("{name}: a capacity of {blocks} blocks is outside 1 to 2^48 blocks");
+    }
     Ok(match name {
         "arc" => Policy::Page(Box::new(ArcPolicy::new(blocks as usize))),
         "car" => Policy::Page(Box::new(CarPolicy::new(blocks as usize))),
@@ -283,33 +469,69 @@ pub(crate) fn build_policy(name: &str, blocks: u64) -> anyhow::Result<Policy> {
     })
 }
 
-/// Runs the replay.
-pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
-    let format = parse_format(&args)?;
-    let policies: Vec<String> = args.policy.clone().unwrap_or_else(|| {
-        ["multiarc", "arc", "lru", "opt"]
-            .iter()
-            .chain(PEER_NAMES)
-            .map(|s| s.to_string())
-            .collect()
-    });
-    for p in &policies {
-        build_policy(p, 1)?; // unknown names fail before the long passes
-    }
-    let mut progress = Progress::new(true);
+/// What a replay found.
+struct Outcome {
+    requests: u64,
+    distinct: u64,
+    /// The capacities asked for, in blocks.
+    capacities: Vec<u64>,
+    results: Vec<ReplayResult>,
+}
+
+/// Replays `source` under every policy at every capacity (`capacity`: the
+/// `--capacity` items). Every pass must read what the first one read.
+fn replay(
+    source: &dyn TraceSource,
+    format: TraceFormat,
+    policies: &[String],
+    capacity: &[String],
+    block_size: u64,
+    progress: &mut Progress,
+) -> anyhow::Result<Outcome> {
     progress.update("replay: counting requests and distinct blocks");
+    // The distinct set is the one structure that grows with the trace:
+    // stop when it would not fit in the memory available at the start.
+    let memory = machine_memory_bytes();
     let mut distinct_set = HashSet::new();
-    let requests = for_each_block(&args.trace, format, |id| {
-        distinct_set.insert(id);
+    let first = for_each_block(source, format, |id| {
+        if distinct_set.insert(id) && distinct_set.len().is_multiple_of(1 << 20) {
+            if let Some(m) = memory {
+                // 8-byte ids plus a control byte, doubled while it grows.
+                let bytes = distinct_set.capacity() as u64 * 9 * 2;
+                check_fits(
+                    &format!(
+                        "{}: counting its distinct blocks ({} so far)",
+                        source.name(),
+                        distinct_set.len()
+                    ),
+                    bytes,
+                    m,
+                )?;
+            }
+        }
+        Ok(())
     })?;
+    let requests = first.requests;
     let distinct = distinct_set.len() as u64;
     drop(distinct_set);
     let mut capacities = Vec::new();
-    for c in &args.capacity {
-        capacities.push(parse_capacity(c, distinct, args.block_size)?);
+    for c in capacity {
+        let blocks = parse_capacity(c, distinct, block_size)?;
+        // What the policies will hold at most: the trace's blocks.
+        let built = blocks.min(distinct).max(1);
+        check_fits_in_memory(
+            &format!(
+                "--capacity {c} ({built} blocks in use, {} policies, about {POLICY_BYTES_PER_BLOCK} bytes a block each)",
+                policies.len()
+            ),
+            built
+                .saturating_mul(policies.len() as u64)
+                .saturating_mul(POLICY_BYTES_PER_BLOCK),
+        )?;
+        capacities.push(blocks);
     }
     let next = if policies.iter().any(|p| p == "opt") {
-        NextUse::compute(&args.trace, format, requests, &mut progress)?
+        NextUse::compute(source, format, first, progress)?
     } else {
         NextUse::None
     };
@@ -317,10 +539,20 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
     for (ci, &blocks) in capacities.iter().enumerate() {
         let mut running: Vec<(String, Policy, u64)> = policies
             .iter()
-            .map(|p| Ok((p.clone(), build_policy(p, blocks)?, 0)))
+            .map(|p| {
+                let built = built_capacity(p, blocks, distinct);
+                Ok((p.clone(), build_policy(p, built)?, 0))
+            })
             .collect::<anyhow::Result<_>>()?;
         let mut i = 0u64;
-        for_each_block(&args.trace, format, |id| {
+        let pass = for_each_block(source, format, |id| {
+            if i >= requests {
+                return Err(changed(
+                    source,
+                    requests,
+                    &format!("the pass of capacity {blocks} more (it grew)"),
+                ));
+            }
             for (_, policy, hits) in running.iter_mut() {
                 *hits += policy.access(i, id, &next) as u64;
             }
@@ -333,7 +565,9 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
                     100.0 * i as f64 / requests as f64
                 ));
             }
+            Ok(())
         })?;
+        check_same(source, first, pass, &format!("capacity {blocks}"))?;
         for (name, _, hits) in running {
             results.push(ReplayResult {
                 policy: name,
@@ -343,6 +577,45 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
             });
         }
     }
+    Ok(Outcome {
+        requests,
+        distinct,
+        capacities,
+        results,
+    })
+}
+
+/// Runs the replay.
+pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
+    if args.block_size == 0 {
+        bail!("--block-size must be at least 1 byte");
+    }
+    let source = TraceFile::new(&args.trace)?;
+    let format = parse_format(&args, &source)?;
+    let policies: Vec<String> = args.policy.clone().unwrap_or_else(|| {
+        ["multiarc", "arc", "lru", "opt"]
+            .iter()
+            .chain(PEER_NAMES)
+            .map(|s| s.to_string())
+            .collect()
+    });
+    for p in &policies {
+        build_policy(p, 1)?; // unknown names fail before the long passes
+    }
+    let mut progress = Progress::new(true);
+    let Outcome {
+        requests,
+        distinct,
+        capacities,
+        results,
+    } = replay(
+        &source,
+        format,
+        &policies,
+        &args.capacity,
+        args.block_size,
+        &mut progress,
+    )?;
     progress.finish(&format!(
         "replay: {requests} requests, {distinct} distinct blocks"
     ));
@@ -383,28 +656,28 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
             distinct,
             results,
         };
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?)?;
         return Ok(());
     }
-    println!(
+    outln!(
         "{}: {requests} block requests, {distinct} distinct blocks ({format_name}); hit ratio (%)",
         args.trace.display()
-    );
-    print!("{:<14}", "policy");
+    )?;
+    out!("{:<14}", "policy")?;
     for c in &capacities {
-        print!(" {:>10}", c);
+        out!(" {:>10}", c)?;
     }
-    println!();
+    outln!()?;
     for p in &policies {
-        print!("{p:<14}");
+        out!("{p:<14}")?;
         for &c in &capacities {
             let r = results
                 .iter()
                 .find(|r| &r.policy == p && r.capacity_blocks == c)
                 .expect("every policy ran at every capacity");
-            print!(" {:>10.2}", 100.0 * r.hit_ratio);
+            out!(" {:>10.2}", 100.0 * r.hit_ratio)?;
         }
-        println!();
+        outln!()?;
     }
     Ok(())
 }
@@ -431,6 +704,181 @@ mod tests {
             .map(|(&id, &n)| opt.access(id, n))
             .collect();
         assert_eq!(hits, vec![false, false, false, true, false]);
+    }
+
+    /// A trace whose `k`-th opening reads `texts[k]` (the last one from
+    /// then on): a file written to between passes.
+    struct Changing {
+        texts: Vec<String>,
+        opened: std::cell::Cell<usize>,
+    }
+
+    impl TraceSource for Changing {
+        fn name(&self) -> String {
+            "changing.ids".into()
+        }
+        fn open(&self) -> anyhow::Result<Box<dyn BufRead>> {
+            let k = self.opened.get();
+            self.opened.set(k + 1);
+            let text = self.texts[k.min(self.texts.len() - 1)].clone();
+            Ok(Box::new(std::io::Cursor::new(text.into_bytes())))
+        }
+    }
+
+    fn replay_texts(texts: &[String], policies: &[&str]) -> anyhow::Result<Outcome> {
+        let source = Changing {
+            texts: texts.to_vec(),
+            opened: std::cell::Cell::new(0),
+        };
+        let policies: Vec<String> = policies.iter().map(|p| p.to_string()).collect();
+        replay(
+            &source,
+            TraceFormat::Ids,
+            &policies,
+            &["2".to_string(), "3".to_string()],
+            8192,
+            &mut Progress::new(false),
+        )
+    }
+
+    fn ids(n: u64) -> String {
+        (0..n).map(|i| format!("{}\n", i % 5)).collect()
+    }
+
+    #[test]
+    fn a_trace_that_changes_between_passes_is_an_error_not_a_panic() {
+        let same = ids(40);
+        let grown = ids(41);
+        let shrunk = ids(39);
+        let other: String = (0..40).map(|i| format!("{}\n", i % 7)).collect();
+        assert_eq!(
+            replay_texts(std::slice::from_ref(&same), &["opt", "lru"])
+                .unwrap()
+                .requests,
+            40
+        );
+        // Passes: count, opt's next uses, capacity 2, capacity 3. The trace
+        // changes after the count (opt's pass sees it) or after opt's pass
+        // (a capacity pass sees it, with next uses for 40 requests only:
+        // index 40 was out of bounds).
+        for (policies, passes) in [(&["opt", "lru"][..], 4), (&["lru", "moka"][..], 3)] {
+            for changed in [&grown, &shrunk, &other] {
+                for at in 1..passes {
+                    let mut texts = vec![same.clone(); at];
+                    texts.push(changed.clone());
+                    let e = match replay_texts(&texts, policies) {
+                        Ok(_) => panic!("{policies:?}, change at pass {at}: no error"),
+                        Err(e) => e.to_string(),
+                    };
+                    assert!(
+                        e.contains("changing.ids changed while it was replayed")
+                            && e.contains("40 block requests"),
+                        "{e}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// A trace file that gets lines appended just before its `at`-th
+    /// opening (0-based): `echo ... >> trace` while replay runs.
+    struct AppendedTo {
+        file: TraceFile,
+        at: usize,
+        opened: std::cell::Cell<usize>,
+    }
+
+    impl TraceSource for AppendedTo {
+        fn name(&self) -> String {
+            self.file.name()
+        }
+        fn open(&self) -> anyhow::Result<Box<dyn BufRead>> {
+            let k = self.opened.get();
+            self.opened.set(k + 1);
+            if k == self.at {
+                use std::io::Write;
+                let mut f = std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(&self.file.0)?;
+                f.write_all(b"1\n2\n")?;
+            }
+            self.file.open()
+        }
+    }
+
+    #[test]
+    fn a_trace_file_appended_to_between_passes_is_an_error() {
+        let dir =
+            std::env::temp_dir().join(format!("multiarc-replay-append-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("grows.ids");
+        // Passes with opt: count, opt's next uses, one per capacity.
+        for at in 1..=2 {
+            std::fs::write(&path, ids(40)).unwrap();
+            let source = AppendedTo {
+                file: TraceFile::new(&path).unwrap(),
+                at,
+                opened: std::cell::Cell::new(0),
+            };
+            let e = replay(
+                &source,
+                TraceFormat::Ids,
+                &["opt".to_string(), "lru".to_string()],
+                &["2".to_string()],
+                8192,
+                &mut Progress::new(false),
+            )
+            .err()
+            .unwrap_or_else(|| panic!("appended before pass {at}: no error"))
+            .to_string();
+            assert!(
+                e.contains(&*path.to_string_lossy()) && e.contains("changed while it was replayed"),
+                "{e}"
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn policies_built_with_the_clamped_capacity_never_evict() {
+        // Replay builds a policy with built_capacity(), at most the trace's
+        // distinct blocks (times the shards, for sharded peers). That
+        // changes no hit only if, at that capacity, nothing is evicted:
+        // every request after a block's first must hit.
+        let trace: Vec<u64> = (0..3000u64)
+            .map(|i| (i * 7919) % 97 + (i % 13) * 100)
+            .collect();
+        let distinct = trace.iter().collect::<HashSet<_>>().len() as u64;
+        let mut next = vec![u64::MAX; trace.len()];
+        let mut last = HashMap::new();
+        for (i, &id) in trace.iter().enumerate() {
+            if let Some(prev) = last.insert(id, i) {
+                next[prev] = i as u64;
+            }
+        }
+        let next = NextUse::Wide(next);
+        for name in ["multiarc", "multiarc-eager", "arc", "car", "lru", "opt"]
+            .iter()
+            .chain(PEER_NAMES)
+        {
+            let built = built_capacity(name, u64::MAX, distinct);
+            assert!(built >= distinct, "{name}");
+            let mut p = build_policy(name, built).unwrap();
+            let hits = trace
+                .iter()
+                .enumerate()
+                .filter(|&(i, &id)| p.access(i as u64, id, &next))
+                .count() as u64;
+            assert_eq!(
+                hits,
+                trace.len() as u64 - distinct,
+                "{name} at {built} blocks"
+            );
+            // A capacity below the distinct blocks is built as asked.
+            assert_eq!(built_capacity(name, 7, distinct), 7);
+        }
+        assert!(build_policy("lru", MAX_POLICY_BLOCKS + 1).is_err());
+        assert!(build_policy("lru", 0).is_err());
     }
 
     #[test]

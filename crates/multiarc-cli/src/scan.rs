@@ -8,8 +8,8 @@
 //! flush them.
 
 use crate::peers::PEER_NAMES;
-use crate::replay::{build_policy, NextUse};
-use crate::util::{name_arg, size_arg, Progress};
+use crate::replay::{build_policy, NextUse, POLICY_BYTES_PER_BLOCK};
+use crate::util::{check_fits_in_memory, human_bytes, name_arg, outln, size_arg, Progress};
 use anyhow::bail;
 use serde::Serialize;
 
@@ -110,6 +110,25 @@ pub fn run(args: ScanArgs) -> anyhow::Result<()> {
     if hot_blocks < 2 || args.scan_multiple == 0 {
         bail!("the cache must hold at least 4 blocks and the scan must be at least one cache long");
     }
+    // The policies simulate the cache: they keep each block's key and list
+    // links (and a ghost as many again), not its bytes, one policy at a
+    // time; the Zipf table takes 8 bytes per hot block.
+    check_fits_in_memory(
+        &format!(
+            "--cache-bytes {} ({capacity} blocks of {}, about {POLICY_BYTES_PER_BLOCK} bytes of bookkeeping each)",
+            human_bytes(args.cache_bytes),
+            human_bytes(args.block_size)
+        ),
+        capacity
+            .saturating_mul(POLICY_BYTES_PER_BLOCK)
+            .saturating_add(hot_blocks.saturating_mul(8)),
+    )?;
+    let Some(scan_blocks) = capacity.checked_mul(args.scan_multiple) else {
+        bail!(
+            "--scan-multiple {} times {capacity} blocks is past 2^64 blocks",
+            args.scan_multiple
+        );
+    };
     let policies: Vec<String> = args.policy.clone().unwrap_or_else(|| {
         ["multiarc", "multiarc-eager", "arc", "lru"]
             .iter()
@@ -117,7 +136,6 @@ pub fn run(args: ScanArgs) -> anyhow::Result<()> {
             .map(|s| s.to_string())
             .collect()
     });
-    let scan_blocks = capacity * args.scan_multiple;
     // Before: warm up (10 passes' worth of hot reads), then measure as many.
     let phase_reads = 10 * hot_blocks;
     let mut progress = Progress::new(true);
@@ -172,26 +190,30 @@ pub fn run(args: ScanArgs) -> anyhow::Result<()> {
             }),
             results,
         };
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?)?;
         return Ok(());
     }
-    println!(
+    outln!(
         "hot set {hot_blocks} blocks ({} pattern) in a {capacity}-block cache; scan of {scan_blocks} new blocks interleaved 1:1 with hot reads",
         args.pattern
-    );
-    println!(
+    )?;
+    outln!(
         "{:<15} {:>8} {:>8} {:>8} {:>12}",
-        "policy", "before", "during", "after", "during/before"
-    );
+        "policy",
+        "before",
+        "during",
+        "after",
+        "during/before"
+    )?;
     for r in &results {
-        println!(
+        outln!(
             "{:<15} {:>7.1}% {:>7.1}% {:>7.1}% {:>11.1}%",
             r.policy,
             100.0 * r.before,
             100.0 * r.during,
             100.0 * r.after,
             100.0 * r.protected_share
-        );
+        )?;
     }
     Ok(())
 }

@@ -66,6 +66,23 @@ pub fn count_arg(text: &str) -> Result<usize, String> {
     Ok(n)
 }
 
+/// The most threads a benchmark starts: 4096. Far past any machine's cores
+/// (oversubscribing is part of some tests), well short of the process
+/// limits that make starting a thread fail.
+pub const MAX_THREADS: usize = 4096;
+
+/// Clap value parser for one thread count of `--threads`: [`count_arg`]
+/// and at most [`MAX_THREADS`].
+pub fn thread_count_arg(text: &str) -> Result<usize, String> {
+    let n = count_arg(text)?;
+    if n > MAX_THREADS {
+        return Err(format!(
+            "{n} threads is more than the limit of {MAX_THREADS}"
+        ));
+    }
+    Ok(n)
+}
+
 /// Clap value parser for one name of a comma-separated list (no empty items).
 pub fn name_arg(text: &str) -> Result<String, String> {
     let t = text.trim();
@@ -74,6 +91,149 @@ pub fn name_arg(text: &str) -> Result<String, String> {
     }
     Ok(t.to_string())
 }
+
+/// The longest `--seconds` a timed command accepts: one day. Past it a run
+/// is a mistake (`1e20`), and `Duration` cannot hold every float anyway.
+pub const MAX_SECONDS: f64 = 86_400.0;
+
+/// Checks a `--seconds` value: a finite number of seconds, more than 0 and at
+/// most [`MAX_SECONDS`] (one day).
+pub fn check_seconds(seconds: f64) -> anyhow::Result<()> {
+    if !(seconds.is_finite() && seconds > 0.0 && seconds <= MAX_SECONDS) {
+        bail!(
+            "--seconds must be a positive number of seconds, at most {MAX_SECONDS} (one day), got {seconds}"
+        );
+    }
+    Ok(())
+}
+
+/// A `/proc/meminfo` figure (`MemTotal:`, `MemAvailable:`) in bytes; `None`
+/// where the file or the field is missing (not Linux).
+pub fn meminfo(field: &str) -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    parse_meminfo(&text, field)
+}
+
+fn parse_meminfo(text: &str, field: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with(field))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+/// This machine's memory as a command may use it: `available` is what it can
+/// allocate without pushing anything else out (`MemAvailable`), `total` all
+/// of it (`MemTotal`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MachineMemory {
+    /// `MemTotal` in bytes.
+    pub total: u64,
+    /// `MemAvailable` in bytes (`MemTotal` on kernels without it).
+    pub available: u64,
+}
+
+/// This machine's memory, from `/proc/meminfo`; `None` where that cannot be
+/// read (then the memory checks let everything through).
+pub fn machine_memory_bytes() -> Option<MachineMemory> {
+    let total = meminfo("MemTotal:")?;
+    let available = meminfo("MemAvailable:").unwrap_or(total).min(total);
+    Some(MachineMemory { total, available })
+}
+
+/// Fails unless `bytes`, what a command will allocate because of `flag`
+/// (e.g. `"--cache-bytes 1TiB"`), fits in this machine's available memory.
+/// The error names the flag, the size and the machine's memory. Where the
+/// memory is unknown (no `/proc/meminfo`) it passes.
+pub fn check_fits_in_memory(flag: &str, bytes: u64) -> anyhow::Result<()> {
+    match machine_memory_bytes() {
+        Some(memory) => check_fits(flag, bytes, memory),
+        None => Ok(()),
+    }
+}
+
+/// [`check_fits_in_memory`] against a given machine.
+pub fn check_fits(flag: &str, bytes: u64, memory: MachineMemory) -> anyhow::Result<()> {
+    if bytes > memory.available {
+        bail!(
+            "{flag} needs about {} of memory, more than this machine has available ({} of {} in all)",
+            human_bytes(bytes),
+            human_bytes(memory.available),
+            human_bytes(memory.total)
+        );
+    }
+    Ok(())
+}
+
+/// A byte count for messages: `8 KiB`, `1.5 GiB`, `512 B`.
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if value.fract() == 0.0 {
+        format!("{value:.0} {}", UNITS[unit])
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+/// Stdout is a closed pipe: its reader went away (`multiarc ... | head -0`).
+/// `main` exits quietly on it, as `ls` does.
+#[derive(Debug)]
+pub struct StdoutClosed;
+
+impl std::fmt::Display for StdoutClosed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("stdout is a closed pipe")
+    }
+}
+
+impl std::error::Error for StdoutClosed {}
+
+/// Writes to stdout; a closed pipe becomes [`StdoutClosed`], any other
+/// failure (`> /dev/full`) an error naming stdout. What [`out!`] and
+/// [`outln!`] call instead of `print!`, which panics on a closed pipe.
+pub fn write_stdout(args: std::fmt::Arguments<'_>) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_fmt(args).map_err(stdout_error)
+}
+
+/// Flushes stdout, with [`write_stdout`]'s errors.
+pub fn flush_stdout() -> anyhow::Result<()> {
+    std::io::stdout().lock().flush().map_err(stdout_error)
+}
+
+fn stdout_error(e: std::io::Error) -> anyhow::Error {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        anyhow::Error::new(StdoutClosed)
+    } else {
+        anyhow::Error::new(e).context("writing to stdout")
+    }
+}
+
+/// `print!` that returns an error instead of panicking (use with `?`).
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::util::write_stdout(format_args!($($arg)*))
+    };
+}
+
+/// `println!` that returns an error instead of panicking (use with `?`).
+macro_rules! outln {
+    () => {
+        $crate::util::write_stdout(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::util::write_stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+pub(crate) use {out, outln};
 
 /// SplitMix64: a fast, well-mixed per-thread generator for benchmark
 /// workloads (block numbers, offsets, lengths).
@@ -166,11 +326,60 @@ mod tests {
     }
 
     #[test]
+    fn seconds_are_bounded() {
+        assert!(check_seconds(0.8).is_ok());
+        assert!(check_seconds(MAX_SECONDS).is_ok());
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e20, MAX_SECONDS + 1.0] {
+            let e = check_seconds(bad).unwrap_err().to_string();
+            assert!(e.contains("--seconds") && e.contains("86400"), "{e}");
+        }
+    }
+
+    #[test]
+    fn memory_checks_name_the_flag_the_size_and_the_machine() {
+        let text = "MemTotal:       24683656 kB\nMemFree:  1 kB\nMemAvailable:   23769208 kB\n";
+        assert_eq!(parse_meminfo(text, "MemTotal:"), Some(24683656 * 1024));
+        assert_eq!(parse_meminfo(text, "MemAvailable:"), Some(23769208 * 1024));
+        assert_eq!(parse_meminfo(text, "Nope:"), None);
+        let m = MachineMemory {
+            total: 16 << 30,
+            available: 8 << 30,
+        };
+        assert!(check_fits("--max-bytes 1GiB", 1 << 30, m).is_ok());
+        assert!(check_fits("--max-bytes 8GiB", 8 << 30, m).is_ok());
+        let e = check_fits("--max-bytes 1TiB", 1 << 40, m)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--max-bytes 1TiB") && e.contains("1 TiB") && e.contains("8 GiB of 16 GiB"),
+            "{e}"
+        );
+        assert!(check_fits("x", u64::MAX, m).is_err());
+        // This machine: whatever it has, an exbibyte is more.
+        if machine_memory_bytes().is_some() {
+            assert!(check_fits_in_memory("--x", 1 << 60).is_err());
+            assert!(check_fits_in_memory("--x", 4096).is_ok());
+        }
+    }
+
+    #[test]
+    fn human_sizes() {
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(8192), "8 KiB");
+        assert_eq!(human_bytes(3 << 29), "1.5 GiB");
+        assert_eq!(human_bytes(1 << 40), "1 TiB");
+        assert_eq!(human_bytes(u64::MAX), "16 EiB");
+    }
+
+    #[test]
     fn list_items() {
         assert_eq!(count_arg("32"), Ok(32));
         assert!(count_arg("0").is_err());
         assert!(count_arg("x").is_err());
         assert!(count_arg("").is_err());
+        assert_eq!(thread_count_arg("4096"), Ok(4096));
+        assert!(thread_count_arg("4097").unwrap_err().contains("4096"));
+        assert!(thread_count_arg("0").is_err());
         assert_eq!(name_arg(" moka "), Ok("moka".into()));
         assert!(name_arg("").is_err());
     }

@@ -15,9 +15,25 @@
 //!
 //! Compressed files are the caller's business: wrap the decoder (the CLI
 //! reads `.zst` with the `zstd` crate) in a `BufRead`.
+//!
+//! Limits, so that a malformed trace fails with its line number instead of
+//! running forever or filling memory: a line is at most [`MAX_LINE_BYTES`]
+//! and must be UTF-8 text; a request (an ARC line's `block_count`, a
+//! CloudPhysics request's blocks) is at most [`MAX_REQUEST_BLOCKS`] blocks
+//! and may not run past block id `u64::MAX`.
 
 use std::fmt;
-use std::io::BufRead;
+use std::io::{BufRead, Read};
+
+/// The longest line a trace may have, newline included: 64 KiB (a trace
+/// line is a few numbers; a longer one is binary data).
+pub const MAX_LINE_BYTES: usize = 64 << 10;
+
+/// The most blocks one request may touch: 2^20 (1,048,576), 512 MiB of
+/// 512-byte pages or 8 GiB of 8 KiB blocks in one I/O; real traces' largest
+/// requests are a few MiB. A count past it (`2^64 - 1`) is corruption, and
+/// would otherwise be expanded block by block for ever.
+pub const MAX_REQUEST_BLOCKS: u64 = 1 << 20;
 
 /// How a trace file is laid out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,7 +83,7 @@ pub struct TraceReader<R> {
     input: R,
     format: TraceFormat,
     line: u64,
-    text: String,
+    bytes: Vec<u8>,
     /// Blocks of the current request still to hand out: next id, how many.
     pending: (u64, u64),
     produced: bool,
@@ -81,7 +97,7 @@ impl<R: BufRead> TraceReader<R> {
             input,
             format,
             line: 0,
-            text: String::new(),
+            bytes: Vec::new(),
             pending: (0, 0),
             produced: false,
             done: false,
@@ -104,16 +120,31 @@ impl<R: BufRead> TraceReader<R> {
     /// `Ok(None)` at the end.
     fn next_request(&mut self) -> Result<Option<(u64, u64)>, TraceError> {
         loop {
-            self.text.clear();
-            let n = self
-                .input
-                .read_line(&mut self.text)
+            self.bytes.clear();
+            // The line being read is the next one, also when reading it fails.
+            self.line += 1;
+            let n = (&mut self.input)
+                .take(MAX_LINE_BYTES as u64)
+                .read_until(b'\n', &mut self.bytes)
                 .map_err(|e| self.err(format!("read error: {e}")))?;
             if n == 0 {
+                self.line -= 1;
                 return Ok(None);
             }
-            self.line += 1;
-            let line = self.text.trim();
+            if n == MAX_LINE_BYTES && self.bytes.last() != Some(&b'\n') {
+                return Err(self.err(format!(
+                    "longer than {MAX_LINE_BYTES} bytes (not a text trace?)"
+                )));
+            }
+            let line = match std::str::from_utf8(&self.bytes) {
+                Ok(text) => text.trim(),
+                Err(e) => {
+                    return Err(self.err(format!(
+                        "not UTF-8 text: invalid byte at column {} (a binary file?)",
+                        e.valid_up_to() + 1
+                    )))
+                }
+            };
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
@@ -135,7 +166,7 @@ impl<R: BufRead> TraceReader<R> {
                     if count == 0 {
                         return Err(self.err("block count is 0"));
                     }
-                    return Ok(Some((start, count)));
+                    return self.request(start, count, || format!("block count {count}"));
                 }
                 TraceFormat::CloudPhysics { block_size } => {
                     if self.line == 1 {
@@ -163,7 +194,12 @@ impl<R: BufRead> TraceReader<R> {
                         .ok_or_else(|| self.err("request end out of range"))?;
                     let first = start / block_size;
                     let last = (end - 1) / block_size;
-                    return Ok(Some((first, last - first + 1)));
+                    return self.request(first, last - first + 1, || {
+                        format!(
+                            "size {size} ({} blocks of {block_size} bytes)",
+                            last - first + 1
+                        )
+                    });
                 }
                 TraceFormat::Csv { id_column, header } => {
                     if header && self.line == 1 {
@@ -177,6 +213,33 @@ impl<R: BufRead> TraceReader<R> {
                 }
             }
         }
+    }
+}
+
+impl<R> TraceReader<R> {
+    /// A request of `count` blocks from `first`, within the limits.
+    fn request(
+        &self,
+        first: u64,
+        count: u64,
+        what: impl FnOnce() -> String,
+    ) -> Result<Option<(u64, u64)>, TraceError> {
+        if count > MAX_REQUEST_BLOCKS {
+            return Err(TraceError {
+                line: self.line,
+                reason: format!(
+                    "{} is past the limit of {MAX_REQUEST_BLOCKS} blocks per request",
+                    what()
+                ),
+            });
+        }
+        if first.checked_add(count - 1).is_none() {
+            return Err(TraceError {
+                line: self.line,
+                reason: format!("{} runs past the largest block id", what()),
+            });
+        }
+        Ok(Some((first, count)))
     }
 }
 
@@ -289,6 +352,79 @@ mod tests {
         };
         assert_eq!(read("a,b\nx,7\ny,8\n", f), Ok(vec![7, 8]));
         assert_eq!(read("a,b\nx\n", f).unwrap_err().line, 2);
+    }
+
+    #[test]
+    fn huge_requests_are_refused_with_their_line() {
+        let e = read("1 1 0 0\n0 18446744073709551615 0 1\n", TraceFormat::Arc).unwrap_err();
+        assert_eq!(e.line, 2);
+        assert!(
+            e.reason.contains("18446744073709551615") && e.reason.contains("1048576"),
+            "{e}"
+        );
+        // The limit itself is fine; one past it is not.
+        let ok = format!("7 {MAX_REQUEST_BLOCKS} 0 0\n");
+        assert_eq!(
+            TraceFormat::Arc.reader(ok.as_bytes()).unwrap().count() as u64,
+            MAX_REQUEST_BLOCKS
+        );
+        let past = format!("7 {} 0 0\n", MAX_REQUEST_BLOCKS + 1);
+        assert!(read(&past, TraceFormat::Arc).is_err());
+        // Ids may not wrap around past u64::MAX.
+        let e = read("18446744073709551615 2 0 0\n", TraceFormat::Arc).unwrap_err();
+        assert!(e.reason.contains("largest block id"), "{e}");
+        assert_eq!(
+            read("18446744073709551615 1 0 0\n", TraceFormat::Arc),
+            Ok(vec![u64::MAX])
+        );
+        // A CloudPhysics size of 2^64 - 1 bytes.
+        let f = TraceFormat::CloudPhysics { block_size: 512 };
+        let e = read(
+            "version,time,op,size,lbn\n1,0,2a,512,0\n1,0,2a,18446744073709551615,0\n",
+            f,
+        )
+        .unwrap_err();
+        assert_eq!(e.line, 3, "{e}");
+        let e = read("version,time,op,size,lbn\n1,0,2a,1099511627776,0\n", f).unwrap_err();
+        assert_eq!(e.line, 2, "{e}");
+        assert!(e.reason.contains("per request"), "{e}");
+    }
+
+    #[test]
+    fn invalid_utf8_and_long_lines_name_their_line() {
+        let f = TraceFormat::Ids;
+        let e: Result<Vec<u64>, _> = f.reader(&b"1\n\xff\xfe2\n3\n"[..]).unwrap().collect();
+        let e = e.unwrap_err();
+        assert_eq!(e.line, 2, "{e}");
+        assert!(e.reason.contains("UTF-8"), "{e}");
+        let e: Result<Vec<u64>, _> = f.reader(&b"\x80"[..]).unwrap().collect();
+        assert_eq!(e.unwrap_err().line, 1);
+        // A line past the limit (binary data without newlines) is refused
+        // without reading it all.
+        let mut long = b"1\n".to_vec();
+        long.extend(std::iter::repeat_n(b'7', 4 * MAX_LINE_BYTES));
+        let e: Result<Vec<u64>, _> = f.reader(&long[..]).unwrap().collect();
+        let e = e.unwrap_err();
+        assert_eq!(e.line, 2, "{e}");
+        assert!(e.reason.contains("longer than"), "{e}");
+        // A read error is reported on the line being read.
+        struct Failing(u32);
+        impl std::io::Read for Failing {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                self.0 += 1;
+                if self.0 == 1 {
+                    buf[..4].copy_from_slice(b"1\n2\n");
+                    Ok(4)
+                } else {
+                    Err(std::io::Error::other("disk on fire"))
+                }
+            }
+        }
+        let r = std::io::BufReader::new(Failing(0));
+        let e: Result<Vec<u64>, _> = f.reader(r).unwrap().collect();
+        let e = e.unwrap_err();
+        assert_eq!(e.line, 3, "{e}");
+        assert!(e.reason.contains("disk on fire"), "{e}");
     }
 
     #[test]

@@ -114,7 +114,10 @@ fn shadow_run(
             }
             let c = Arc::clone(&current_cache);
             file.sync_all().unwrap();
-            std::mem::replace(&mut file, reopen(c)).close().unwrap();
+            // Closed first: a file open through one cache cannot be opened
+            // through another (that would be two states of one file).
+            file.close().unwrap();
+            file = reopen(c);
             // The reopened file must not see the old cache's blocks: it has
             // a new object id, and got its length from the store.
         }
@@ -428,6 +431,284 @@ fn writers_wait_for_write_back_instead_of_failing() {
             .iter()
             .all(|&b| b == i as u8));
     }
+}
+
+// ------------------------------------------ nothing lost, nothing hung
+
+/// Waits (bounded) for `cond`; false if it never held.
+fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let t = Instant::now();
+    while t.elapsed() < limit {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    cond()
+}
+
+fn errno_of(e: &io::Error) -> Option<i32> {
+    multiarc::file::os_error_code(e)
+}
+
+/// Issue 12, case 3: OLD is written and closed while the store is full;
+/// space is freed; NEW is written through a second open and synced. The
+/// flusher's retry of the failed OLD must never land over NEW.
+#[test]
+fn a_failed_write_back_is_never_retried_over_newer_data() {
+    let dir = temp_dir("newest-wins");
+    let path = dir.join("x");
+    let plan = FaultPlan::new();
+    let wb = writeback(1 << 20, 10);
+    let cache = cache(1 << 20);
+    let open = || {
+        CachedFile::builder(
+            Arc::clone(&cache),
+            FaultStore::new(FileStore::open(&path).unwrap(), Arc::clone(&plan)),
+        )
+        .block_size(4096)
+        .write_back(Arc::clone(&wb))
+        .open()
+        .unwrap()
+    };
+    plan.add(0..u64::MAX, Fault::WriteErrno(libc::ENOSPC));
+    let a = open();
+    a.write_at(b"OLD", 0).unwrap();
+    let err = a.close().unwrap_err();
+    assert_eq!(errno_of(&err), Some(libc::ENOSPC), "{err}");
+    // The flusher keeps retrying OLD (closed, still dirty). Space is freed.
+    plan.clear();
+    let b = open();
+    b.write_at(b"NEW", 0).unwrap();
+    b.sync_all().unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), b"NEW");
+    // Well past the retries (back-off starts at 100 ms).
+    let passes = wb.stats().passes;
+    assert!(eventually(Duration::from_secs(10), || wb.stats().passes >= passes + 20));
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        b"NEW",
+        "older data came back"
+    );
+    let mut buf = [0u8; 3];
+    b.read_at(&mut buf, 0).unwrap();
+    assert_eq!(&buf, b"NEW");
+    b.close().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_second_open_of_a_file_shares_its_state() {
+    let dir = temp_dir("shared-state");
+    let path = dir.join("f");
+    let c = cache(1 << 20);
+    let open = |c: &Arc<Cache<BlockKey>>, bs| {
+        CachedFile::builder(Arc::clone(c), FileStore::open(&path).unwrap())
+            .block_size(bs)
+            .open()
+    };
+    let a = open(&c, 4096).unwrap();
+    let b = open(&c, 4096).unwrap();
+    a.write_at(b"written through a", 100).unwrap();
+    let mut buf = [0u8; 17];
+    assert_eq!(b.read_at(&mut buf, 100).unwrap(), 17);
+    assert_eq!(&buf, b"written through a", "b does not see a's dirty data");
+    assert_eq!(b.len(), 117);
+    // Through another cache, or with another block size: refused, clearly.
+    let err = open(&cache(1 << 20), 4096).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("already open through another cache"),
+        "{err}"
+    );
+    let err = open(&c, 8192).unwrap_err();
+    assert!(err.to_string().contains("block size 4096"), "{err}");
+    a.close().unwrap();
+    b.close().unwrap();
+    // Closed and clean: another cache may open it now.
+    let d = open(&cache(1 << 20), 8192).unwrap();
+    assert_eq!(d.len(), 117);
+    d.close().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn each_open_description_sees_a_write_back_error_once() {
+    let (a, plan, store) = faulty(4096, &[]);
+    let b = a.open_again();
+    a.write_at(&[1u8; 4096], 0).unwrap();
+    plan.add_times(0..u64::MAX, Fault::WriteError, 1);
+    // The write-back fails once (through a), then a retry succeeds.
+    let err = a.sync_all().unwrap_err();
+    assert_eq!(errno_of(&err), Some(libc::EIO), "{err}");
+    a.sync_all().unwrap();
+    assert_eq!(store.inner().to_vec(), vec![1u8; 4096]);
+    // b has not looked yet: it sees the error once.
+    let err = b.sync_all().unwrap_err();
+    assert!(
+        err.to_string().contains("earlier write-back failed"),
+        "{err}"
+    );
+    b.sync_all().unwrap();
+    // Everyone has seen it: a later description does not.
+    let c = a.open_again();
+    c.sync_all().unwrap();
+    // An error nobody has seen is seen by a description opened after it.
+    plan.add_times(0..u64::MAX, Fault::WriteError, 1);
+    a.write_at(&[2u8; 4096], 0).unwrap();
+    drop(a); // not the last description: no write-back
+    b.write_back().flush_all().unwrap_err();
+    let d = b.open_again();
+    assert!(d.sync_all().is_err(), "the unseen error was lost for d");
+    assert!(b.sync_all().is_err(), "the unseen error was lost for b");
+    assert!(c.close().is_err(), "the unseen error was lost for c");
+    d.close().unwrap();
+    b.close().unwrap();
+}
+
+/// Issue 12, case 4: with the store full and the dirty budget full, a writer
+/// gets ENOSPC instead of waiting forever, the flusher backs off instead of
+/// spinning, and nothing acknowledged is lost once space is freed.
+#[test]
+fn a_full_store_fails_writers_instead_of_hanging_them() {
+    let store = Arc::new(MemStore::new());
+    store.set_capacity(4 * 4096);
+    let wb = writeback(8 * 4096, 10);
+    let file = CachedFile::builder(cache(1 << 20), Arc::clone(&store))
+        .block_size(4096)
+        .write_back(Arc::clone(&wb))
+        .open()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let writer = {
+        let file = file.open_again();
+        std::thread::spawn(move || {
+            let mut acked = Vec::new();
+            for i in 0..64u64 {
+                match file.write_at(&[i as u8 + 1; 4096], i * 4096) {
+                    Ok(_) => acked.push(i),
+                    Err(e) => {
+                        tx.send(Some(e)).unwrap();
+                        return acked;
+                    }
+                }
+            }
+            tx.send(None).unwrap();
+            acked
+        })
+    };
+    let got = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the writer hung on a full store");
+    let err = got.expect("64 blocks into a 4-block store all succeeded");
+    assert_eq!(errno_of(&err), Some(libc::ENOSPC), "{err}");
+    let acked = writer.join().unwrap();
+    assert!(wb.stats().writer_errors > 0);
+    // Back-off: over one second, a handful of retries, not a spin.
+    let before = wb.stats().write_errors;
+    std::thread::sleep(Duration::from_secs(1));
+    let failed_writes = wb.stats().write_errors - before;
+    // One attempt fails once for the run, then once per block.
+    let attempts = failed_writes / (1 + file.dirty_bytes() / 4096);
+    assert!(
+        attempts <= 20,
+        "{attempts} write-back attempts in one second ({failed_writes} failed writes)"
+    );
+    // The error reaches sync_all; freeing space lets everything through.
+    assert_eq!(errno_of(&file.sync_all().unwrap_err()), Some(libc::ENOSPC));
+    store.set_capacity(u64::MAX);
+    file.sync_all().unwrap();
+    let bytes = store.to_vec();
+    for i in acked {
+        let block = &bytes[i as usize * 4096..(i as usize + 1) * 4096];
+        assert!(block.iter().all(|&b| b == i as u8 + 1), "block {i} lost");
+    }
+    assert_eq!(wb.stats().dirty_bytes, 0);
+}
+
+#[test]
+fn truncating_a_failing_file_drops_its_dirty_blocks_past_the_end() {
+    let store = Arc::new(MemStore::new());
+    store.set_capacity(4096);
+    let wb = writeback(64 * 4096, 3_600_000);
+    let file = CachedFile::builder(cache(1 << 20), Arc::clone(&store))
+        .block_size(4096)
+        .write_back(Arc::clone(&wb))
+        .open()
+        .unwrap();
+    file.write_at(&[7u8; 8 * 4096], 0).unwrap();
+    assert!(file.sync_all().is_err());
+    assert_eq!(file.dirty_bytes(), 7 * 4096, "block 0 fits, 7 do not");
+    file.set_len(4096).unwrap();
+    assert_eq!(file.dirty_bytes(), 0);
+    assert_eq!(wb.stats().dirty_bytes, 0, "the budget was not given back");
+    // The failed sync_all above reported the error to this description.
+    file.sync_all().unwrap();
+    assert_eq!(store.to_vec(), vec![7u8; 4096]);
+}
+
+#[test]
+fn the_last_close_of_an_unlinked_file_drops_its_dirty_blocks_and_its_store() {
+    let plan = FaultPlan::new();
+    let store = Arc::new(FaultStore::new(MemStore::new(), Arc::clone(&plan)));
+    let wb = writeback(64 * 4096, 10);
+    let a = CachedFile::builder(cache(1 << 20), Arc::clone(&store))
+        .block_size(4096)
+        .write_back(Arc::clone(&wb))
+        .open()
+        .unwrap();
+    let b = a.open_again();
+    plan.add(0..u64::MAX, Fault::WriteErrno(libc::ENOSPC));
+    a.write_at(&[3u8; 3 * 4096], 0).unwrap();
+    a.set_unlinked(true);
+    drop(a);
+    // b still has it open: still dirty, still readable.
+    assert_eq!(b.dirty_bytes(), 3 * 4096);
+    let mut buf = [0u8; 4096];
+    b.read_at(&mut buf, 4096).unwrap();
+    assert_eq!(buf, [3u8; 4096]);
+    drop(b);
+    assert_eq!(
+        wb.stats().dirty_bytes,
+        0,
+        "dirty blocks kept after the last close"
+    );
+    assert_eq!(wb.stats().discarded_blocks, 3);
+    assert!(
+        eventually(Duration::from_secs(10), || Arc::strong_count(&store) == 1),
+        "the store (the backing descriptor) was not let go"
+    );
+    // A file that is not unlinked keeps its dirty data at its last close.
+    let c = CachedFile::builder(cache(1 << 20), Arc::clone(&store))
+        .block_size(4096)
+        .write_back(Arc::clone(&wb))
+        .open()
+        .unwrap();
+    c.write_at(&[4u8; 4096], 0).unwrap();
+    drop(c);
+    assert_eq!(wb.stats().dirty_bytes, 4096);
+    plan.clear();
+    wb.flush_all().unwrap();
+    assert_eq!(store.inner().to_vec(), vec![4u8; 4096]);
+}
+
+#[test]
+fn efbig_fails_later_writes_at_once_and_frees_the_budget() {
+    let (file, plan, store) = faulty(4096, &[]);
+    let limit = 1u64 << 40;
+    plan.add(limit..u64::MAX, Fault::WriteErrno(libc::EFBIG));
+    file.write_at(b"below", 0).unwrap();
+    file.write_at(&[9u8; 4096], limit).unwrap();
+    let err = file.sync_all().unwrap_err();
+    assert_eq!(errno_of(&err), Some(libc::EFBIG), "{err}");
+    assert_eq!(file.dirty_bytes(), 0, "unwritable blocks pinned the budget");
+    assert_eq!(file.len(), limit);
+    let err = file.write_at(&[9u8; 10], limit + 5).unwrap_err();
+    assert_eq!(errno_of(&err), Some(libc::EFBIG), "{err}");
+    assert!(err.to_string().contains("no byte past"), "{err}");
+    file.write_at(b"still fine", 100).unwrap();
+    file.sync_all().unwrap();
+    assert_eq!(&store.inner().to_vec()[100..110], b"still fine");
 }
 
 #[test]

@@ -178,8 +178,8 @@ pub(crate) struct FileState {
 }
 
 /// Live file states by store identity (device, inode).
-static REGISTRY: LazyLock<Mutex<HashMap<(u64, u64), Weak<FileState>>>> =
-    LazyLock::new(Default::default);
+type Registry = HashMap<(u64, u64), Weak<FileState>>;
+static REGISTRY: LazyLock<Mutex<Registry>> = LazyLock::new(Default::default);
 
 impl Drop for FileState {
     fn drop(&mut self) {
@@ -305,6 +305,9 @@ impl FileState {
                 }
                 data
             };
+            // Counted before it can be cleaned (which subtracts it), so the
+            // count never dips below zero.
+            self.writeback.add_dirty(self.block_size as u64);
             shard.blocks.insert(
                 block,
                 DirtyBlock {
@@ -312,8 +315,6 @@ impl FileState {
                     generation,
                 },
             );
-            drop(shard);
-            self.writeback.add_dirty(self.block_size as u64);
             return Ok(());
         }
     }
@@ -331,14 +332,16 @@ impl FileState {
     /// whose write fails stay dirty (but see `EFBIG` in `write_run`); the
     /// first error is returned and recorded for the file's descriptions.
     pub(crate) fn flush(&self) -> io::Result<()> {
-        let r = self.flush_unrecorded();
+        let (r, newest) = self.flush_unrecorded();
         if let Err(e) = &r {
-            self.errors.set(e);
+            self.errors.set(e, newest);
         }
         r
     }
 
-    fn flush_unrecorded(&self) -> io::Result<()> {
+    /// `flush` without recording the error; also returns the newest write
+    /// generation among the blocks it tried.
+    fn flush_unrecorded(&self) -> (io::Result<()>, u64) {
         let _one_at_a_time = self.flush_lock.lock().unwrap_or_else(|e| e.into_inner());
         let mut snapshot: Vec<(u64, u64, Arc<Vec<u8>>)> = Vec::new();
         self.dirty.each_shard(|s| {
@@ -348,8 +351,9 @@ impl FileState {
                     .map(|(&b, d)| (b, d.generation, Arc::clone(&d.data))),
             )
         });
+        let newest = snapshot.iter().map(|&(_, g, _)| g).max().unwrap_or(0);
         if snapshot.is_empty() {
-            return Ok(());
+            return (Ok(()), newest);
         }
         snapshot.sort_unstable_by_key(|&(b, _, _)| b);
         let len = self.len.load(Ordering::Acquire);
@@ -379,7 +383,7 @@ impl FileState {
                 }
             }
         }
-        first_err
+        (first_err, newest)
     }
 
     /// Writes a run of consecutive dirty blocks (clipped to the file length
@@ -603,12 +607,25 @@ impl<S: BackingStore> CachedFileBuilder<S> {
         // make a state.
         let mut registry = identity.map(|_| REGISTRY.lock().unwrap_or_else(|e| e.into_inner()));
         if let (Some(id), Some(reg)) = (identity, registry.as_mut()) {
-            let live = reg.get(&id).and_then(Weak::upgrade);
+            // A state closed and clean (the flusher has not let go of it
+            // yet) holds nothing newer than the store: start afresh.
+            let live = reg
+                .get(&id)
+                .and_then(Weak::upgrade)
+                .filter(|st| st.descriptions.load(Ordering::Acquire) > 0 || st.dirty.blocks() > 0);
             if let Some((state, writeback)) =
                 live.and_then(|st| st.writeback_owner.upgrade().map(|wb| (st, wb)))
             {
                 let mismatch = if !Arc::ptr_eq(&state.cache, &self.cache) {
-                    Some("through another cache".to_string())
+                    Some(if state.descriptions.load(Ordering::Acquire) > 0 {
+                        "through another cache".to_string()
+                    } else {
+                        format!(
+                            "through another cache: closed, but {} dirty blocks are not written back yet ({})",
+                            state.dirty.blocks(),
+                            state.errors.latest_text().unwrap_or_else(|| "no error yet".into())
+                        )
+                    })
                 } else if state.block_size != bs {
                     Some(format!("with block size {}", state.block_size))
                 } else if state.locking != self.locking {
@@ -943,7 +960,7 @@ impl CachedFile {
         let done = s.flush().and_then(|()| {
             s.store.sync().map_err(|e| {
                 let e = with_context(&e, format_args!("{}: sync", s.name));
-                s.errors.set(&e);
+                s.errors.set(&e, s.generation.load(Ordering::Relaxed));
                 e
             })
         });

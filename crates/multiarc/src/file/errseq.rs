@@ -32,6 +32,10 @@ struct State {
     seq: u64,
     seen: bool,
     error: Option<Saved>,
+    /// Newest write generation among the failures recorded.
+    error_generation: u64,
+    /// `error_generation` when the error was last seen.
+    reported_generation: u64,
 }
 
 /// A file's write-back error and its sequence number.
@@ -41,16 +45,30 @@ pub(crate) struct ErrSeq {
 }
 
 impl ErrSeq {
-    /// Records a write-back error (the newest one is kept).
-    pub(crate) fn set(&self, e: &io::Error) {
+    /// Records a write-back error (the newest one is kept) of an attempt
+    /// whose newest data was written at `generation`. A retry of data whose
+    /// failure was already reported, failing the same way, is not news and
+    /// does not bump the sequence (the kernel never retries, so it has no
+    /// such case; each description's own `sync_all` still fails while its
+    /// write-back fails). New data failing, or a new kind of failure, is.
+    pub(crate) fn set(&self, e: &io::Error, generation: u64) {
+        let code = super::error::os_error_code(e);
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let same = s
+            .error
+            .as_ref()
+            .is_some_and(|old| old.code == code && old.kind == e.kind());
+        if s.seen && same && generation <= s.reported_generation {
+            return;
+        }
         if s.error.is_none() || s.seen {
             s.seq += 1;
             s.seen = false;
         }
+        s.error_generation = s.error_generation.max(generation);
         s.error = Some(Saved {
             kind: e.kind(),
-            code: super::error::os_error_code(e),
+            code,
             message: e.to_string(),
         });
     }
@@ -75,6 +93,7 @@ impl ErrSeq {
         }
         *cursor = s.seq;
         s.seen = true;
+        s.reported_generation = s.error_generation;
         s.error
             .as_ref()
             .map(|e| super::error::rebuilt(e.kind, e.code, e.message.clone()))
@@ -101,7 +120,7 @@ mod tests {
         let mut a = e.sample();
         let mut b = e.sample();
         assert!(e.check_and_advance(&mut a).is_none());
-        e.set(&enospc());
+        e.set(&enospc(), 1);
         let seen = e.check_and_advance(&mut a).expect("a sees it");
         assert_eq!(
             super::super::error::os_error_code(&seen),
@@ -111,7 +130,7 @@ mod tests {
         assert!(e.check_and_advance(&mut b).is_some(), "b sees it too");
         assert!(e.check_and_advance(&mut b).is_none());
         // A second error after the first was seen is a new one for both.
-        e.set(&io::Error::from_raw_os_error(libc::EIO));
+        e.set(&io::Error::from_raw_os_error(libc::EIO), 1);
         assert!(e.check_and_advance(&mut a).is_some());
         assert!(e.check_and_advance(&mut b).is_some());
     }
@@ -119,7 +138,7 @@ mod tests {
     #[test]
     fn an_unseen_error_is_seen_by_a_description_opened_later() {
         let e = ErrSeq::default();
-        e.set(&enospc());
+        e.set(&enospc(), 1);
         let mut late = e.sample();
         assert!(e.check_and_advance(&mut late).is_some());
         // Seen now: a description opened after that does not see it.
@@ -128,11 +147,30 @@ mod tests {
     }
 
     #[test]
+    fn a_retry_failing_with_the_reported_code_is_not_reported_again() {
+        let e = ErrSeq::default();
+        let mut a = e.sample();
+        e.set(&enospc(), 1);
+        assert!(e.check_and_advance(&mut a).is_some());
+        e.set(&enospc(), 1);
+        let mut b = e.sample();
+        assert!(e.check_and_advance(&mut a).is_none());
+        assert!(e.check_and_advance(&mut b).is_none());
+        e.set(&enospc(), 2);
+        assert!(
+            e.check_and_advance(&mut a).is_some(),
+            "new data failing is news"
+        );
+        e.set(&io::Error::from_raw_os_error(libc::EIO), 2);
+        assert!(e.check_and_advance(&mut a).is_some(), "a new code is news");
+    }
+
+    #[test]
     fn repeated_errors_before_anyone_looks_are_one_report() {
         let e = ErrSeq::default();
         let mut a = e.sample();
-        e.set(&enospc());
-        e.set(&enospc());
+        e.set(&enospc(), 1);
+        e.set(&enospc(), 1);
         assert!(e.check_and_advance(&mut a).is_some());
         assert!(e.check_and_advance(&mut a).is_none());
     }

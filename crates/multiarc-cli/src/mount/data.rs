@@ -181,15 +181,23 @@ impl Data {
             _ => return Err(Errno::EOPNOTSUPP),
         }
         let mut st = inode.data.lock();
+        let now = Seen::of(&inode.stat().map_err(|e| errno(&e))?);
+        // Changed behind the mount since the last open or close(2): its
+        // cached blocks are not its data any more. (Also checked when other
+        // handles are open: the kernel's release of the last one may come
+        // after this open. Write-backs of ours while it was open make this
+        // drop clean blocks that were still good: only a cost.)
+        let changed = st.seen.is_some_and(|seen| seen != now);
         if let Some(file) = &st.file {
+            if changed {
+                file.invalidate_clean()
+                    .map_err(|e| logged_errno("open", &e))?;
+            }
             let d = describe(file);
             st.handles += 1;
+            st.seen = Some(now);
             return Ok(d);
         }
-        let now = Seen::of(&inode.stat().map_err(|e| errno(&e))?);
-        // Changed behind the mount since the last close: its cached blocks
-        // are not its data any more.
-        let changed = st.seen.is_some_and(|seen| seen != now);
         let store = self.open_store(inode).map_err(|e| errno(&e))?;
         // The id its blocks had at the last close, so they are found again;
         // a file never opened gets a fresh one from the file layer (ids are
@@ -362,7 +370,12 @@ impl Data {
         let h = self.handle(fh)?;
         h.errors_seen
             .store(self.writeback.stats().write_errors, Ordering::Relaxed);
-        self.sync(&h).map_err(|e| logged_errno("fsync", &e))
+        self.sync(&h).map_err(|e| logged_errno("fsync", &e))?;
+        // The backing file as our sync left it (see `flush`).
+        if let Ok(now) = h.inode.stat() {
+            h.inode.data.lock().seen = Some(Seen::of(&now));
+        }
+        Ok(())
     }
 
     /// Syncs a handle's description, noting on its inode whether the file

@@ -52,6 +52,10 @@ pub fn proc_path(fd: &OwnedFd) -> PathBuf {
 impl Inode {
     /// Runs `f` with the inode's descriptor; ENOENT once the object is gone.
     pub fn with_fd<T>(&self, f: impl FnOnce(&OwnedFd) -> io::Result<T>) -> io::Result<T> {
+        // (Two may be held at once: rename and link hold a directory's and
+        // another inode's. Only regular files are ever retired, and no
+        // operation holds a regular file's descriptor after a directory's,
+        // so a waiting `retire` cannot close a cycle.)
         match &*self.fd.read() {
             Some(fd) => f(fd),
             None => Err(io::Error::from_raw_os_error(libc::ENOENT)),

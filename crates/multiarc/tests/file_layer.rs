@@ -690,6 +690,22 @@ fn the_last_close_of_an_unlinked_file_drops_its_dirty_blocks_and_its_store() {
     plan.clear();
     wb.flush_all().unwrap();
     assert_eq!(store.inner().to_vec(), vec![4u8; 4096]);
+    // A file closed clean lets go of its store with its last description,
+    // not at the flusher's next pass (an hour away here).
+    let store = Arc::new(MemStore::new());
+    let e = CachedFile::builder(cache(1 << 20), Arc::clone(&store))
+        .block_size(4096)
+        .write_back(writeback(64 * 4096, 3_600_000))
+        .open()
+        .unwrap();
+    e.write_at(&[5u8; 4096], 0).unwrap();
+    drop(e);
+    assert_eq!(store.to_vec(), vec![5u8; 4096]);
+    assert_eq!(
+        Arc::strong_count(&store),
+        1,
+        "a closed clean file kept its store"
+    );
 }
 
 #[test]

@@ -1016,6 +1016,16 @@ impl Drop for CachedFile {
                 s.name,
                 s.dirty.blocks()
             );
+            return;
+        }
+        // Clean and closed: the flusher lets go of it now rather than at its
+        // next pass, so the store (a descriptor) closes with this drop.
+        let _no_flush = s.flush_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut registered = s.registered.lock().unwrap_or_else(|e| e.into_inner());
+        if s.descriptions.load(Ordering::Acquire) == 0 && s.dirty.blocks() == 0 && *registered {
+            let me: Arc<dyn Flushable> = Arc::clone(s) as Arc<dyn Flushable>;
+            s.writeback.deregister(&me);
+            *registered = false;
         }
     }
 }

@@ -150,6 +150,31 @@ pub fn check_fits_in_memory(flag: &str, bytes: u64) -> anyhow::Result<()> {
     }
 }
 
+/// A cache target (`max_bytes`) bounded by the machine's memory: a larger
+/// one is clamped to `MemTotal`, with a warning to print. (A target is a
+/// bound, not an allocation, so it is clamped rather than refused.)
+pub fn clamp_cache_target(bytes: u64) -> (u64, Option<String>) {
+    match machine_memory_bytes() {
+        Some(m) => clamp_target(bytes, m),
+        None => (bytes, None),
+    }
+}
+
+/// [`clamp_cache_target`] against a given machine.
+pub fn clamp_target(bytes: u64, memory: MachineMemory) -> (u64, Option<String>) {
+    if bytes <= memory.total {
+        return (bytes, None);
+    }
+    (
+        memory.total,
+        Some(format!(
+            "max_bytes {} is more than this machine's memory; using {} (MemTotal)",
+            human_bytes(bytes),
+            human_bytes(memory.total)
+        )),
+    )
+}
+
 /// [`check_fits_in_memory`] against a given machine.
 pub fn check_fits(flag: &str, bytes: u64, memory: MachineMemory) -> anyhow::Result<()> {
     if bytes > memory.available {
@@ -323,6 +348,18 @@ mod tests {
         assert!(parse_size("12XB").is_err());
         assert!(parse_size("-1").is_err());
         assert!(parse_size("1.5").is_err());
+    }
+
+    #[test]
+    fn cache_targets_past_memory_are_clamped_with_a_warning() {
+        let m = MachineMemory {
+            total: 8 << 30,
+            available: 4 << 30,
+        };
+        assert_eq!(clamp_target(1 << 30, m), (1 << 30, None));
+        let (c, w) = clamp_target(u64::MAX, m);
+        assert_eq!(c, 8 << 30);
+        assert!(w.unwrap().contains("more than this machine's memory"));
     }
 
     #[test]

@@ -392,6 +392,44 @@ fn sqlite_survives_thousands_of_transactions() {
     );
 }
 
+/// `MemTotal` in bytes.
+fn mem_total_bytes() -> u64 {
+    let text = fs::read_to_string("/proc/meminfo").unwrap();
+    let kib: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("MemTotal in /proc/meminfo");
+    kib * 1024
+}
+
+#[test]
+fn sizes_past_the_machine_memory_are_clamped_or_refused() {
+    if !have("sizes_past_the_machine_memory_are_clamped_or_refused", &[]) {
+        return;
+    }
+    let dirs = Dirs::new("huge-sizes");
+    // The dirty budget is memory the mount may fill: refused.
+    let (b, mnt) = (dirs.backing(), dirs.mnt());
+    let out = multiarc(&[
+        "mount",
+        b.to_str().unwrap(),
+        mnt.to_str().unwrap(),
+        "--dirty-max",
+        "20000TiB",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "--dirty-max 20000TiB was accepted");
+    assert!(
+        err.contains("--dirty-max") && err.contains("memory"),
+        "{err}"
+    );
+    // The cache's target is a bound: clamped to MemTotal, with a warning.
+    let mut m = Mount::start(&dirs, &["--max-bytes", "20000TiB"]);
+    assert_eq!(m.stat("c"), mem_total_bytes());
+    assert!(m.unmount().success(), "{}", m.log_text());
+}
+
 #[test]
 fn max_bytes_tunable_resizes_the_cache() {
     if !have("max_bytes_tunable_resizes_the_cache", &[]) {
@@ -426,6 +464,12 @@ fn max_bytes_tunable_resizes_the_cache() {
     assert_eq!(m.stat("c"), 8 << 20);
     let bad = fs::write(&tunable, "lots\n").unwrap_err();
     assert_eq!(bad.raw_os_error(), Some(libc_einval()));
+    assert_eq!(m.stat("c"), 8 << 20);
+    // A target past the machine's memory is clamped to it (and logged).
+    let mem_total = mem_total_bytes();
+    fs::write(&tunable, format!("{}\n", u64::MAX)).unwrap();
+    assert_eq!(m.stat("c"), mem_total, "2^64-1 was not clamped to MemTotal");
+    fs::write(&tunable, "8MiB\n").unwrap();
     assert_eq!(m.stat("c"), 8 << 20);
 
     // `multiarc set` and `multiarc stats`.

@@ -69,11 +69,11 @@ pub fn run_stats(args: StatsArgs) -> anyhow::Result<()> {
             .into_iter()
             .map(|(k, v)| (k, serde_json::Value::from(v)))
             .collect();
-        println!("{}", serde_json::Value::Object(obj));
+        crate::util::outln!("{}", serde_json::Value::Object(obj))?;
     } else {
         let width = stats.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
         for (k, v) in stats {
-            println!("{k:<width$} {v}");
+            crate::util::outln!("{k:<width$} {v}")?;
         }
     }
     Ok(())
@@ -117,6 +117,9 @@ pub fn run_set(args: SetArgs) -> anyhow::Result<()> {
         } else {
             let bytes = parse_size(value).with_context(|| name.to_string())?;
             if name == "max_bytes" {
+                if let (_, Some(w)) = crate::util::clamp_cache_target(bytes) {
+                    eprintln!("multiarc: warning: {w}");
+                }
                 if let Some(min) = min_bytes(&dir) {
                     if bytes < min {
                         bail!(
@@ -140,7 +143,7 @@ pub fn run_set(args: SetArgs) -> anyhow::Result<()> {
         }
         let now = std::fs::read_to_string(&path)
             .with_context(|| format!("reading {}", path.display()))?;
-        println!("{name}={}", now.trim());
+        crate::util::outln!("{name}={}", now.trim())?;
     }
     Ok(())
 }

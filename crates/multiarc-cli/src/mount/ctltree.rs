@@ -195,6 +195,10 @@ impl CtlTree {
         }
         let text = std::str::from_utf8(data).map_err(|_| Errno::EINVAL)?;
         let bytes = crate::util::parse_size(text).map_err(|_| Errno::EINVAL)?;
+        let (bytes, warning) = crate::util::clamp_cache_target(bytes);
+        if let Some(w) = warning {
+            eprintln!("multiarc: warning: tunables/max_bytes: {w}");
+        }
         self.cache.set_max_bytes(bytes).map_err(|_| Errno::EINVAL)
     }
 

@@ -279,6 +279,7 @@ fn check_args(args: &MountArgs) -> anyhow::Result<(PathBuf, PathBuf)> {
             args.dirty_max
         );
     }
+    crate::util::check_fits_in_memory(&format!("--dirty-max {}", args.dirty_max), args.dirty_max)?;
     if args.max_bytes < bs * 16 {
         bail!(
             "--max-bytes {} is too small: at least 16 blocks ({} bytes) are needed",
@@ -330,8 +331,13 @@ impl log::Log for StderrLog {
     fn flush(&self) {}
 }
 
-pub fn run(args: MountArgs) -> anyhow::Result<()> {
+pub fn run(mut args: MountArgs) -> anyhow::Result<()> {
     let (backing, mountpoint) = check_args(&args)?;
+    let (max_bytes, warning) = crate::util::clamp_cache_target(args.max_bytes);
+    if let Some(w) = warning {
+        eprintln!("multiarc: warning: --max-bytes: {w}");
+    }
+    args.max_bytes = max_bytes;
     if log::set_logger(&StderrLog).is_ok() {
         log::set_max_level(log::LevelFilter::Warn);
     }

@@ -1,7 +1,7 @@
-//! Building a cache: tunables, their defaults and validation.
+//! Building a cache: tunables, their defaults and validation. A leaf: the
+//! cache builds itself from a validated [`Config`] (`Builder::build` is in
+//! `cache.rs`).
 
-use crate::cache::Cache;
-use crate::key::Key;
 use std::fmt;
 use std::marker::PhantomData;
 
@@ -58,7 +58,7 @@ pub(crate) struct Config {
     pub(crate) hit_mode: HitMode,
 }
 
-/// Builds a [`Cache`] with keys of type `K`. Only `max_bytes` is required.
+/// Builds a [`Cache`](crate::Cache) with keys of type `K`. Only `max_bytes` is required.
 ///
 /// ```
 /// let cache: multiarc::Cache<u64> = multiarc::Cache::builder().max_bytes(64 << 20).build().unwrap();
@@ -137,7 +137,7 @@ impl<K> Builder<K> {
         self
     }
 
-    /// Lowest value [`Cache::set_max_bytes`] accepts. Default: `max_bytes / 32`
+    /// Lowest value [`Cache::set_max_bytes`](crate::Cache::set_max_bytes) accepts. Default: `max_bytes / 32`
     /// (at least 1).
     pub fn min_bytes(mut self, bytes: u64) -> Builder<K> {
         self.min_bytes = Some(bytes);
@@ -239,13 +239,6 @@ impl<K> Builder<K> {
             inline_eviction: self.inline_eviction,
             hit_mode: self.hit_mode,
         })
-    }
-}
-
-impl<K: Key> Builder<K> {
-    /// Checks the configuration and starts the cache (and its evict thread).
-    pub fn build(self) -> Result<Cache<K>, ConfigError> {
-        Cache::from_config(self.config()?)
     }
 }
 

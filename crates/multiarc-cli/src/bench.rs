@@ -42,7 +42,7 @@ pub struct BenchArgs {
     #[arg(long, value_parser = count_arg, value_delimiter = ',', default_value = "1,2,4,8,16,32")]
     threads: Vec<usize>,
     /// Seconds each (cache, mode, threads) measurement runs.
-    #[arg(long, default_value_t = 0.8)]
+    #[arg(long, default_value_t = 0.25)]
     seconds: f64,
     /// Bytes of each thread's object (all cached). Default: 32 MiB, so 32
     /// threads read 1 GiB of cached data.
@@ -60,8 +60,10 @@ pub struct BenchArgs {
     /// pagecache, memcpy (copy mode only).
     #[arg(long, value_parser = name_arg, value_delimiter = ',')]
     caches: Option<Vec<String>>,
-    /// Runs of each measurement; the median is reported.
-    #[arg(long, value_parser = count_arg, default_value = "1")]
+    /// Repetitions: each runs every row once, the rows back to back (their
+    /// order rotated by one per repetition); each row's median is reported.
+    /// The default (3 x 0.25 s) keeps the full run at about two minutes.
+    #[arg(long, value_parser = count_arg, default_value = "3")]
     repeat: usize,
     /// Sublists per state for the multiarc rows (default: the library's,
     /// max(CPUs, 4)); `multiarc-1list` always has one.

@@ -136,7 +136,7 @@ const MUTED: [RGBColor; 10] = [
 ];
 
 /// Draws one panel per entry of `panels`, side by side, each with its own
-/// y axis, sharing one legend placed to the right of all of them (outside
+/// y axis and a log2 x axis (thread counts), sharing one legend placed to the right of all of them (outside
 /// the data). Lines whose name `emphasise` accepts are drawn thick in strong
 /// colours, the others thin in muted ones; no two names share a colour.
 pub fn panel_chart(
@@ -183,34 +183,37 @@ pub fn panel_chart(
         .map_err(|e| err(&e))?;
     let (plots, legend) = root.split_horizontally(panel_width * panels.len() as u32);
     let areas = plots.split_evenly((1, panels.len()));
+    // x is drawn in log2 space (thread counts 1, 2, 4, ...), one label per
+    // power of two and no minor grid lines.
     for (area, panel) in areas.iter().zip(panels) {
         let pts = panel.series.iter().flat_map(|s| s.points.iter());
         let (mut x_min, mut x_max, mut y_max) = (f64::INFINITY, f64::NEG_INFINITY, 0.0f64);
         for &(x, y) in pts {
-            x_min = x_min.min(x);
-            x_max = x_max.max(x);
+            x_min = x_min.min(x.log2());
+            x_max = x_max.max(x.log2());
             y_max = y_max.max(y);
         }
         if !x_min.is_finite() {
             continue;
         }
-        if x_max <= x_min {
-            x_max = x_min * 2.0;
-        }
+        let (x_min, x_max) = (x_min.floor(), x_max.ceil().max(x_min.floor() + 1.0));
         let y_max = if y_max > 0.0 { y_max * 1.08 } else { 1.0 };
         let mut chart = ChartBuilder::on(area)
             .caption(&panel.title, ("sans-serif", 18))
             .margin(10)
             .x_label_area_size(40)
             .y_label_area_size(60)
-            .build_cartesian_2d((x_min..x_max).log_scale(), 0.0..y_max)
+            .build_cartesian_2d(x_min - 0.1..x_max + 0.1, 0.0..y_max)
             .map_err(|e| err(&e))?;
         chart
             .configure_mesh()
             .x_desc(x_label)
             .y_desc(y_label)
-            .x_label_formatter(&|x| format!("{x:.0}"))
+            .x_labels((x_max - x_min) as usize + 1)
+            .x_label_formatter(&|x| format!("{:.0}", x.exp2()))
             .light_line_style(WHITE.mix(0.0))
+            .label_style(("sans-serif", 14))
+            .axis_desc_style(("sans-serif", 15))
             .draw()
             .map_err(|e| err(&e))?;
         // Muted lines first, so ours are drawn on top.
@@ -219,12 +222,13 @@ pub fn panel_chart(
         for s in order {
             let (color, width, strong) = style_of(&s.name);
             let line = color.stroke_width(width);
+            let points: Vec<(f64, f64)> = s.points.iter().map(|&(x, y)| (x.log2(), y)).collect();
             chart
-                .draw_series(LineSeries::new(s.points.iter().copied(), line))
+                .draw_series(LineSeries::new(points.iter().copied(), line))
                 .map_err(|e| err(&e))?;
             let r = if strong { 4 } else { 3 };
             chart
-                .draw_series(s.points.iter().map(|&p| Circle::new(p, r, color.filled())))
+                .draw_series(points.iter().map(|&p| Circle::new(p, r, color.filled())))
                 .map_err(|e| err(&e))?;
         }
     }

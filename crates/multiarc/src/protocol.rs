@@ -269,7 +269,7 @@ impl HitProtocol for Lazy {
     /// writes and the cache lines they write:
     ///
     /// 1. the stripe lock, shared: one `lock cmpxchg` on the stripe's line
-    ///    (shared with nothing else; 1024+ stripes);
+    ///    (256+ stripes; readers share it without waiting);
     /// 2. the hold, the reference bit and the hit count: one `lock xadd` of
     ///    `HOLD + HIT` on the entry's meta word, the line that also holds the
     ///    key compared just before and the first data bytes;

@@ -42,7 +42,7 @@ pub struct BenchArgs {
     #[arg(long, value_parser = crate::util::thread_count_arg, value_delimiter = ',', default_value = "1,2,4,8,16,32")]
     threads: Vec<usize>,
     /// Seconds each (cache, mode, threads) measurement runs.
-    #[arg(long, default_value_t = 0.8)]
+    #[arg(long, default_value_t = 0.25)]
     seconds: f64,
     /// Bytes of each thread's object (all cached). Default: 32 MiB, so 32
     /// threads read 1 GiB of cached data.
@@ -60,8 +60,10 @@ pub struct BenchArgs {
     /// pagecache, memcpy (copy mode only).
     #[arg(long, value_parser = name_arg, value_delimiter = ',')]
     caches: Option<Vec<String>>,
-    /// Runs of each measurement; the median is reported.
-    #[arg(long, value_parser = count_arg, default_value = "1")]
+    /// Repetitions: each runs every row once, the rows back to back (their
+    /// order rotated by one per repetition); each row's median is reported.
+    /// The default (3 x 0.25 s) keeps the full run at about two minutes.
+    #[arg(long, value_parser = count_arg, default_value = "3")]
     repeat: usize,
     /// Sublists per state for the multiarc rows (default: the library's,
     /// max(CPUs, 4)); `multiarc-1list` always has one.
@@ -103,6 +105,11 @@ struct BenchResult {
     lock_acquisitions: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     lock_hottest: Option<String>,
+    /// Runs behind this median.
+    runs: usize,
+    /// The lockstat table of this run (printed for the most threads).
+    #[serde(skip)]
+    lock_table: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -139,6 +146,138 @@ enum Row {
     Cache(String),
     PageCache,
     Memcpy,
+}
+
+impl Row {
+    fn label(&self) -> String {
+        match self {
+            Row::Cache(n) => n.clone(),
+            Row::PageCache => "pagecache".into(),
+            Row::Memcpy => "memcpy".into(),
+        }
+    }
+}
+
+/// A row ready to measure: its cache loaded, its files written, its array
+/// filled.
+enum Prepared {
+    Cache(Box<dyn BenchCache>),
+    PageCache(TmpfsDir, Vec<std::fs::File>),
+    Memcpy(Vec<u8>),
+}
+
+/// Builds and loads `row` for `threads` threads.
+fn prepare(
+    row: &Row,
+    threads: usize,
+    blocks: u64,
+    block_size: u64,
+    sublists: Option<usize>,
+) -> anyhow::Result<Prepared> {
+    let block = block_size as usize;
+    Ok(match row {
+        Row::Cache(name) => {
+            // Fully cached: capacity above the data set.
+            let bytes = blocks * block_size * threads as u64;
+            let capacity = bytes + bytes / 4 + (1 << 20);
+            let cache = peers::build_with(name, capacity, block, sublists)?;
+            load(&*cache, threads, blocks, block);
+            Prepared::Cache(cache)
+        }
+        Row::PageCache => {
+            let dir = TmpfsDir::create()?;
+            let files = (0..threads)
+                .map(|t| -> anyhow::Result<std::fs::File> {
+                    let path = dir.0.join(format!("object-{t}"));
+                    let f = std::fs::OpenOptions::new()
+                        .read(true)
+                        .write(true)
+                        .create(true)
+                        .truncate(true)
+                        .open(&path)
+                        .with_context(|| format!("creating {}", path.display()))?;
+                    for b in 0..blocks {
+                        f.write_all_at(&block_bytes(key_of(t, b), block), b * block_size)
+                            .with_context(|| format!("writing {}", path.display()))?;
+                    }
+                    Ok(f)
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            Prepared::PageCache(dir, files)
+        }
+        Row::Memcpy => {
+            let total = (blocks * threads as u64) as usize * block;
+            let mut array = vec![0u8; total];
+            for (i, chunk) in array.chunks_mut(block).enumerate() {
+                let (t, b) = (i as u64 / blocks, i as u64 % blocks);
+                chunk.copy_from_slice(&block_bytes(key_of(t as usize, b), block));
+            }
+            Prepared::Memcpy(array)
+        }
+    })
+}
+
+/// One measurement of a prepared row.
+fn run_once(
+    prepared: &Prepared,
+    label: &str,
+    mode: Mode,
+    threads: usize,
+    blocks: u64,
+    args: &BenchArgs,
+) -> BenchResult {
+    let block = args.block_size as usize;
+    let bs = args.block_size;
+    match prepared {
+        Prepared::Cache(cache) => {
+            let tracing = args.lockstat && cache.set_lockstat(true);
+            if tracing {
+                multiarc::lock::lockstat::reset();
+            }
+            let (ops, misses, elapsed) = measure(
+                threads,
+                args.seconds,
+                block,
+                cache_op(&**cache, mode, blocks),
+            );
+            let mut r = result(label, mode, threads, ops, misses, elapsed, block);
+            if tracing {
+                cache.set_lockstat(false);
+                let rep = multiarc::lock::lockstat::snapshot();
+                r.lock_hottest_share = Some(rep.hottest_acquisition_share());
+                r.lock_hottest_contended_share = Some(rep.hottest_contended_share());
+                r.lock_acquisitions = Some(rep.total_acquisitions());
+                r.lock_hottest = rep
+                    .rows
+                    .iter()
+                    .max_by_key(|row| row.acquisitions)
+                    .map(|row| row.id.to_string());
+                r.lock_table = Some(rep.to_table(8));
+            }
+            r
+        }
+        Prepared::PageCache(_dir, files) => {
+            let (ops, misses, elapsed) = measure(threads, args.seconds, block, |t, r, buf| {
+                let b = r % blocks;
+                let ok = files[t].read_exact_at(buf, b * bs).is_ok();
+                if (r >> 52) == 0 {
+                    check_block(key_of(t, b), buf);
+                }
+                ok
+            });
+            result(label, Mode::Copy, threads, ops, misses, elapsed, block)
+        }
+        Prepared::Memcpy(array) => {
+            let (ops, misses, elapsed) = measure(threads, args.seconds, block, |t, r, buf| {
+                let b = r % blocks;
+                let at = ((t as u64 * blocks + b) as usize) * block;
+                buf.copy_from_slice(&array[at..at + block]);
+                std::hint::black_box(&buf);
+                true
+            });
+            result(label, Mode::Copy, threads, ops, misses, elapsed, block)
+        }
+    }
 }
 
 pub(crate) fn machine() -> Machine {
@@ -397,7 +536,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             policies.push((name.clone(), c.policy().to_string()));
         }
     }
-    let total_runs: usize = rows
+    let measurements_per_rep: usize = rows
         .iter()
         .map(|r| match r {
             Row::Cache(_) => modes.len(),
@@ -405,147 +544,60 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         })
         .sum::<usize>()
         * args.threads.len();
+    let total_runs = measurements_per_rep * args.repeat;
     let mut progress = Progress::new(true);
     let mut done = 0;
-    let mut results = Vec::new();
     let started = Instant::now();
-    let mut report_lockstat_table = None;
+    // Every run of every (row, mode, threads), in the order they ran.
+    let mut runs: Vec<(usize, BenchResult)> = Vec::new();
+    let avail = meminfo("MemAvailable:").unwrap_or(0);
 
-    for row in &rows {
-        for &threads in &args.threads {
-            let row_modes: Vec<Mode> = match row {
-                Row::Cache(_) => modes.clone(),
-                _ => modes.iter().copied().filter(|m| *m == Mode::Copy).collect(),
-            };
-            if row_modes.is_empty() {
-                continue;
-            }
-            let label = match row {
-                Row::Cache(n) => n.clone(),
-                Row::PageCache => "pagecache".into(),
-                Row::Memcpy => "memcpy".into(),
-            };
-            progress.update(&format!(
-                "bench: {label}, {threads} threads: loading {} MiB ({done}/{total_runs} runs, {:.0} s)",
-                (blocks * args.block_size * threads as u64) >> 20,
-                started.elapsed().as_secs_f64()
-            ));
-            match row {
-                Row::Cache(name) => {
-                    // Fully cached: capacity above the data set.
-                    let bytes = blocks * args.block_size * threads as u64;
-                    let capacity = bytes + bytes / 4 + (1 << 20);
-                    let cache = peers::build_with(name, capacity, block, args.sublists)?;
-                    load(&*cache, threads, blocks, block);
-                    for &mode in &row_modes {
+    for &threads in &args.threads {
+        // Each repetition runs every row once, back to back, the order
+        // rotated by one row per repetition, so that drift of the machine
+        // hits every row alike. Rows stay loaded between repetitions when
+        // all of them fit in a quarter of the available memory (a cache
+        // costs about 1.5x its data); otherwise each is rebuilt and loaded
+        // again for each repetition.
+        let bytes = blocks * args.block_size * threads as u64;
+        let keep = (rows.len() as u64).saturating_mul(bytes * 3 / 2) <= avail / 4;
+        let mut kept: Vec<Option<Prepared>> = rows.iter().map(|_| None).collect();
+        for rep in 0..args.repeat {
+            for k in 0..rows.len() {
+                let ri = (k + rep) % rows.len();
+                let row = &rows[ri];
+                let row_modes: Vec<Mode> = match row {
+                    Row::Cache(_) => modes.clone(),
+                    _ => modes.iter().copied().filter(|m| *m == Mode::Copy).collect(),
+                };
+                if row_modes.is_empty() {
+                    continue;
+                }
+                let label = row.label();
+                let prepared = match kept[ri].take() {
+                    Some(p) => p,
+                    None => {
                         progress.update(&format!(
-                            "bench: {label}, {threads} threads, {mode:?} ({done}/{total_runs} runs, {:.0} s)",
+                            "bench: {label}, {threads} threads: loading {} MiB ({done}/{total_runs} runs, {:.0} s)",
+                            bytes >> 20,
                             started.elapsed().as_secs_f64()
                         ));
-                        let tracing = args.lockstat && cache.set_lockstat(true);
-                        if tracing {
-                            multiarc::lock::lockstat::reset();
-                        }
-                        let (ops, misses, elapsed) = measure_median(
-                            args.repeat,
-                            threads,
-                            args.seconds,
-                            block,
-                            cache_op(&*cache, mode, blocks),
-                        );
-                        let mut r = result(&label, mode, threads, ops, misses, elapsed, block);
-                        if tracing {
-                            cache.set_lockstat(false);
-                            let rep = multiarc::lock::lockstat::snapshot();
-                            r.lock_hottest_share = Some(rep.hottest_acquisition_share());
-                            r.lock_hottest_contended_share = Some(rep.hottest_contended_share());
-                            r.lock_acquisitions = Some(rep.total_acquisitions());
-                            r.lock_hottest = rep
-                                .rows
-                                .iter()
-                                .max_by_key(|row| row.acquisitions)
-                                .map(|row| row.id.to_string());
-                            if threads == max_threads && mode == row_modes[0] {
-                                report_lockstat_table.get_or_insert_with(Vec::new).push((
-                                    label.clone(),
-                                    threads,
-                                    rep.to_table(8),
-                                ));
-                            }
-                        }
-                        results.push(r);
-                        done += 1;
+                        prepare(row, threads, blocks, args.block_size, args.sublists)?
                     }
-                }
-                Row::PageCache => {
-                    let dir = TmpfsDir::create()?;
-                    let files = (0..threads)
-                        .map(|t| -> anyhow::Result<std::fs::File> {
-                            let path = dir.0.join(format!("object-{t}"));
-                            let f = std::fs::OpenOptions::new()
-                                .read(true)
-                                .write(true)
-                                .create(true)
-                                .truncate(true)
-                                .open(&path)
-                                .with_context(|| format!("creating {}", path.display()))?;
-                            for b in 0..blocks {
-                                f.write_all_at(
-                                    &block_bytes(key_of(t, b), block),
-                                    b * args.block_size,
-                                )
-                                .with_context(|| format!("writing {}", path.display()))?;
-                            }
-                            Ok(f)
-                        })
-                        .collect::<anyhow::Result<Vec<_>>>()?;
-                    let bs = args.block_size;
-                    let (ops, misses, elapsed) =
-                        measure_median(args.repeat, threads, args.seconds, block, |t, r, buf| {
-                            let b = r % blocks;
-                            let ok = files[t].read_exact_at(buf, b * bs).is_ok();
-                            if (r >> 52) == 0 {
-                                check_block(key_of(t, b), buf);
-                            }
-                            ok
-                        });
-                    results.push(result(
-                        &label,
-                        Mode::Copy,
-                        threads,
-                        ops,
-                        misses,
-                        elapsed,
-                        block,
+                };
+                for &mode in &row_modes {
+                    progress.update(&format!(
+                        "bench: repetition {}/{}, {label}, {threads} threads, {mode:?} ({done}/{total_runs} runs, {:.0} s)",
+                        rep + 1,
+                        args.repeat,
+                        started.elapsed().as_secs_f64()
                     ));
+                    let r = run_once(&prepared, &label, mode, threads, blocks, &args);
+                    runs.push((ri, r));
                     done += 1;
                 }
-                Row::Memcpy => {
-                    let total = (blocks * threads as u64) as usize * block;
-                    let mut array = vec![0u8; total];
-                    for (i, chunk) in array.chunks_mut(block).enumerate() {
-                        let (t, b) = (i as u64 / blocks, i as u64 % blocks);
-                        chunk.copy_from_slice(&block_bytes(key_of(t as usize, b), block));
-                    }
-                    let array = &array;
-                    let (ops, misses, elapsed) =
-                        measure_median(args.repeat, threads, args.seconds, block, |t, r, buf| {
-                            let b = r % blocks;
-                            let at = ((t as u64 * blocks + b) as usize) * block;
-                            buf.copy_from_slice(&array[at..at + block]);
-                            std::hint::black_box(&buf);
-                            true
-                        });
-                    results.push(result(
-                        &label,
-                        Mode::Copy,
-                        threads,
-                        ops,
-                        misses,
-                        elapsed,
-                        block,
-                    ));
-                    done += 1;
+                if keep {
+                    kept[ri] = Some(prepared);
                 }
             }
         }
@@ -555,33 +607,70 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         started.elapsed().as_secs_f64()
     ));
 
-    if let Some(path) = &args.plot {
-        let mut series = Vec::new();
-        for &mode in &modes {
-            for name in &names {
-                let points: Vec<(f64, f64)> = results
+    // The median run of each (row, mode, threads), in row order.
+    let mut results = Vec::new();
+    let mut report_lockstat_table = None;
+    for (ri, row) in rows.iter().enumerate() {
+        let label = row.label();
+        for &threads in &args.threads {
+            for &mode in &modes {
+                let mut these: Vec<&BenchResult> = runs
                     .iter()
-                    .filter(|r| &r.cache == name && r.mode == mode)
-                    .map(|r| (r.threads as f64, r.ops_per_sec / 1e6))
+                    .filter(|(i, r)| *i == ri && r.mode == mode && r.threads == threads)
+                    .map(|(_, r)| r)
                     .collect();
-                if !points.is_empty() {
-                    series.push(plot::Series {
-                        name: format!("{name} ({mode:?})").to_lowercase(),
-                        points,
-                    });
+                if these.is_empty() {
+                    continue;
                 }
+                these.sort_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec));
+                let mut median = these[these.len() / 2].clone();
+                median.runs = these.len();
+                if let Some(table) = median.lock_table.take() {
+                    if threads == max_threads && mode == modes[0] {
+                        report_lockstat_table.get_or_insert_with(Vec::new).push((
+                            label.clone(),
+                            threads,
+                            table,
+                        ));
+                    }
+                }
+                results.push(median);
             }
         }
-        plot::line_chart(
+    }
+
+    if let Some(path) = &args.plot {
+        let panels: Vec<plot::Panel> = modes
+            .iter()
+            .map(|&mode| plot::Panel {
+                title: format!("{mode:?} mode").to_lowercase(),
+                series: names
+                    .iter()
+                    .filter_map(|name| {
+                        let points: Vec<(f64, f64)> = results
+                            .iter()
+                            .filter(|r| &r.cache == name && r.mode == mode)
+                            .map(|r| (r.threads as f64, r.ops_per_sec / 1e6))
+                            .collect();
+                        (!points.is_empty()).then(|| plot::Series {
+                            name: name.clone(),
+                            points,
+                        })
+                    })
+                    .collect(),
+            })
+            .collect();
+        plot::panel_chart(
             path,
             &format!(
-                "Cached random {} KiB reads: aggregate throughput",
-                args.block_size / 1024
+                "Cached random {} KiB reads: aggregate throughput, median of {}",
+                args.block_size / 1024,
+                args.repeat
             ),
             "threads",
             "million reads per second",
-            &series,
-            true,
+            &panels,
+            &|name| name.starts_with("multiarc"),
         )?;
     }
 
@@ -624,13 +713,22 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Loads every thread's object, on up to as many loader threads as CPUs.
 fn load(cache: &dyn BenchCache, threads: usize, blocks: u64, block: usize) {
-    for t in 0..threads {
-        for b in 0..blocks {
-            let key = key_of(t, b);
-            cache.insert(key, &block_bytes(key, block));
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let loaders = threads.min(cpus).max(1);
+    std::thread::scope(|s| {
+        for w in 0..loaders {
+            s.spawn(move || {
+                for t in (w..threads).step_by(loaders) {
+                    for b in 0..blocks {
+                        let key = key_of(t, b);
+                        cache.insert(key, &block_bytes(key, block));
+                    }
+                }
+            });
         }
-    }
+    });
 }
 
 fn result(
@@ -654,6 +752,8 @@ fn result(
         lock_hottest_contended_share: None,
         lock_acquisitions: None,
         lock_hottest: None,
+        runs: 1,
+        lock_table: None,
     }
 }
 
@@ -693,11 +793,16 @@ fn print_tables(
         if cols.is_empty() {
             continue;
         }
-        for (unit, scale, what) in [
-            ("Mops/s", 1e6, "ops"),
-            ("GB/s", 1e9 / args.block_size as f64, "bytes"),
-        ] {
-            println!("\n{mode:?} mode, aggregate {what} per second ({unit}):");
+        // Hold mode moves no bytes: its only table is reads per second.
+        let tables: &[(&str, f64, &str)] = match mode {
+            Mode::Hold => &[("Mops/s", 1e6, "reads")],
+            Mode::Copy => &[
+                ("Mops/s", 1e6, "reads"),
+                ("GB/s", 1e9 / args.block_size as f64, "bytes copied"),
+            ],
+        };
+        for &(unit, scale, what) in tables {
+            println!("\n{mode:?} mode, aggregate {what} per second ({unit}), median of {} interleaved runs:", args.repeat);
             print!("{:>7}", "threads");
             for c in &cols {
                 print!(" {:>14}", c);

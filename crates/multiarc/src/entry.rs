@@ -1,13 +1,50 @@
-//! The header of one cached buffer (OpenZFS's `arc_buf_hdr_t`).
+//! One cached buffer (OpenZFS's `arc_buf_hdr_t` and its data), in one
+//! allocation: a small header followed by the bytes.
 //!
-//! An entry is immutable except for three small fields that the cache's
-//! locking protocol guards (see `cache.rs`): the hold count, the ARC state and
-//! the slot the entry occupies in its sublist while it is linked there.
-//! Evicting a buffer does not mutate its entry into a ghost: it replaces the
-//! entry in the hash table by a new data-less ghost entry, so a buffer's bytes
-//! never change under a reader.
+//! ```text
+//!  64-byte aligned allocation
+//!  +------+------+---------+-------+------+----------------------------+
+//!  | meta | hash | key ... | bytes | slot | data bytes ...             |
+//!  +------+------+---------+-------+------+----------------------------+
+//!  \______ header (48 B for BlockKey) ___/ ^ first data bytes share the
+//!                                            header's cache line
+//! ```
+//!
+//! The hash table and the sublists point at entries with plain [`EntryPtr`]s
+//! (no reference counting); handles do too, with their hold counted in the
+//! header's *meta word*, one `AtomicU64`:
+//!
+//! ```text
+//!  63                                     27 26   24 23              0
+//!  +----------------------------------------+-------+-----------------+
+//!  | hits since the evictor last looked     | state | holds           |
+//!  +----------------------------------------+-------+-----------------+
+//! ```
+//!
+//! - `holds`: live [`Handle`](crate::Handle)s. A lazy hit adds `HOLD + HIT`
+//!   in one `fetch_add`, a handle's drop subtracts `HOLD`.
+//! - `state`: [`State`]; it changes only under the entry's hash stripe lock,
+//!   held exclusively, with a compare-exchange (holds may move meanwhile).
+//! - `hits` (lazy mode): hits since the evictor last looked at the entry.
+//!   Non-zero is CAR's reference bit; the evictor folds the count into the
+//!   striped statistics when it clears it, and `stats()` adds what is still
+//!   in the words, so no hit writes a statistics counter. The field is the
+//!   word's top: a count that reaches 2^36 is folded by the hitter that sees
+//!   bit 63 set (see `protocol.rs`), so it never wraps.
+//!
+//! Who frees an entry: the entry belongs to the cache while its state is
+//! live or ghost (it is in the hash table, and live lazy entries and all
+//! unheld ones are in a sublist). Taking it out of the table (eviction,
+//! removal, replacement) happens under its stripe lock, held exclusively, and
+//! either frees it at once (no holds) or sets its state to `Anon` in the
+//! same atomic step that sees holds above zero; then the release that takes
+//! holds from 1 to 0 *and* sees `Anon` frees it. The two are decided on one
+//! word, so exactly one of them frees it.
 
-use crate::sync::{AtomicU32, AtomicU8, Ordering};
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use std::alloc::{self, Layout};
+use std::ops::Deref;
+use std::ptr::NonNull;
 
 /// Where an entry is in the ARC.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,24 +58,13 @@ pub(crate) enum State {
     MruGhost = 2,
     /// Evicted from MFU (B2).
     MfuGhost = 3,
-    /// Removed from the hash table while held: freed on the last release.
+    /// Out of the hash table while held: freed on the last release.
     Anon = 4,
 }
 
 impl State {
-    pub(crate) const ALL: [State; 5] = [
-        State::Mru,
-        State::Mfu,
-        State::MruGhost,
-        State::MfuGhost,
-        State::Anon,
-    ];
-
-    fn from_u8(v: u8) -> State {
-        State::ALL[v as usize]
-    }
-
     /// True for the two states whose entries hold data in the lists.
+    #[inline]
     pub(crate) fn is_live(self) -> bool {
         matches!(self, State::Mru | State::Mfu)
     }
@@ -57,60 +83,95 @@ impl State {
     }
 }
 
+/// One hold in the meta word.
+pub(crate) const HOLD: u64 = 1;
+const HOLDS_BITS: u32 = 24;
+const HOLDS_MASK: u64 = (1 << HOLDS_BITS) - 1;
+/// Taking a hold that finds this many already aborts the process (as `Arc`
+/// does on overflow): leaked handles, not a workload. Half the field, so
+/// racing holders cannot carry it into the state bits first.
+pub(crate) const HOLD_LIMIT: u64 = 1 << (HOLDS_BITS - 1);
+const STATE_SHIFT: u32 = HOLDS_BITS;
+const STATE_MASK: u64 = 0b111 << STATE_SHIFT;
+const HIT_SHIFT: u32 = STATE_SHIFT + 3;
+/// One hit in the meta word (lazy mode).
+pub(crate) const HIT: u64 = 1 << HIT_SHIFT;
+/// All hit bits.
+pub(crate) const HITS_MASK: u64 = !((1 << HIT_SHIFT) - 1);
+/// The top bit: set once an entry's hit field reaches 2^36 hits.
+pub(crate) const HITS_FOLD_BIT: u64 = 1 << 63;
+
+/// The holds of a meta word.
+#[inline]
+pub(crate) fn holds(word: u64) -> u64 {
+    word & HOLDS_MASK
+}
+
+/// The hits of a meta word.
+#[inline]
+pub(crate) fn hits(word: u64) -> u64 {
+    word >> HIT_SHIFT
+}
+
+/// The state of a meta word.
+#[inline]
+pub(crate) fn state(word: u64) -> State {
+    match (word & STATE_MASK) >> STATE_SHIFT {
+        0 => State::Mru,
+        1 => State::Mfu,
+        2 => State::MruGhost,
+        3 => State::MfuGhost,
+        _ => State::Anon,
+    }
+}
+
+#[inline]
+pub(crate) fn with_state(word: u64, s: State) -> u64 {
+    (word & !STATE_MASK) | ((s as u64) << STATE_SHIFT)
+}
+
 /// Sentinel for "not linked in any sublist".
 pub(crate) const NO_SLOT: u32 = u32::MAX;
 
-/// Lazy hit mode: bit of `Entry::holds` set by a hit, cleared by the evictor
-/// (CAR's reference bit).
-pub(crate) const REFERENCED: u32 = 1 << 31;
-/// The hold count part of `Entry::holds` (eager hit mode).
-pub(crate) const HOLDS: u32 = REFERENCED - 1;
-
-/// One cached buffer or ghost.
-pub(crate) struct Entry<K> {
-    pub(crate) key: K,
+/// The header of one cached buffer or ghost; the data follows it in the
+/// same allocation.
+pub(crate) struct Header<K> {
+    /// Holds, state and hits (see the module comment).
+    pub(crate) meta: AtomicU64,
     pub(crate) hash: u64,
-    /// The cached bytes (empty for ghosts).
-    pub(crate) data: Box<[u8]>,
-    /// Bytes charged to the cache: `data.len()`, or the evicted size for ghosts.
+    pub(crate) key: K,
+    /// Bytes charged to the cache: the data's length, or the evicted size
+    /// for ghosts.
     pub(crate) bytes: u64,
-    /// Eager hit mode: the number of live `Handle`s, changing 0->1 and 1->0
-    /// only under the entry's hash stripe lock. Lazy hit mode: only the
-    /// `REFERENCED` bit (there a hold is a clone of the entry's `Arc`).
-    pub(crate) holds: AtomicU32,
-    state: AtomicU8,
     /// Slot in the sublist of its state while linked, else `NO_SLOT`; read and
     /// written only under that sublist's lock.
     slot: AtomicU32,
+    /// A ghost: no data follows.
+    ghost: bool,
 }
 
-impl<K> Entry<K> {
-    pub(crate) fn new(key: K, hash: u64, data: Box<[u8]>, state: State, holds: u32) -> Entry<K> {
-        let bytes = data.len() as u64;
-        Entry {
-            key,
-            hash,
-            data,
-            bytes,
-            holds: AtomicU32::new(holds),
-            state: AtomicU8::new(state as u8),
-            slot: AtomicU32::new(NO_SLOT),
-        }
+impl<K> Header<K> {
+    /// The meta word (Acquire: pairs with the Release of a handle's drop).
+    #[inline]
+    pub(crate) fn word(&self) -> u64 {
+        self.meta.load(Ordering::Acquire)
     }
 
-    pub(crate) fn ghost(key: K, hash: u64, bytes: u64, state: State) -> Entry<K> {
-        Entry {
-            bytes,
-            ..Entry::new(key, hash, Box::default(), state, 0)
-        }
-    }
-
+    #[inline]
     pub(crate) fn state(&self) -> State {
-        State::from_u8(self.state.load(Ordering::Acquire))
+        state(self.word())
     }
 
-    pub(crate) fn set_state(&self, state: State) {
-        self.state.store(state as u8, Ordering::Release);
+    /// Sets the state, keeping holds and hits; returns the word it replaced.
+    /// Caller holds the entry's stripe lock exclusively.
+    pub(crate) fn set_state(&self, s: State) -> u64 {
+        match self
+            .meta
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+                Some(with_state(w, s))
+            }) {
+            Ok(w) | Err(w) => w,
+        }
     }
 
     pub(crate) fn slot(&self) -> u32 {
@@ -119,5 +180,188 @@ impl<K> Entry<K> {
 
     pub(crate) fn set_slot(&self, slot: u32) {
         self.slot.store(slot, Ordering::Relaxed);
+    }
+
+    fn data_len(&self) -> usize {
+        if self.ghost {
+            0
+        } else {
+            self.bytes as usize
+        }
+    }
+}
+
+/// Alignment of an entry's allocation: a cache line, so the header and the
+/// first data bytes are one line.
+const ALIGN: usize = 64;
+
+fn layout<K>(data_len: usize) -> Layout {
+    let header = Layout::new::<Header<K>>()
+        .align_to(ALIGN)
+        .expect("header layout");
+    let (layout, offset) = header
+        .extend(Layout::array::<u8>(data_len).expect("data length"))
+        .expect("entry layout");
+    debug_assert_eq!(offset, std::mem::size_of::<Header<K>>());
+    layout
+}
+
+/// A pointer to an entry: copied freely, freed once (see the module comment
+/// for who frees it).
+pub(crate) struct EntryPtr<K>(NonNull<Header<K>>);
+
+impl<K> Clone for EntryPtr<K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K> Copy for EntryPtr<K> {}
+
+impl<K> PartialEq for EntryPtr<K> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0
+    }
+}
+
+impl<K> Eq for EntryPtr<K> {}
+
+// SAFETY: an entry is its header (atomics and an immutable key, `Send +
+// Sync` when `K` is) and immutable bytes; the pointer carries no thread
+// affinity.
+unsafe impl<K: Send + Sync> Send for EntryPtr<K> {}
+// SAFETY: as above; shared access is to atomics and immutable fields.
+unsafe impl<K: Send + Sync> Sync for EntryPtr<K> {}
+
+impl<K> EntryPtr<K> {
+    fn alloc(header: Header<K>, data: &[u8]) -> EntryPtr<K> {
+        let layout = layout::<K>(data.len());
+        // SAFETY: the layout has a non-zero size (the header's is non-zero:
+        // it contains an AtomicU64).
+        let p = unsafe { alloc::alloc(layout) } as *mut Header<K>;
+        let Some(p) = NonNull::new(p) else {
+            alloc::handle_alloc_error(layout)
+        };
+        // SAFETY: `p` is a fresh allocation of `layout`, which starts with
+        // room for a `Header<K>` (suitably aligned) followed by `data.len()`
+        // bytes; nothing else can see it yet.
+        unsafe {
+            p.as_ptr().write(header);
+            std::ptr::copy_nonoverlapping(
+                data.as_ptr(),
+                (p.as_ptr() as *mut u8).add(std::mem::size_of::<Header<K>>()),
+                data.len(),
+            );
+        }
+        EntryPtr(p)
+    }
+
+    /// A new buffer entry holding a copy of `data`, with `holds` holds.
+    pub(crate) fn new(key: K, hash: u64, data: &[u8], state: State, holds: u64) -> EntryPtr<K> {
+        assert!(holds < HOLD_LIMIT);
+        Self::alloc(
+            Header {
+                meta: AtomicU64::new(with_state(holds, state)),
+                hash,
+                key,
+                bytes: data.len() as u64,
+                slot: AtomicU32::new(NO_SLOT),
+                ghost: false,
+            },
+            data,
+        )
+    }
+
+    /// A ghost of `bytes` bytes (no data).
+    pub(crate) fn ghost(key: K, hash: u64, bytes: u64, state: State) -> EntryPtr<K> {
+        debug_assert!(state.is_ghost());
+        Self::alloc(
+            Header {
+                meta: AtomicU64::new(with_state(0, state)),
+                hash,
+                key,
+                bytes,
+                slot: AtomicU32::new(NO_SLOT),
+                ghost: true,
+            },
+            &[],
+        )
+    }
+
+    /// The buffer's bytes (empty for a ghost).
+    #[inline]
+    pub(crate) fn data<'a>(self) -> &'a [u8] {
+        let len = self.data_len();
+        // SAFETY: the allocation holds `data_len()` initialised bytes right
+        // after the header (see `alloc`), never written again; the caller
+        // keeps the entry alive (a hold, or the table or list lock) for as
+        // long as it uses the slice, as for every use of an `EntryPtr`.
+        unsafe {
+            std::slice::from_raw_parts(
+                (self.0.as_ptr() as *const u8).add(std::mem::size_of::<Header<K>>()),
+                len,
+            )
+        }
+    }
+
+    /// Frees the entry.
+    ///
+    /// # Safety
+    /// The caller is the entry's last user: it is in no table or sublist, no
+    /// hold is left, and no other thread can reach it any more (the caller
+    /// decided so on the meta word with Acquire ordering, or under the locks
+    /// that guard every other pointer to it). Called once.
+    pub(crate) unsafe fn free(self) {
+        let layout = layout::<K>(self.data_len());
+        // SAFETY: per this function's contract we own the entry; it was
+        // allocated by `alloc` with this layout and holds an initialised
+        // header.
+        unsafe {
+            std::ptr::drop_in_place(self.0.as_ptr());
+            alloc::dealloc(self.0.as_ptr() as *mut u8, layout);
+        }
+    }
+}
+
+impl<K> Deref for EntryPtr<K> {
+    type Target = Header<K>;
+
+    #[inline]
+    fn deref(&self) -> &Header<K> {
+        // SAFETY: every `EntryPtr` in use points at a live entry: the table
+        // and the sublists free an entry only after unlinking it under their
+        // locks (so a pointer read under those locks is live while they are
+        // held), and a handle's pointer stays live until its hold is
+        // released (see the module comment).
+        unsafe { self.0.as_ref() }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn meta_word_fields_and_layout() {
+        let e = EntryPtr::new(7u64, 9, &[1, 2, 3], State::Mfu, 2);
+        assert_eq!(e.data(), &[1, 2, 3]);
+        assert_eq!(e.bytes, 3);
+        let w = e.word();
+        assert_eq!((holds(w), state(w), hits(w)), (2, State::Mfu, 0));
+        e.meta.fetch_add(HOLD + HIT, Ordering::Relaxed);
+        let prev = e.set_state(State::Anon);
+        assert_eq!((holds(prev), state(prev), hits(prev)), (3, State::Mfu, 1));
+        assert_eq!(e.state(), State::Anon);
+        assert_eq!(holds(e.word()), 3);
+        // The top bit is the 2^36th hit.
+        assert_eq!(hits(HITS_FOLD_BIT), 1 << 36);
+        assert_eq!(std::mem::size_of::<Header<crate::BlockKey>>(), 48);
+        // SAFETY: created above, never shared.
+        unsafe { e.free() };
+        let g = EntryPtr::ghost(String::from("k"), 1, 8192, State::MruGhost);
+        assert!(g.data().is_empty());
+        assert_eq!(g.bytes, 8192);
+        // SAFETY: created above, never shared.
+        unsafe { g.free() };
     }
 }

@@ -1,134 +1,289 @@
-//! The evict thread and how inserting threads talk to it.
+//! Eviction: the walk over list tails (the ARC's and CAR's REPLACE) and the
+//! evict thread that runs it.
 //!
 //! Why a thread: in the design before OpenZFS 5497 the thread that needed
 //! space evicted it itself, so every miss on a full cache walked a list tail
 //! under a list lock. Now inserts only account their bytes; when the cache is
 //! past its target they wake one dedicated thread that evicts in batches
-//! (see `Inner::evict_to_target`). An insert waits only when the cache is
-//! *overflowing*, past `c + (c >> overflow_shift)`: then it waits for the
-//! evict thread to have freed as many bytes as it adds. Waiters are served
-//! in arrival order because each waits for a running total of freed bytes to
-//! reach its own, increasing, mark (OpenZFS `arc_evict_count`). The wait is
-//! bounded: if a pass cannot free enough (everything is held) or a second
-//! passes, the waiter goes on and the cache overshoots rather than hangs.
+//! (how inserters talk to it: `signal.rs`). The thread drives the cache
+//! through a narrow interface, [`Evictable`]. With inline eviction (a
+//! builder choice, for tests and replay) there is no thread and each insert
+//! runs the walk itself.
 
-use crate::cache::Inner;
+use crate::counter::thread_random;
+use crate::entry::{EntryPtr, State};
 use crate::key::Key;
-use crate::sync::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use crate::protocol::{HitProtocol, Tail};
+use crate::shared::Core;
+use crate::signal::{EvictSignal, IDLE_CHECK};
+use crate::stats::Event;
+use crate::sync::Ordering;
+use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
 
-/// How long an overflowing insert waits at most.
-const MAX_OVERFLOW_WAIT: Duration = Duration::from_secs(1);
-/// How often the idle evict thread looks at the sizes without being asked.
-const IDLE_CHECK: Duration = Duration::from_millis(100);
+/// What one eviction pass achieved.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct EvictOutcome {
+    pub(crate) freed: u64,
+    pub(crate) not_enough: bool,
+}
 
-#[derive(Default)]
-struct Progress {
-    shutdown: bool,
-    /// Bytes freed by all passes so far.
+/// What one walk of a state's list did.
+#[derive(Clone, Copy, Debug, Default)]
+struct Walk {
+    /// Bytes taken out of the state.
     freed: u64,
-    /// Passes completed, and how many of them could not reach the target.
-    passes: u64,
-    not_enough: u64,
+    /// Bytes of referenced or held buffers moved instead (lazy mode).
+    moved: u64,
 }
 
-/// Shared between the cache and its evict thread.
-#[derive(Default)]
-pub(crate) struct EvictSignal {
-    requested: AtomicBool,
-    progress: Mutex<Progress>,
-    /// The evict thread sleeps here.
-    wake: Condvar,
-    /// Waiting inserters (and `wait_for_eviction`) sleep here.
-    done: Condvar,
+/// What the evict thread needs of a cache.
+pub(crate) trait Evictable: Send + Sync {
+    fn signal(&self) -> &EvictSignal;
+    fn needs_eviction(&self) -> bool;
+    /// Evicts to the target, then trims the ghost lists.
+    fn evict_pass(&self) -> EvictOutcome;
 }
 
-impl EvictSignal {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Progress> {
-        self.progress.lock().unwrap_or_else(|e| e.into_inner())
+impl<K: Key, M: HitProtocol> Evictable for Core<K, M> {
+    fn signal(&self) -> &EvictSignal {
+        &self.signal
     }
 
-    /// Asks the evict thread for a pass (cheap when one is already asked for).
-    pub(crate) fn request(&self) {
-        if !self.requested.swap(true, Ordering::AcqRel) {
-            let _g = self.lock();
-            self.wake.notify_one();
+    fn needs_eviction(&self) -> bool {
+        Core::needs_eviction(self)
+    }
+
+    fn evict_pass(&self) -> EvictOutcome {
+        let outcome = evict_to_target(self, false);
+        trim_ghosts(self);
+        outcome
+    }
+}
+
+/// Evicts until the cached data fits in `c` (the ARC's REPLACE, repeated;
+/// CAR's in the lazy mode). `b2_hit`: the miss being served was an
+/// MFU-ghost hit (the paper's tie-break; only meaningful with inline
+/// eviction).
+pub(crate) fn evict_to_target<K: Key, M: HitProtocol>(
+    core: &Core<K, M>,
+    b2_hit: bool,
+) -> EvictOutcome {
+    let inline = core.config.inline_eviction;
+    let mut outcome = EvictOutcome::default();
+    // Bytes moved (lazy mode) since anything was freed. Once that exceeds
+    // twice the cached bytes, every unheld buffer has lost its reference
+    // bit and come round again: what is left is held, so stop.
+    let mut moved_since_free = 0u64;
+    loop {
+        let c = core.c();
+        let p = core.p.load(Ordering::Acquire);
+        let s = core.sizes();
+        if s.data() <= c {
+            return outcome;
         }
+        let want = s.data() - c;
+        let from_mru = M::evict_from_mru(&s, p, b2_hit);
+        let (first, second) = if from_mru {
+            (State::Mru, State::Mfu)
+        } else {
+            (State::Mfu, State::Mru)
+        };
+        let amount = if inline {
+            // One buffer at a time, re-deciding each time, as the papers do.
+            1
+        } else if from_mru && s.mru > p {
+            want.min(s.mru - p)
+        } else {
+            want
+        };
+        let candidates = if inline && M::ONE_CANDIDATE_PER_DECISION {
+            1
+        } else {
+            usize::MAX
+        };
+        let mut walk = evict_state(core, first, amount, candidates);
+        if walk.freed == 0 && walk.moved == 0 {
+            walk = evict_state(core, second, amount, candidates);
+        }
+        if walk.freed == 0 {
+            moved_since_free += walk.moved;
+            if walk.moved == 0 || moved_since_free > 2 * (s.mru + s.mfu) {
+                core.events.count(Event::EvictNotEnough);
+                outcome.not_enough = true;
+                return outcome;
+            }
+            continue;
+        }
+        moved_since_free = 0;
+        outcome.freed += walk.freed;
     }
+}
 
-    /// Waits until the evict thread has freed `bytes` more bytes than it had
-    /// when this call started, a pass gives up, a pass ends with
-    /// `still_over()` false (the freed bytes went to another waiter, but the
-    /// cache is back within bounds: no further pass would come), or the wait
-    /// times out.
-    pub(crate) fn wait_for_freed(&self, bytes: u64, still_over: impl Fn() -> bool) {
-        let deadline = Instant::now() + MAX_OVERFLOW_WAIT;
-        let mut p = self.lock();
-        let target = p.freed + bytes;
-        let not_enough = p.not_enough;
-        let passes = p.passes;
-        self.requested.store(true, Ordering::Release);
-        self.wake.notify_one();
-        while p.freed < target
-            && p.not_enough == not_enough
-            && !p.shutdown
-            && (p.passes == passes || still_over())
-        {
-            let now = Instant::now();
-            if now >= deadline {
+/// Drops ghosts until the history is within its bounds.
+pub(crate) fn trim_ghosts<K: Key, M: HitProtocol>(core: &Core<K, M>) {
+    let (b1, b2) = crate::policy::ghost_excess(&core.sizes(), core.c());
+    if b1 > 0 {
+        evict_state(core, State::MruGhost, b1, usize::MAX);
+    }
+    if b2 > 0 {
+        evict_state(core, State::MfuGhost, b2, usize::MAX);
+    }
+}
+
+/// Takes at least `amount` bytes out of `state`'s list, from sublist
+/// tails, `evict_batch_limit` buffers per sublist visit, starting at a
+/// random sublist (OpenZFS `arc_evict_state`), looking at no more than
+/// `candidates` buffers. Live buffers become ghosts; ghosts are forgotten.
+/// What happens to a live buffer at the tail is the hit protocol's call
+/// (`HitProtocol::at_tail`): evicted, passed over (held) or promoted
+/// (referenced).
+fn evict_state<K: Key, M: HitProtocol>(
+    core: &Core<K, M>,
+    state: State,
+    amount: u64,
+    candidates: usize,
+) -> Walk {
+    let list = &core.lists[state as usize];
+    let n = list.len();
+    let start = (thread_random() % n as u64) as usize;
+    let batch = core.config.evict_batch_limit;
+    // Moves do not free anything: bound how many a visit may make.
+    let visit_limit = batch.saturating_mul(8);
+    let mut markers: Vec<Option<u32>> = vec![None; n];
+    let mut walk = Walk::default();
+    let mut examined = 0usize;
+    // Entries taken out of everything, freed after their locks are dropped.
+    let mut dead: Vec<EntryPtr<K>> = Vec::new();
+    let mut idle_rounds = 0;
+    'rounds: loop {
+        let before = walk;
+        for k in 0..n {
+            let i = (start + k) % n;
+            let mut sl = list.sublist(i).lock();
+            let marker = *markers[i].get_or_insert_with(|| sl.insert_marker_at_tail());
+            let (mut taken, mut looked) = (0, 0);
+            while taken < batch
+                && looked < visit_limit
+                && walk.freed < amount
+                && examined < candidates
+            {
+                // `e` stays valid while it is linked: freeing it needs its
+                // unlinking, under the sublist lock we hold.
+                let Some((slot, e)) = sl.step_marker(marker) else {
+                    break;
+                };
+                looked += 1;
+                examined += 1;
+                let Some(mut stripe) = core.table.stripe(e.hash).try_write() else {
+                    // Someone is taking a hold on it (or working on a
+                    // neighbour key) right now: pass over it.
+                    core.events.count(Event::EvictSkip);
+                    continue;
+                };
+                if state.is_live() {
+                    match M::at_tail(core, e, state) {
+                        Tail::Promote => {
+                            let moving = sl.take(slot);
+                            if state == State::Mru {
+                                // Referenced in T1: to T2's head (CAR).
+                                moving.set_state(State::Mfu);
+                                core.lists[State::Mfu as usize]
+                                    .sublist(i)
+                                    .lock()
+                                    .push_head(moving);
+                                core.move_bytes(i, State::Mru, State::Mfu, e.bytes);
+                            } else {
+                                sl.push_head(moving);
+                            }
+                            walk.moved += e.bytes.max(1);
+                            continue;
+                        }
+                        Tail::Skip => {
+                            // Held: passed over, to the head so the walk
+                            // does not meet it again at once.
+                            let held = sl.take(slot);
+                            sl.push_head(held);
+                            walk.moved += e.bytes.max(1);
+                            core.events.count(Event::EvictSkip);
+                            continue;
+                        }
+                        Tail::Evict => {}
+                    }
+                }
+                sl.take(slot);
+                if state.is_live() {
+                    let ghost = EntryPtr::ghost(e.key.clone(), e.hash, e.bytes, state.ghost());
+                    stripe.replace(ghost);
+                    core.lists[state.ghost() as usize]
+                        .sublist(i)
+                        .lock()
+                        .push_head(ghost);
+                    core.move_bytes(i, state, state.ghost(), e.bytes);
+                    core.events.count(Event::Eviction);
+                    core.events.add(Event::EvictedBytes, e.bytes);
+                } else {
+                    stripe.remove(e.hash, &e.key);
+                    core.bytes.sub(i, state as usize, e.bytes);
+                    core.events.count(Event::GhostDropped);
+                }
+                drop(stripe);
+                walk.freed += e.bytes.max(1);
+                taken += 1;
+                dead.push(e);
+            }
+            drop(sl);
+            for e in dead.drain(..) {
+                // SAFETY: out of the table and its list; unheld (the
+                // protocol said `Evict`, or a ghost, which is never held)
+                // when we held the stripe lock exclusively, so no hold can
+                // have started since; its word was read with Acquire.
+                unsafe { e.free() };
+            }
+            if walk.freed >= amount || examined >= candidates {
+                break 'rounds;
+            }
+        }
+        if walk.freed == before.freed {
+            // A round that freed nothing. In the lazy mode the first such
+            // round may have cleared reference bits that make the next
+            // one succeed; a second means there is nothing to take.
+            idle_rounds += 1;
+            if walk.moved == before.moved || idle_rounds >= 2 {
                 break;
             }
-            p = self
-                .done
-                .wait_timeout(p, deadline - now)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
         }
     }
-
-    /// Requests a pass and waits until it completes; returns false if that
-    /// pass could not reach the target.
-    pub(crate) fn wait_for_pass(&self) -> bool {
-        let mut p = self.lock();
-        let passes = p.passes;
-        let not_enough = p.not_enough;
-        self.requested.store(true, Ordering::Release);
-        self.wake.notify_one();
-        while p.passes == passes && !p.shutdown {
-            p = self
-                .done
-                .wait_timeout(p, IDLE_CHECK)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+    for (i, m) in markers.iter().enumerate() {
+        if let Some(m) = *m {
+            list.sublist(i).lock().remove_marker(m);
         }
-        p.not_enough == not_enough
     }
+    walk
 }
 
 /// The running evict thread; stopped and joined on drop.
-pub(crate) struct EvictThread<K: Key> {
-    inner: Arc<Inner<K>>,
+pub(crate) struct EvictThread {
+    target: Arc<dyn Evictable>,
     handle: Option<JoinHandle<()>>,
 }
 
-impl<K: Key> EvictThread<K> {
-    pub(crate) fn start(inner: Arc<Inner<K>>) -> EvictThread<K> {
-        let for_thread = Arc::clone(&inner);
+impl EvictThread {
+    pub(crate) fn start(target: Arc<dyn Evictable>) -> EvictThread {
+        let for_thread = Arc::clone(&target);
         let handle = std::thread::Builder::new()
             .name("multiarc-evict".into())
-            .spawn(move || run(&for_thread))
+            .spawn(move || run(&*for_thread))
             .expect("spawning the multiarc evict thread");
         EvictThread {
-            inner,
+            target,
             handle: Some(handle),
         }
     }
 }
 
-fn run<K: Key>(inner: &Inner<K>) {
-    let signal = &inner.signal;
+fn run(target: &dyn Evictable) {
+    let signal = target.signal();
     loop {
         {
             let mut p = signal.lock();
@@ -136,7 +291,7 @@ fn run<K: Key>(inner: &Inner<K>) {
                 if p.shutdown {
                     return;
                 }
-                if signal.requested.swap(false, Ordering::AcqRel) || inner.needs_eviction() {
+                if signal.requested.swap(false, Ordering::AcqRel) || target.needs_eviction() {
                     break;
                 }
                 p = signal
@@ -146,8 +301,7 @@ fn run<K: Key>(inner: &Inner<K>) {
                     .0;
             }
         }
-        let outcome = inner.evict_to_target(false);
-        inner.trim_ghosts();
+        let outcome = target.evict_pass();
         let mut p = signal.lock();
         p.freed += outcome.freed;
         p.passes += 1;
@@ -164,13 +318,14 @@ fn run<K: Key>(inner: &Inner<K>) {
     }
 }
 
-impl<K: Key> Drop for EvictThread<K> {
+impl Drop for EvictThread {
     fn drop(&mut self) {
         {
-            let mut p = self.inner.signal.lock();
+            let signal = self.target.signal();
+            let mut p = signal.lock();
             p.shutdown = true;
-            self.inner.signal.wake.notify_all();
-            self.inner.signal.done.notify_all();
+            signal.wake.notify_all();
+            signal.done.notify_all();
         }
         if let Some(h) = self.handle.take() {
             let _ = h.join();

@@ -23,17 +23,22 @@
 //!
 //! Bits of the key's hash: the low bits pick the stripe, the high 32 bits
 //! pick the home slot inside it (the sublist uses a third range, see
-//! `cache.rs`).
+//! `shared.rs`).
+//!
+//! The table stores [`EntryPtr`]s and does not own what they point to: the
+//! cache frees an entry after taking it out (see `entry.rs`). Besides its
+//! slots, each stripe carries a `side` value of the cache's choosing, guarded
+//! by the same lock (the cache keeps its loads in flight there); the table
+//! itself knows nothing about it.
 
-use crate::entry::Entry;
+use crate::entry::EntryPtr;
 use crate::lock::{LockId, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use crossbeam_utils::CachePadded;
-use std::sync::Arc;
 
 /// A slot: empty (`entry` is `None`), or an entry and its key's hash.
 struct Slot<K> {
     hash: u64,
-    entry: Option<Arc<Entry<K>>>,
+    entry: Option<EntryPtr<K>>,
 }
 
 impl<K> Slot<K> {
@@ -43,15 +48,16 @@ impl<K> Slot<K> {
     };
 }
 
-/// One stripe: an open-addressed table of entries plus the loads in flight.
-pub(crate) struct Stripe<K> {
+/// One stripe: an open-addressed table of entries, plus the user's `side`
+/// value under the same lock.
+pub(crate) struct Stripe<K, S> {
     slots: Box<[Slot<K>]>,
     len: usize,
     collisions: u64,
     /// Longest probe run seen: slots examined to reach an inserted entry.
     chain_max: u32,
-    /// Read-through loads in progress for keys of this stripe (few at a time).
-    pub(crate) loading: Vec<(K, Arc<crate::cache::Pending<K>>)>,
+    /// The cache's per-stripe data (its loads in flight).
+    pub(crate) side: S,
 }
 
 /// Stripes start with room for at most this many entries and double as they
@@ -64,7 +70,7 @@ fn empty_slots<K>(n: usize) -> Box<[Slot<K>]> {
     (0..n).map(|_| Slot::EMPTY).collect()
 }
 
-impl<K: Eq> Stripe<K> {
+impl<K: Eq, S: Default> Stripe<K, S> {
     /// A stripe with room for `expected` entries (at most
     /// `MAX_INITIAL_ENTRIES`) before it first grows.
     fn new(expected: usize) -> Self {
@@ -75,7 +81,7 @@ impl<K: Eq> Stripe<K> {
             len: 0,
             collisions: 0,
             chain_max: 0,
-            loading: Vec::new(),
+            side: S::default(),
         }
     }
 
@@ -87,15 +93,6 @@ impl<K: Eq> Stripe<K> {
     #[inline]
     fn home(&self, hash: u64) -> usize {
         ((hash >> 32) as usize) & self.mask()
-    }
-
-    /// Marks every load in flight for `key` as superseded (see `Pending`).
-    pub(crate) fn supersede_loads(&self, key: &K) {
-        for (k, p) in &self.loading {
-            if k == key {
-                p.mark_superseded();
-            }
-        }
     }
 
     /// The slot index of `key`, if present.
@@ -116,13 +113,12 @@ impl<K: Eq> Stripe<K> {
 
     /// The entry for `key`, if any.
     #[inline]
-    pub(crate) fn find(&self, hash: u64, key: &K) -> Option<&Arc<Entry<K>>> {
-        self.position(hash, key)
-            .and_then(|i| self.slots[i].entry.as_ref())
+    pub(crate) fn find(&self, hash: u64, key: &K) -> Option<EntryPtr<K>> {
+        self.position(hash, key).and_then(|i| self.slots[i].entry)
     }
 
     /// Adds `entry`, whose key must not be present.
-    pub(crate) fn insert(&mut self, entry: Arc<Entry<K>>) {
+    pub(crate) fn insert(&mut self, entry: EntryPtr<K>) {
         if (self.len + 1) * 4 > self.slots.len() * 3 {
             self.grow();
         }
@@ -151,7 +147,7 @@ impl<K: Eq> Stripe<K> {
     }
 
     /// Removes and returns the entry for `key`.
-    pub(crate) fn remove(&mut self, hash: u64, key: &K) -> Option<Arc<Entry<K>>> {
+    pub(crate) fn remove(&mut self, hash: u64, key: &K) -> Option<EntryPtr<K>> {
         let at = self.position(hash, key)?;
         let removed = self.slots[at].entry.take();
         self.len -= 1;
@@ -174,7 +170,7 @@ impl<K: Eq> Stripe<K> {
 
     /// Replaces the entry for `entry.key` (which must be present) by `entry`,
     /// returning the old one.
-    pub(crate) fn replace(&mut self, entry: Arc<Entry<K>>) -> Arc<Entry<K>> {
+    pub(crate) fn replace(&mut self, entry: EntryPtr<K>) -> EntryPtr<K> {
         let at = self
             .position(entry.hash, &entry.key)
             .expect("replace of a key that is not in the table");
@@ -197,6 +193,17 @@ impl<K: Eq> Stripe<K> {
     }
 }
 
+impl<K, S> Stripe<K, S> {
+    /// Takes every entry out (to free them when the cache is dropped).
+    fn drain(&mut self) -> Vec<EntryPtr<K>> {
+        self.len = 0;
+        self.slots
+            .iter_mut()
+            .filter_map(|s| s.entry.take())
+            .collect()
+    }
+}
+
 /// Figures describing the table's health.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct HashFigures {
@@ -205,12 +212,26 @@ pub(crate) struct HashFigures {
     pub(crate) chain_max: u64,
 }
 
+/// One stripe behind its lock, on its own cache line.
+type LockedStripe<K, S> = CachePadded<RwLock<Stripe<K, S>>>;
+
 /// The striped table.
-pub(crate) struct HashTable<K> {
-    stripes: Box<[CachePadded<RwLock<Stripe<K>>>]>,
+pub(crate) struct HashTable<K, S> {
+    stripes: Box<[LockedStripe<K, S>]>,
 }
 
-impl<K: Eq> HashTable<K> {
+impl<K, S> HashTable<K, S> {
+    /// Every entry, taken out of the table.
+    pub(crate) fn drain(&mut self) -> Vec<EntryPtr<K>> {
+        let mut all = Vec::new();
+        for s in self.stripes.iter_mut() {
+            all.extend(s.get_mut().drain());
+        }
+        all
+    }
+}
+
+impl<K: Eq, S: Default> HashTable<K, S> {
     /// `stripes` (a power of two) stripes for about `expected` entries in
     /// all; each starts with room for its share, but for no more than
     /// `MAX_INITIAL_ENTRIES`, and grows from there.
@@ -225,21 +246,21 @@ impl<K: Eq> HashTable<K> {
 
     /// The stripe lock of `hash`.
     #[inline]
-    pub(crate) fn stripe(&self, hash: u64) -> &RwLock<Stripe<K>> {
+    pub(crate) fn stripe(&self, hash: u64) -> &RwLock<Stripe<K, S>> {
         &self.stripes[(hash as usize) & (self.stripes.len() - 1)]
     }
 
     /// Locks the stripe of `hash` exclusively (to change the table or the
     /// state of its entries).
     #[inline]
-    pub(crate) fn write(&self, hash: u64) -> RwLockWriteGuard<'_, Stripe<K>> {
+    pub(crate) fn write(&self, hash: u64) -> RwLockWriteGuard<'_, Stripe<K, S>> {
         self.stripe(hash).write()
     }
 
     /// Locks the stripe of `hash` shared (lookups that change nothing but
     /// atomics: the lazy hit path).
     #[inline]
-    pub(crate) fn read(&self, hash: u64) -> RwLockReadGuard<'_, Stripe<K>> {
+    pub(crate) fn read(&self, hash: u64) -> RwLockReadGuard<'_, Stripe<K, S>> {
         self.stripe(hash).read()
     }
 
@@ -269,13 +290,14 @@ mod tests {
     use super::*;
     use crate::entry::State;
 
-    fn e(k: u64, hash: u64) -> Arc<Entry<u64>> {
-        Arc::new(Entry::new(k, hash, Box::default(), State::Mru, 0))
+    /// Test entries are leaked: a few hundred bytes per test.
+    fn e(k: u64, hash: u64) -> EntryPtr<u64> {
+        EntryPtr::new(k, hash, &[], State::Mru, 0)
     }
 
     #[test]
     fn insert_find_remove_grow_and_collisions() {
-        let mut s = Stripe::new(4);
+        let mut s = Stripe::<u64, ()>::new(4);
         // Same home slot (same high bits): one probe run.
         s.insert(e(1, 7 << 32));
         s.insert(e(2, 7 << 32));
@@ -306,7 +328,7 @@ mod tests {
     #[test]
     fn probe_runs_survive_removal_like_a_map() {
         use std::collections::HashMap;
-        let mut s = Stripe::new(8);
+        let mut s = Stripe::<u64, ()>::new(8);
         let mut model: HashMap<u64, u64> = HashMap::new();
         let mut x = 0x2545_F491_4F6C_DD1Du64;
         for step in 0..20_000 {

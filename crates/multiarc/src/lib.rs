@@ -21,6 +21,10 @@
 
 #![warn(missing_docs)]
 
+// Module layers, each importing only from those above it:
+// leaves (config, key, sync, counter, stats, policy, lock), then entry,
+// hash, multilist, pending, signal; then shared (the core state); protocol
+// (the hit modes); evict (walk and thread); insert; load; cache (facade).
 mod cache;
 mod config;
 mod counter;
@@ -28,11 +32,17 @@ mod entry;
 mod evict;
 pub mod file;
 mod hash;
+mod insert;
 mod key;
+mod load;
 pub mod lock;
 mod multilist;
+mod pending;
 mod policy;
+mod protocol;
 pub mod reference;
+mod shared;
+mod signal;
 mod stats;
 mod sync;
 pub mod trace;

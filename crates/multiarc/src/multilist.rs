@@ -24,10 +24,9 @@
 //! so no lock is held for a whole pass and buffers inserted at the head
 //! meanwhile are not disturbed.
 
-use crate::entry::{Entry, NO_SLOT};
+use crate::entry::{EntryPtr, Header, NO_SLOT};
 use crate::lock::{LockId, Mutex};
 use crossbeam_utils::CachePadded;
-use std::sync::Arc;
 
 const NIL: u32 = u32::MAX;
 
@@ -35,7 +34,7 @@ struct Node<K> {
     prev: u32,
     next: u32,
     /// `None` for markers and for free slots.
-    entry: Option<Arc<Entry<K>>>,
+    entry: Option<EntryPtr<K>>,
 }
 
 /// One sublist: a slab-backed doubly linked list, head = most recently used.
@@ -72,7 +71,7 @@ impl<K> SublistList<K> {
         self.bytes
     }
 
-    fn alloc(&mut self, entry: Option<Arc<Entry<K>>>) -> u32 {
+    fn alloc(&mut self, entry: Option<EntryPtr<K>>) -> u32 {
         let node = Node {
             prev: NIL,
             next: NIL,
@@ -90,7 +89,7 @@ impl<K> SublistList<K> {
         }
     }
 
-    fn release(&mut self, slot: u32) -> Option<Arc<Entry<K>>> {
+    fn release(&mut self, slot: u32) -> Option<EntryPtr<K>> {
         let node = &mut self.nodes[slot as usize];
         let entry = node.entry.take();
         node.prev = NIL;
@@ -136,25 +135,24 @@ impl<K> SublistList<K> {
     }
 
     /// Links `entry` at the head (most recently used end).
-    pub(crate) fn push_head(&mut self, entry: Arc<Entry<K>>) {
+    pub(crate) fn push_head(&mut self, entry: EntryPtr<K>) {
         debug_assert_eq!(entry.slot(), NO_SLOT, "entry already linked");
         self.len += 1;
         self.bytes += entry.bytes;
-        let e = Arc::clone(&entry);
         let slot = self.alloc(Some(entry));
         let head = self.head;
         self.link_before(slot, head);
-        e.set_slot(slot);
+        entry.set_slot(slot);
     }
 
     /// Unlinks `entry`, which must be linked in this sublist.
-    pub(crate) fn remove(&mut self, entry: &Entry<K>) -> Arc<Entry<K>> {
+    pub(crate) fn remove(&mut self, entry: &Header<K>) -> EntryPtr<K> {
         let slot = entry.slot();
         assert_ne!(slot, NO_SLOT, "entry not linked");
         self.remove_slot(slot)
     }
 
-    fn remove_slot(&mut self, slot: u32) -> Arc<Entry<K>> {
+    fn remove_slot(&mut self, slot: u32) -> EntryPtr<K> {
         self.unlink(slot);
         let entry = self.release(slot).expect("slot holds an entry");
         entry.set_slot(NO_SLOT);
@@ -180,7 +178,7 @@ impl<K> SublistList<K> {
     /// The node just headward of `marker` that holds an entry, moving the
     /// marker headward past it (and past any other markers on the way), or
     /// `None` when the marker has reached the head.
-    pub(crate) fn step_marker(&mut self, marker: u32) -> Option<(u32, &Arc<Entry<K>>)> {
+    pub(crate) fn step_marker(&mut self, marker: u32) -> Option<(u32, EntryPtr<K>)> {
         loop {
             let cand = self.nodes[marker as usize].prev;
             if cand == NIL {
@@ -189,13 +187,13 @@ impl<K> SublistList<K> {
             self.unlink(marker);
             self.link_before(marker, cand);
             if self.nodes[cand as usize].entry.is_some() {
-                return Some((cand, self.nodes[cand as usize].entry.as_ref().unwrap()));
+                return Some((cand, self.nodes[cand as usize].entry.unwrap()));
             }
         }
     }
 
     /// Unlinks the entry in `slot` (as returned by `step_marker`).
-    pub(crate) fn take(&mut self, slot: u32) -> Arc<Entry<K>> {
+    pub(crate) fn take(&mut self, slot: u32) -> EntryPtr<K> {
         self.remove_slot(slot)
     }
 
@@ -252,21 +250,15 @@ impl<K> Multilist<K> {
         })
     }
 
-    /// Bytes of linked entries that someone else also references: more than
-    /// `unheld_refs` strong references (the lazy hit mode's held buffers).
-    pub(crate) fn held_bytes(&self, unheld_refs: usize) -> u64 {
-        self.sublists
-            .iter()
-            .map(|s| {
-                let s = s.lock();
-                s.nodes
-                    .iter()
-                    .filter_map(|n| n.entry.as_ref())
-                    .filter(|e| Arc::strong_count(e) > unheld_refs)
-                    .map(|e| e.bytes)
-                    .sum::<u64>()
-            })
-            .sum()
+    /// Calls `f` on every linked entry, one sublist lock at a time (for
+    /// statistics, not hot paths).
+    pub(crate) fn for_each(&self, mut f: impl FnMut(&Header<K>)) {
+        for s in self.sublists.iter() {
+            let s = s.lock();
+            for e in s.nodes.iter().filter_map(|n| n.entry.as_ref()) {
+                f(e);
+            }
+        }
     }
 
     /// Starts or stops lockstat tracing of every sublist lock.
@@ -285,8 +277,9 @@ mod tests {
     use super::*;
     use crate::entry::State;
 
-    fn entry(k: u32) -> Arc<Entry<u32>> {
-        Arc::new(Entry::new(k, k as u64, vec![0; 10].into(), State::Mru, 0))
+    /// Test entries are leaked (a few hundred bytes per test).
+    fn entry(k: u32) -> EntryPtr<u32> {
+        EntryPtr::new(k, k as u64, &[0; 10], State::Mru, 0)
     }
 
     #[test]
@@ -294,7 +287,7 @@ mod tests {
         let mut l = SublistList::new();
         let es: Vec<_> = (0..5).map(entry).collect();
         for e in &es {
-            l.push_head(e.clone());
+            l.push_head(*e);
         }
         assert_eq!(l.keys_from_head(), vec![4, 3, 2, 1, 0]);
         assert_eq!((l.len(), l.bytes()), (5, 50));
@@ -305,7 +298,7 @@ mod tests {
         l.remove(&es[0]);
         assert_eq!(l.keys_from_head(), vec![3, 1]);
         // Freed slots are reused.
-        l.push_head(es[0].clone());
+        l.push_head(es[0]);
         assert_eq!(l.nodes.len(), 5);
         assert_eq!(l.keys_from_head(), vec![0, 3, 1]);
     }
@@ -315,7 +308,7 @@ mod tests {
         let mut l = SublistList::new();
         let es: Vec<_> = (0..4).map(entry).collect();
         for e in &es {
-            l.push_head(e.clone());
+            l.push_head(*e);
         }
         let m = l.insert_marker_at_tail();
         let (slot, e) = l.step_marker(m).unwrap();

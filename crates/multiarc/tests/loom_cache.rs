@@ -73,6 +73,67 @@ fn lazy_referenced_move_races_with_remove() {
     });
 }
 
+/// Lazy mode, what the hit path relies on (entry.rs): a hit is one
+/// `fetch_add` on the entry's meta word under the shared stripe lock, a
+/// release one `fetch_sub` with no lock, and a removal sets the state to
+/// `Anon` in one step on the same word. Whichever of the remover and the
+/// last releaser sees (Anon, no holds) frees the buffer and its anonymous
+/// bytes: exactly one of them, in every order (none: `anon_bytes` stays
+/// above zero; both: a double free). The second reader's hold, taken or
+/// missed, must not change that.
+#[test]
+fn lazy_hit_and_release_race_with_remove() {
+    loom::model(|| {
+        let cache = cache(4, HitMode::Lazy);
+        drop(cache.insert(1, vec![7]));
+        let reader = {
+            let cache = Arc::clone(&cache);
+            thread::spawn(move || {
+                if let Some(h) = cache.get(&1) {
+                    assert_eq!(h[0], 7);
+                    let again = h.clone();
+                    drop(h);
+                    assert_eq!(again[0], 7);
+                }
+            })
+        };
+        let removed = cache.remove(&1);
+        assert!(removed);
+        reader.join().unwrap();
+        check_quiescent(&cache);
+        assert_eq!(cache.stats().size, 0);
+    });
+}
+
+/// Lazy mode: hits are counted in the meta word and folded into the
+/// statistics by the evictor when it clears the reference (promoting the
+/// buffer). A hit racing with the eviction that folds and promotes buffer 1
+/// is neither lost nor counted twice.
+#[test]
+fn lazy_hits_are_counted_exactly_across_promotion() {
+    let mut model = loom::model::Builder::new();
+    // Summing the statistics loads every entry's word: more branches than
+    // loom's default allows.
+    model.max_branches = 20_000;
+    model.check(|| {
+        let cache = cache(2, HitMode::Lazy);
+        drop(cache.insert(1, vec![1]));
+        drop(cache.insert(2, vec![2]));
+        drop(cache.get(&1)); // referenced: the eviction below promotes it
+        let reader = {
+            let cache = Arc::clone(&cache);
+            thread::spawn(move || cache.get(&1).is_some() as u64)
+        };
+        // The cache is full: this insert's eviction meets buffer 1 first.
+        drop(cache.insert(3, vec![3]));
+        let theirs = reader.join().unwrap();
+        let s = cache.stats();
+        assert_eq!(s.hits, 1 + theirs, "{s:?}");
+        assert_eq!(s.mru_hits + s.mfu_hits, s.hits, "{s:?}");
+        assert_eq!(s.anon_bytes, 0, "{s:?}");
+    });
+}
+
 fn check_quiescent(cache: &Cache<u64>) {
     cache.wait_for_eviction();
     let s = cache.stats();

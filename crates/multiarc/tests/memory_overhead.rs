@@ -3,8 +3,11 @@
 //! (entry headers, sublist slots, hash table slots, striped counters), divided by
 //! the number of buffers.
 //!
-//! The CI run uses 100,000 buffers and fails if the overhead exceeds 160
-//! bytes per buffer. The figure in docs/BENCHMARKS.md (1M buffers of 8 KiB):
+//! The CI run uses 100,000 buffers and fails if the overhead exceeds 130
+//! bytes per buffer. The same count, the same way, is reported for three
+//! peers holding the buffers as `Arc<[u8]>` (the `Arc`'s 16-byte header
+//! counted as metadata, as multiarc's entry header is): quick_cache, lru
+//! (the `mutex-lru` row) and moka. The figure in docs/BENCHMARKS.md (1M buffers of 8 KiB):
 //! `MULTIARC_OVERHEAD_ENTRIES=1000000 cargo test --release -p multiarc --test memory_overhead -- --nocapture`
 
 use multiarc::{BlockKey, Builder, Cache, HitMode};
@@ -60,13 +63,79 @@ fn metadata_per_cached_buffer() {
         lazy <= eager + 0.5,
         "lazy mode metadata ({lazy:.1} B) exceeds eager ({eager:.1} B)"
     );
+    peers();
+}
+
+fn entries() -> usize {
+    std::env::var("MULTIARC_OVERHEAD_ENTRIES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000)
+}
+
+/// Allocated bytes beyond the buffers after `fill` built a cache of
+/// `entries()` 8 KiB buffers (kept alive until measured), per buffer.
+fn measure_peer<C>(name: &str, fill: impl FnOnce(usize, usize) -> C) {
+    let (entries, block) = (entries(), 8192usize);
+    let before = LIVE.load(Ordering::Relaxed);
+    let cache = fill(entries, block);
+    let meta = LIVE.load(Ordering::Relaxed) - before - (entries * block) as isize;
+    println!(
+        "peer {name}: {entries} buffers of {block} B: metadata {meta} B, {:.1} B per buffer",
+        meta as f64 / entries as f64
+    );
+    drop(cache);
+}
+
+fn buffer(block: usize) -> std::sync::Arc<[u8]> {
+    vec![0u8; block].into()
+}
+
+fn peers() {
+    use std::sync::Arc;
+    #[derive(Clone)]
+    struct Len;
+    impl quick_cache::Weighter<BlockKey, Arc<[u8]>> for Len {
+        fn weight(&self, _: &BlockKey, v: &Arc<[u8]>) -> u64 {
+            v.len() as u64
+        }
+    }
+    let key = |i: usize| BlockKey::new(i as u64 >> 20, i as u64 & 0xfffff);
+    // As `multiarc bench` builds them: capacity = the data + 25%, weighted
+    // by length (quick_cache's shards each take a share of the capacity, so
+    // it needs the slack to keep every buffer).
+    let capacity = |n: usize, block: usize| (n * block) as u64 * 5 / 4 + (1 << 20);
+    measure_peer("quick_cache", |n, block| {
+        let cap = capacity(n, block);
+        let c = quick_cache::sync::Cache::with_weighter((cap / block as u64) as usize, cap, Len);
+        for i in 0..n {
+            c.insert(key(i), buffer(block));
+        }
+        assert_eq!(c.len(), n, "quick_cache kept every buffer");
+        c
+    });
+    measure_peer("lru", |n, block| {
+        let mut c = lru::LruCache::new(std::num::NonZeroUsize::new(n).unwrap());
+        for i in 0..n {
+            c.put(key(i), buffer(block));
+        }
+        std::sync::Mutex::new(c)
+    });
+    measure_peer("moka", |n, block| {
+        let c = moka::sync::Cache::builder()
+            .max_capacity(capacity(n, block))
+            .weigher(|_: &BlockKey, v: &Arc<[u8]>| v.len() as u32)
+            .build();
+        for i in 0..n {
+            c.insert(key(i), buffer(block));
+        }
+        c.run_pending_tasks();
+        c
+    });
 }
 
 fn measure(mode: HitMode, hash_stripes: Option<usize>) -> f64 {
-    let entries: usize = std::env::var("MULTIARC_OVERHEAD_ENTRIES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(100_000);
+    let entries = entries();
     let block = 8192usize;
     let before_build = LIVE.load(Ordering::Relaxed);
     let mut builder = Builder::new()
@@ -96,7 +165,7 @@ fn measure(mode: HitMode, hash_stripes: Option<usize>) -> f64 {
          (empty cache {empty} B), {per_entry:.1} B per buffer = {:.2}% of the data",
         100.0 * meta as f64 / data as f64
     );
-    assert!(per_entry < 160.0, "metadata per buffer {per_entry:.1} B");
+    assert!(per_entry < 130.0, "metadata per buffer {per_entry:.1} B");
     drop(cache);
     assert!(
         LIVE.load(Ordering::Relaxed) - before_build < 4096,

@@ -1,0 +1,145 @@
+//! The ARC's miss: an insert (by `insert`, or a completed load) and a
+//! removal. Ghost hits adapt `p`, room is made (inline, or by waking the
+//! evict thread), and the new entry is installed in the table.
+
+use crate::entry::{EntryPtr, State};
+use crate::evict::{evict_to_target, trim_ghosts};
+use crate::key::Key;
+use crate::pending::Pending;
+use crate::policy::GhostHit;
+use crate::protocol::HitProtocol;
+use crate::shared::Core;
+use crate::stats::Event;
+use crate::sync::Ordering;
+use std::sync::Arc;
+
+/// Inserts `data` under `key`: returns the new entry with one hold for the
+/// caller plus one per waiter of `pending` (the load it completes).
+pub(crate) fn insert_entry<K: Key, M: HitProtocol>(
+    core: &Core<K, M>,
+    key: K,
+    data: &[u8],
+    pending: Option<&Arc<Pending<K>>>,
+) -> EntryPtr<K> {
+    let hash = core.hash(&key);
+    let idx = core.sublist_of(hash);
+    let size = data.len() as u64;
+
+    // 1. Was the key remembered? A ghost hit adapts p (ARC: with the ghost
+    //    still counted, as the paper's delta does) and the ghost goes.
+    let mut ghost_hit = None;
+    let mut reaccess = false;
+    {
+        let mut stripe = core.table.write(hash);
+        if let Some(e) = stripe.find(hash, &key) {
+            let state = e.state();
+            if state.is_ghost() {
+                let hit = if state == State::MruGhost {
+                    GhostHit::Mru
+                } else {
+                    GhostHit::Mfu
+                };
+                if M::ADAPT_BEFORE_REPLACE {
+                    core.adapt(hit, e.bytes, 0);
+                }
+                core.events.count(if hit == GhostHit::Mru {
+                    Event::MruGhostHit
+                } else {
+                    Event::MfuGhostHit
+                });
+                let ghost = stripe.remove(hash, &key).expect("found above");
+                ghost_hit = Some((hit, ghost.bytes));
+                M::detach_locked(core, ghost);
+            } else {
+                reaccess = true;
+            }
+        }
+    }
+
+    // 2. Make room before the buffer joins a list (the paper's REPLACE
+    //    runs before the new page is placed). Its bytes count as
+    //    anonymous meanwhile.
+    core.bytes.add(idx, State::Anon as usize, size);
+    let b2_hit = matches!(ghost_hit, Some((GhostHit::Mfu, _)));
+    if core.config.inline_eviction {
+        evict_to_target(core, b2_hit);
+    } else {
+        let c = core.c();
+        let data_bytes = core.sizes().data();
+        if data_bytes > c {
+            if data_bytes > c + core.overflow(c) {
+                core.events.count(Event::OverflowWait);
+                core.signal.wait_for_freed(size, || {
+                    let c = core.c();
+                    core.sizes().data() > c + core.overflow(c)
+                });
+            } else {
+                core.signal.request();
+            }
+        }
+    }
+
+    // CAR adapts after its REPLACE, with the hit key still counted in
+    // its ghost list (it was taken out above, so add its bytes back).
+    if !M::ADAPT_BEFORE_REPLACE {
+        if let Some((hit, ghost_bytes)) = ghost_hit {
+            core.adapt(hit, ghost_bytes, ghost_bytes);
+        }
+    }
+
+    // 3. Install.
+    let entry;
+    {
+        let mut stripe = core.table.write(hash);
+        // The caller's hold, and each waiting loader's.
+        let mut holds = 1;
+        match pending {
+            Some(p) => {
+                stripe.side.forget(p);
+                holds += u64::from(p.waiters.load(Ordering::Relaxed));
+                if p.superseded.load(Ordering::Relaxed) {
+                    // The key was written or removed while we loaded:
+                    // hand the bytes to the loader and its waiters only,
+                    // as an anonymous buffer freed by the last handle.
+                    core.events.count(Event::LoadSuperseded);
+                    return EntryPtr::new(key, hash, data, State::Anon, holds);
+                }
+            }
+            None => stripe.side.supersede(&key),
+        }
+        let old_live = stripe.find(hash, &key).map(|o| o.state().is_live());
+        let state = if ghost_hit.is_some() || reaccess || old_live == Some(true) {
+            State::Mfu
+        } else {
+            State::Mru
+        };
+        entry = EntryPtr::new(key, hash, data, state, holds);
+        if old_live.is_some() {
+            let old = stripe.replace(entry);
+            M::detach_locked(core, old);
+        } else {
+            stripe.insert(entry);
+        }
+        M::installed(core, idx, state, entry);
+        core.move_bytes(idx, State::Anon, state, size);
+        core.events.count(Event::Insert);
+    }
+    if core.config.inline_eviction {
+        trim_ghosts(core);
+    }
+    entry
+}
+
+/// Drops `key` from the cache (and forgets its ghost); true if a buffer was
+/// cached. A load of `key` in flight is superseded.
+pub(crate) fn remove_key<K: Key, M: HitProtocol>(core: &Core<K, M>, key: &K) -> bool {
+    let hash = core.hash(key);
+    let mut stripe = core.table.write(hash);
+    stripe.side.supersede(key);
+    let Some(old) = stripe.remove(hash, key) else {
+        return false;
+    };
+    let live = old.state().is_live();
+    M::detach_locked(core, old);
+    live
+}

@@ -1,0 +1,111 @@
+//! Read-through loads, single-flight: however many threads miss the same key
+//! at once, one runs its loader and the others wait for its result
+//! (`pending.rs` has the shared record).
+
+use crate::entry::EntryPtr;
+use crate::insert::insert_entry;
+use crate::key::Key;
+use crate::pending::{LoadResult, Pending};
+use crate::protocol::HitProtocol;
+use crate::shared::Core;
+use crate::stats::Event;
+use crate::sync::Ordering;
+use std::sync::Arc;
+
+/// The cached entry of `key` with a hold taken, or the result of `loader`,
+/// cached (see `Cache::get_or_load`).
+pub(crate) fn get_or_load<K, M, E, F>(
+    core: &Core<K, M>,
+    key: K,
+    loader: F,
+) -> Result<EntryPtr<K>, Arc<E>>
+where
+    K: Key,
+    M: HitProtocol,
+    F: FnOnce() -> Result<Vec<u8>, E>,
+    E: Send + Sync + 'static,
+{
+    let hash = core.hash(&key);
+    let mut loader = Some(loader);
+    loop {
+        if let Some(entry) = M::lookup(core, hash, &key) {
+            return Ok(entry);
+        }
+        let pending = {
+            let mut stripe = core.table.write(hash);
+            if let Some(e) = stripe.find(hash, &key) {
+                if e.state().is_live() {
+                    M::hold_locked(core, e);
+                    return Ok(e);
+                }
+            }
+            if let Some(p) = stripe.side.find(&key) {
+                let p = Arc::clone(p);
+                p.waiters.fetch_add(1, Ordering::Relaxed);
+                drop(stripe);
+                core.events.count(Event::Miss);
+                core.events.count(Event::LoadWait);
+                match p.wait() {
+                    // Our hold was taken for us when it was inserted.
+                    LoadResult::Done(entry) => return Ok(entry),
+                    LoadResult::Failed(err) => match err.downcast::<E>() {
+                        Ok(err) => return Err(err),
+                        // Another caller's loader had another error type:
+                        // its error is not ours to return; load ourselves.
+                        Err(_) => continue,
+                    },
+                    LoadResult::Abandoned => continue,
+                }
+            }
+            let p = Arc::new(Pending::new());
+            stripe.side.push(key.clone(), Arc::clone(&p));
+            p
+        };
+        core.events.count(Event::Miss);
+        core.events.count(Event::Load);
+        let mut guard = AbandonOnUnwind {
+            core,
+            hash,
+            pending: &pending,
+            armed: true,
+        };
+        let load = (loader.take().expect("loader runs once"))();
+        match load {
+            Ok(data) => {
+                let entry = insert_entry(core, key.clone(), &data, Some(&pending));
+                guard.armed = false;
+                pending.complete(LoadResult::Done(entry));
+                return Ok(entry);
+            }
+            Err(err) => {
+                core.events.count(Event::LoadFailure);
+                let err = Arc::new(err);
+                forget_pending(core, hash, &pending);
+                guard.armed = false;
+                pending.complete(LoadResult::Failed(Arc::clone(&err) as _));
+                return Err(err);
+            }
+        }
+    }
+}
+
+fn forget_pending<K: Key, M>(core: &Core<K, M>, hash: u64, pending: &Arc<Pending<K>>) {
+    core.table.write(hash).side.forget(pending);
+}
+
+/// Completes a pending load as abandoned if its loader unwinds.
+struct AbandonOnUnwind<'a, K: Key, M> {
+    core: &'a Core<K, M>,
+    hash: u64,
+    pending: &'a Arc<Pending<K>>,
+    armed: bool,
+}
+
+impl<K: Key, M> Drop for AbandonOnUnwind<'_, K, M> {
+    fn drop(&mut self) {
+        if self.armed {
+            forget_pending(self.core, self.hash, self.pending);
+            self.pending.complete(LoadResult::Abandoned);
+        }
+    }
+}

@@ -1,0 +1,91 @@
+//! The record of a read-through load in flight, shared by the thread running
+//! the loader and the threads waiting for it (the single-flight logic itself
+//! is in `load.rs`). Each hash stripe keeps the loads of its keys as its
+//! `side` value, under the stripe's lock.
+
+use crate::entry::EntryPtr;
+use crate::sync::{AtomicBool, AtomicU32, Ordering};
+use std::any::Any;
+use std::sync::{Arc, Condvar, Mutex};
+
+/// The outcome of a read-through load, shared with the threads waiting for it.
+pub(crate) enum LoadResult<K> {
+    /// Loaded and inserted; each waiter's hold was taken for it.
+    Done(EntryPtr<K>),
+    /// The loader failed; the error (an `Arc<E>`) is shared.
+    Failed(Arc<dyn Any + Send + Sync>),
+    /// The loader panicked; waiters retry on their own.
+    Abandoned,
+}
+
+/// A load in flight: other threads missing the same key wait here.
+pub(crate) struct Pending<K> {
+    /// Threads waiting; changed only under the key's stripe lock.
+    pub(crate) waiters: AtomicU32,
+    /// An `insert` or `remove` of the key came after this load started: its
+    /// bytes may predate that change, so they go to the waiting callers but
+    /// are not cached. Changed and read only under the key's stripe lock.
+    pub(crate) superseded: AtomicBool,
+    result: Mutex<Option<LoadResult<K>>>,
+    ready: Condvar,
+}
+
+impl<K> Pending<K> {
+    pub(crate) fn new() -> Self {
+        Pending {
+            waiters: AtomicU32::new(0),
+            superseded: AtomicBool::new(false),
+            result: Mutex::new(None),
+            ready: Condvar::new(),
+        }
+    }
+
+    pub(crate) fn complete(&self, result: LoadResult<K>) {
+        *self.result.lock().unwrap_or_else(|e| e.into_inner()) = Some(result);
+        self.ready.notify_all();
+    }
+
+    pub(crate) fn wait(&self) -> LoadResult<K> {
+        let mut r = self.result.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            match &*r {
+                Some(LoadResult::Done(e)) => return LoadResult::Done(*e),
+                Some(LoadResult::Failed(err)) => return LoadResult::Failed(Arc::clone(err)),
+                Some(LoadResult::Abandoned) => return LoadResult::Abandoned,
+                None => r = self.ready.wait(r).unwrap_or_else(|e| e.into_inner()),
+            }
+        }
+    }
+}
+
+/// The loads in flight for the keys of one hash stripe (few at a time).
+pub(crate) struct Loads<K>(Vec<(K, Arc<Pending<K>>)>);
+
+impl<K> Default for Loads<K> {
+    fn default() -> Self {
+        Loads(Vec::new())
+    }
+}
+
+impl<K: Eq> Loads<K> {
+    /// Marks every load in flight for `key` as superseded.
+    pub(crate) fn supersede(&self, key: &K) {
+        for (k, p) in &self.0 {
+            if k == key {
+                p.superseded.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+
+    pub(crate) fn find(&self, key: &K) -> Option<&Arc<Pending<K>>> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, p)| p)
+    }
+
+    pub(crate) fn push(&mut self, key: K, p: Arc<Pending<K>>) {
+        self.0.push((key, p));
+    }
+
+    pub(crate) fn forget(&mut self, p: &Arc<Pending<K>>) {
+        self.0.retain(|(_, q)| !Arc::ptr_eq(p, q));
+    }
+}

@@ -1,0 +1,411 @@
+//! The hit protocol: what a hit does, what a release does, and what the
+//! evictor does with an entry it finds at a list tail. Two implementations,
+//! chosen by [`HitMode`] when the cache is built; the cache's code is
+//! generic over them, so neither pays for the other at run time.
+//!
+//! - [`Eager`], the OpenZFS way (exactly ARC): the first hold on a buffer
+//!   unlinks it from its sublist and the last release links it back at the
+//!   head, so the lists contain exactly the unheld buffers in LRU order. The
+//!   invariant: *a live entry in the table with zero holds is linked in its
+//!   state's sublist*; holds leave and reach zero only under the stripe lock
+//!   (held exclusively), so an evictor holding that lock and seeing an entry
+//!   linked knows nobody holds it or can start to.
+//! - [`Lazy`], CAR's clocks: buffers stay linked while held; a hit is one
+//!   `fetch_add` on the entry's meta word under the stripe's shared lock, a
+//!   release one `fetch_sub` with no lock, and the evictor does the list work
+//!   (it moves referenced buffers instead of evicting them).
+
+use crate::config::HitMode;
+use crate::entry::{self, EntryPtr, State, HIT, HITS_FOLD_BIT, HITS_MASK, HOLD, HOLD_LIMIT};
+use crate::key::Key;
+use crate::policy::{self, Sizes};
+use crate::shared::Core;
+use crate::stats::Event;
+use crate::sync::{fence, Ordering};
+
+/// What the evictor does with a live entry at a list tail.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Tail {
+    /// Evict it: it becomes a ghost.
+    Evict,
+    /// Held (lazy mode): pass over it, to the head of its list.
+    Skip,
+    /// Referenced (lazy mode): move it to the MFU head, not evicted.
+    Promote,
+}
+
+/// A way of recording hits. Every method that names a stripe lock expects
+/// the caller to hold it as stated.
+pub(crate) trait HitProtocol: Sized + Send + Sync + 'static {
+    /// The builder's name for this mode.
+    const MODE: HitMode;
+    /// Inline eviction looks at one buffer per decision (CAR re-evaluates
+    /// `|T1| >= p` after every move; ARC after every eviction).
+    const ONE_CANDIDATE_PER_DECISION: bool;
+    /// A ghost hit moves `p` before the replacement (ARC) or after it (CAR).
+    const ADAPT_BEFORE_REPLACE: bool;
+
+    /// The replacement's choice of list: evict from MRU?
+    fn evict_from_mru(s: &Sizes, p: u64, b2_hit: bool) -> bool;
+
+    /// A lookup: the live entry of `key` with a hold taken, and the hit
+    /// counted; `None` on a miss (counts nothing).
+    fn lookup<K: Key>(core: &Core<K, Self>, hash: u64, key: &K) -> Option<EntryPtr<K>>;
+
+    /// Takes a hold on live `e` and counts the hit. Stripe lock exclusive.
+    fn hold_locked<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>);
+
+    /// Drops one hold on `e` (a handle's drop). No lock held.
+    fn release<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>);
+
+    /// New entry `e` (holding the inserter's holds) has just entered the
+    /// table in `state`. Stripe lock exclusive.
+    fn installed<K: Key>(core: &Core<K, Self>, idx: usize, state: State, e: EntryPtr<K>);
+
+    /// `old` has just been taken out of the table (removed or replaced):
+    /// takes it out of its state, and frees it unless it is held (then its
+    /// last release frees it). Stripe lock exclusive.
+    fn detach_locked<K: Key>(core: &Core<K, Self>, old: EntryPtr<K>);
+
+    /// The evictor found live `e` in `state` at a list tail. Stripe lock
+    /// exclusive, `e`'s sublist lock held.
+    fn at_tail<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>, state: State) -> Tail;
+
+    /// Bytes of live buffers held now (statistics; not a hot path).
+    fn held_bytes<K: Key>(core: &Core<K, Self>, sizes: &Sizes) -> u64;
+
+    /// Hits so far: (MRU hits, MFU hits).
+    fn hits<K: Key>(core: &Core<K, Self>) -> (u64, u64);
+}
+
+/// Frees `e` and its anonymous bytes: the caller saw its last hold go while
+/// it was `Anon` (or took it out of everything with no hold left).
+///
+/// # Safety
+/// As [`EntryPtr::free`]: the caller is `e`'s last user.
+unsafe fn free_anon<K, M>(core: &Core<K, M>, e: EntryPtr<K>) {
+    let idx = core.sublist_of(e.hash);
+    core.bytes.sub(idx, State::Anon as usize, e.bytes);
+    // SAFETY: per this function's contract.
+    unsafe { e.free() };
+}
+
+#[cold]
+#[inline(never)]
+fn too_many_holds() -> ! {
+    eprintln!("multiarc: more than 2^23 holds on one buffer (leaked handles?)");
+    std::process::abort()
+}
+
+/// The OpenZFS protocol (see the module comment).
+pub(crate) struct Eager;
+
+impl HitProtocol for Eager {
+    const MODE: HitMode = HitMode::Eager;
+    const ONE_CANDIDATE_PER_DECISION: bool = false;
+    const ADAPT_BEFORE_REPLACE: bool = true;
+
+    fn evict_from_mru(s: &Sizes, p: u64, b2_hit: bool) -> bool {
+        policy::evict_from_mru(s, p, b2_hit)
+    }
+
+    /// Eager hit: stripe lock exclusive (a first hold changes list
+    /// membership), then `hold_locked`.
+    fn lookup<K: Key>(core: &Core<K, Self>, hash: u64, key: &K) -> Option<EntryPtr<K>> {
+        let stripe = core.table.write(hash);
+        let e = stripe.find(hash, key).filter(|e| e.state().is_live())?;
+        Self::hold_locked(core, e);
+        Some(e)
+    }
+
+    fn hold_locked<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>) {
+        let prev = e.meta.fetch_add(HOLD, Ordering::Acquire);
+        if entry::holds(prev) >= HOLD_LIMIT {
+            too_many_holds();
+        }
+        let state = entry::state(prev);
+        let idx = core.sublist_of(e.hash);
+        if entry::holds(prev) == 0 {
+            // 0 -> 1: the buffer leaves its list (see the module comment).
+            core.lists[state as usize].sublist(idx).lock().remove(&e);
+        }
+        if state == State::Mru {
+            core.events.count(Event::MruHit);
+            // Second access: MRU -> MFU (the paper's case I). The entry is
+            // held, so it is on no list: only the state and the bytes move.
+            e.set_state(State::Mfu);
+            core.move_bytes(idx, State::Mru, State::Mfu, e.bytes);
+        } else {
+            core.events.count(Event::MfuHit);
+        }
+    }
+
+    fn release<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>) {
+        let mut cur = e.meta.load(Ordering::Relaxed);
+        while entry::holds(cur) > 1 {
+            match e.meta.compare_exchange_weak(
+                cur,
+                cur - HOLD,
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(now) => cur = now,
+            }
+        }
+        // Possibly the last hold: 1 -> 0 happens only under the stripe lock.
+        let _stripe = core.table.write(e.hash);
+        let prev = e.meta.fetch_sub(HOLD, Ordering::AcqRel);
+        if entry::holds(prev) != 1 {
+            return;
+        }
+        match entry::state(prev) {
+            s @ (State::Mru | State::Mfu) => {
+                let idx = core.sublist_of(e.hash);
+                core.lists[s as usize].sublist(idx).lock().push_head(e);
+            }
+            // SAFETY: out of the table and every list (Anon), and this was
+            // its last hold; new holds are only taken on entries in the
+            // table.
+            State::Anon => unsafe { free_anon(core, e) },
+            s => unreachable!("a held entry in state {s:?}"),
+        }
+    }
+
+    fn installed<K: Key>(_: &Core<K, Self>, _: usize, _: State, _: EntryPtr<K>) {
+        // Born held (the inserter's hold): off the lists until released.
+    }
+
+    fn detach_locked<K: Key>(core: &Core<K, Self>, old: EntryPtr<K>) {
+        let idx = core.sublist_of(old.hash);
+        let state = old.state();
+        match state {
+            State::Mru | State::Mfu => {
+                core.events.count(Event::Remove);
+                if entry::holds(old.word()) == 0 {
+                    core.lists[state as usize].sublist(idx).lock().remove(&old);
+                    core.bytes.sub(idx, state as usize, old.bytes);
+                    // SAFETY: unheld (and no hold can start: it is out of the
+                    // table, under the stripe lock), now on no list.
+                    unsafe { old.free() };
+                } else {
+                    old.set_state(State::Anon);
+                    core.move_bytes(idx, state, State::Anon, old.bytes);
+                }
+            }
+            State::MruGhost | State::MfuGhost => {
+                core.lists[state as usize].sublist(idx).lock().remove(&old);
+                core.bytes.sub(idx, state as usize, old.bytes);
+                // SAFETY: ghosts are never held; out of the table and list.
+                unsafe { old.free() };
+            }
+            State::Anon => unreachable!("an anonymous entry in the table"),
+        }
+    }
+
+    fn at_tail<K: Key>(_: &Core<K, Self>, e: EntryPtr<K>, _: State) -> Tail {
+        debug_assert_eq!(entry::holds(e.word()), 0, "a linked eager entry is unheld");
+        Tail::Evict
+    }
+
+    fn held_bytes<K: Key>(core: &Core<K, Self>, s: &Sizes) -> u64 {
+        let (mru_list, _) = core.lists[State::Mru as usize].totals();
+        let (mfu_list, _) = core.lists[State::Mfu as usize].totals();
+        (s.mru + s.mfu).saturating_sub(mru_list + mfu_list)
+    }
+
+    fn hits<K: Key>(core: &Core<K, Self>) -> (u64, u64) {
+        (
+            core.events.get(Event::MruHit),
+            core.events.get(Event::MfuHit),
+        )
+    }
+}
+
+/// CAR's protocol (see the module comment and `entry.rs` for the meta word).
+pub(crate) struct Lazy;
+
+impl Lazy {
+    /// Adds `n` hits counted while in `state` to the statistics.
+    fn count_hits<K>(core: &Core<K, Self>, state: State, n: u64) {
+        if n != 0 {
+            let ev = if state == State::Mru {
+                Event::MruHit
+            } else {
+                Event::MfuHit
+            };
+            core.events.add(ev, n);
+        }
+    }
+
+    /// The rare cases of a hit: too many holds, or a hit count that reached
+    /// 2^36 (bit 63): whoever clears that bit moves 2^36 hits to the
+    /// statistics. The state cannot change: our caller holds the stripe lock.
+    #[cold]
+    #[inline(never)]
+    fn hit_slow<K>(core: &Core<K, Self>, e: EntryPtr<K>, prev: u64) {
+        if entry::holds(prev) >= HOLD_LIMIT {
+            too_many_holds();
+        }
+        let before = e.meta.fetch_and(!HITS_FOLD_BIT, Ordering::Relaxed);
+        if before & HITS_FOLD_BIT != 0 {
+            Self::count_hits(core, entry::state(before), entry::hits(HITS_FOLD_BIT));
+        }
+    }
+}
+
+impl HitProtocol for Lazy {
+    const MODE: HitMode = HitMode::Lazy;
+    const ONE_CANDIDATE_PER_DECISION: bool = true;
+    const ADAPT_BEFORE_REPLACE: bool = false;
+
+    fn evict_from_mru(s: &Sizes, p: u64, _b2_hit: bool) -> bool {
+        policy::car_evict_from_mru(s, p)
+    }
+
+    /// The lazy hit path: `get` to the atomic.
+    ///
+    /// Cost of a `get` hit plus its handle's drop, in atomic read-modify-
+    /// writes and the cache lines they write:
+    ///
+    /// 1. the stripe lock, shared: one `lock cmpxchg` on the stripe's line
+    ///    (256+ stripes; readers share it without waiting);
+    /// 2. the hold, the reference bit and the hit count: one `lock xadd` of
+    ///    `HOLD + HIT` on the entry's meta word, the line that also holds the
+    ///    key compared just before and the first data bytes;
+    /// 3. the stripe unlock: one `lock xadd` on the stripe's line again;
+    /// 4. the handle's drop: one `lock xadd` (subtracting `HOLD`) on the
+    ///    entry's line.
+    ///
+    /// Four RMWs on two lines, no sublist lock, no statistics counter (the
+    /// hit is counted by step 2), no thread-local lookup. Reads: the stripe
+    /// line (lock word, slots pointer), the slot (hash, entry pointer), the
+    /// entry line (key, meta word), then the data.
+    #[inline]
+    fn lookup<K: Key>(core: &Core<K, Self>, hash: u64, key: &K) -> Option<EntryPtr<K>> {
+        let stripe = core.table.read(hash);
+        let e = stripe.find(hash, key)?;
+        // Relaxed is enough: the entry and its bytes were published under
+        // the stripe lock, whose shared acquisition ordered them for us; the
+        // evictor sees this hold through the same lock (it takes it
+        // exclusively before it looks at the word).
+        let prev = e.meta.fetch_add(HOLD + HIT, Ordering::Relaxed);
+        if !entry::state(prev).is_live() {
+            // A ghost: a miss. Undo (nobody acts on a ghost's word without
+            // the exclusive stripe lock, which we exclude).
+            e.meta.fetch_sub(HOLD + HIT, Ordering::Relaxed);
+            return None;
+        }
+        if prev >= HITS_FOLD_BIT || entry::holds(prev) >= HOLD_LIMIT {
+            Self::hit_slow(core, e, prev);
+        }
+        drop(stripe);
+        Some(e)
+    }
+
+    fn hold_locked<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>) {
+        let prev = e.meta.fetch_add(HOLD + HIT, Ordering::Relaxed);
+        if prev >= HITS_FOLD_BIT || entry::holds(prev) >= HOLD_LIMIT {
+            Self::hit_slow(core, e, prev);
+        }
+    }
+
+    /// The other half of the hit path: one `fetch_sub`, no lock. Release
+    /// ordering so that whoever frees the entry (Acquire on the same word)
+    /// comes after our reads of its bytes.
+    #[inline]
+    fn release<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>) {
+        let prev = e.meta.fetch_sub(HOLD, Ordering::Release);
+        if entry::holds(prev) == 1 && entry::state(prev) == State::Anon {
+            fence(Ordering::Acquire);
+            // SAFETY: it was taken out of the table and its list (Anon) while
+            // held, and we took its last hold: no other pointer to it is
+            // used any more (new holds need the table).
+            unsafe { free_anon(core, e) };
+        }
+    }
+
+    fn installed<K: Key>(core: &Core<K, Self>, idx: usize, state: State, e: EntryPtr<K>) {
+        // Buffers are linked even while held.
+        core.lists[state as usize].sublist(idx).lock().push_head(e);
+    }
+
+    fn detach_locked<K: Key>(core: &Core<K, Self>, old: EntryPtr<K>) {
+        let idx = core.sublist_of(old.hash);
+        let state = old.state();
+        match state {
+            State::Mru | State::Mfu => {
+                core.events.count(Event::Remove);
+                core.lists[state as usize].sublist(idx).lock().remove(&old);
+                core.move_bytes(idx, state, State::Anon, old.bytes);
+                // One step: to Anon, hits folded out. Releases may race with
+                // it; no hold can start (stripe lock exclusive).
+                let prev = match old
+                    .meta
+                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+                        Some(entry::with_state(w & !HITS_MASK, State::Anon))
+                    }) {
+                    Ok(w) | Err(w) => w,
+                };
+                Self::count_hits(core, state, entry::hits(prev));
+                if entry::holds(prev) == 0 {
+                    // SAFETY: unheld when it became Anon, out of the table
+                    // and its list: ours to free (a later release cannot
+                    // exist: no hold was left to release).
+                    unsafe { free_anon(core, old) };
+                }
+            }
+            State::MruGhost | State::MfuGhost => {
+                core.lists[state as usize].sublist(idx).lock().remove(&old);
+                core.bytes.sub(idx, state as usize, old.bytes);
+                // SAFETY: a ghost's lookups take and undo their hold under
+                // the shared stripe lock, which we exclude; out of the table
+                // and list.
+                unsafe { old.free() };
+            }
+            State::Anon => unreachable!("an anonymous entry in the table"),
+        }
+    }
+
+    fn at_tail<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>, state: State) -> Tail {
+        // No hold or hit can start (stripe lock exclusive); releases can
+        // still end, and Acquire orders their reads before a free.
+        let w = e.word();
+        if entry::hits(w) != 0 {
+            // Referenced: clear the bit (fold its count into the statistics)
+            // and move it (CAR: T1 -> T2 head, T2 -> T2 head).
+            let prev = e.meta.fetch_and(!HITS_MASK, Ordering::AcqRel);
+            Self::count_hits(core, state, entry::hits(prev));
+            return Tail::Promote;
+        }
+        if entry::holds(w) != 0 {
+            return Tail::Skip;
+        }
+        Tail::Evict
+    }
+
+    fn held_bytes<K: Key>(core: &Core<K, Self>, _: &Sizes) -> u64 {
+        // Held buffers stay linked: count them on the lists (O(entries), one
+        // sublist lock at a time, so no cost on the hit path).
+        let mut held = 0;
+        for st in [State::Mru, State::Mfu] {
+            core.lists[st as usize].for_each(|e| {
+                if entry::holds(e.word()) != 0 {
+                    held += e.bytes;
+                }
+            });
+        }
+        held
+    }
+
+    fn hits<K: Key>(core: &Core<K, Self>) -> (u64, u64) {
+        // Folded counts plus those still in the words of linked entries.
+        let (mut mru, mut mfu) = (
+            core.events.get(Event::MruHit),
+            core.events.get(Event::MfuHit),
+        );
+        core.lists[State::Mru as usize].for_each(|e| mru += entry::hits(e.word()));
+        core.lists[State::Mfu as usize].for_each(|e| mfu += entry::hits(e.word()));
+        (mru, mfu)
+    }
+}

@@ -1,0 +1,160 @@
+//! What every part of the cache shares: the configuration, the hash table,
+//! the four state lists, the ARC targets `c` and `p`, and the striped byte
+//! and event counters. `Core<K, M>` is generic over the hit protocol `M`
+//! (`protocol.rs`) only so that each mode's code is compiled on its own; the
+//! struct itself is the same for both.
+//!
+//! # Locks and who may take what
+//!
+//! - A *stripe lock* (hash.rs, a reader-writer lock) guards the lookup of a
+//!   key and every state change of the entries hashed to it, and the table
+//!   slots; the lazy hit path, which changes only the entry's meta word,
+//!   takes it shared, everything else exclusively.
+//! - A *sublist lock* (multilist.rs) guards one sublist's links and the slot
+//!   field of the entries linked there.
+//! - Order: stripe, then a live sublist, then a ghost sublist. The one
+//!   exception, eviction, walks a sublist first and only *tries* the stripe
+//!   lock of each candidate, skipping it when busy, so it cannot deadlock.
+//!
+//! Hits write no shared cache line beyond the key's own stripe lock and
+//! entry: per-state byte counts and the statistics are striped
+//! (counter.rs), and lazy hits count themselves in the entry's meta word.
+
+use crate::config::Config;
+use crate::counter::Striped;
+use crate::entry::State;
+use crate::hash::HashTable;
+use crate::multilist::Multilist;
+use crate::pending::Loads;
+use crate::policy::{self, GhostHit, Sizes};
+use crate::signal::EvictSignal;
+use crate::stats::Events;
+use crate::sync::{AtomicU64, Ordering};
+use std::hash::{BuildHasher, Hash};
+use std::marker::PhantomData;
+
+/// Hashes keys: seeded at random per cache (so adversarial keys cannot be
+/// aimed at one stripe), except under loom, whose executions must repeat.
+#[cfg(not(loom))]
+type KeyHasher = foldhash::fast::RandomState;
+#[cfg(loom)]
+type KeyHasher = foldhash::fast::FixedState;
+
+/// Everything the cache's threads share.
+pub(crate) struct Core<K, M> {
+    pub(crate) config: Config,
+    hasher: KeyHasher,
+    pub(crate) table: HashTable<K, Loads<K>>,
+    /// Indexed by `State as usize`: MRU, MFU, MRU ghost, MFU ghost.
+    pub(crate) lists: [Multilist<K>; 4],
+    /// The target size `c` and the MRU target `p`, in bytes.
+    pub(crate) c: AtomicU64,
+    pub(crate) p: AtomicU64,
+    /// Bytes per state (indexed by `State as usize`), striped by sublist.
+    pub(crate) bytes: Striped<5>,
+    pub(crate) events: Events,
+    pub(crate) signal: EvictSignal,
+    mode: PhantomData<fn() -> M>,
+}
+
+impl<K: Eq + Hash, M> Core<K, M> {
+    pub(crate) fn new(config: Config) -> Self {
+        let n = config.sublists;
+        let expected = (config.max_bytes / 4096).min(1 << 26) as usize;
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Core {
+            hasher: KeyHasher::default(),
+            table: HashTable::new(config.hash_stripes, expected),
+            lists: [
+                Multilist::new(n, "mru.sublist"),
+                Multilist::new(n, "mfu.sublist"),
+                Multilist::new(n, "mru_ghost.sublist"),
+                Multilist::new(n, "mfu_ghost.sublist"),
+            ],
+            c: AtomicU64::new(config.max_bytes),
+            // The paper starts with p = 0; ghost hits move it from there.
+            p: AtomicU64::new(0),
+            bytes: Striped::new(n),
+            events: Events::new((cpus * 2).max(8)),
+            signal: EvictSignal::default(),
+            config,
+            mode: PhantomData,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn hash(&self, key: &K) -> u64 {
+        self.hasher.hash_one(key)
+    }
+}
+
+impl<K, M> Core<K, M> {
+    /// The sublist (same index in every state's multilist) of a hash.
+    #[inline]
+    pub(crate) fn sublist_of(&self, hash: u64) -> usize {
+        ((((hash >> 16) & 0xffff_ffff) * self.config.sublists as u64) >> 32) as usize
+    }
+
+    pub(crate) fn sizes(&self) -> Sizes {
+        Sizes {
+            mru: self.bytes.sum(State::Mru as usize),
+            mfu: self.bytes.sum(State::Mfu as usize),
+            mru_ghost: self.bytes.sum(State::MruGhost as usize),
+            mfu_ghost: self.bytes.sum(State::MfuGhost as usize),
+            anon: self.bytes.sum(State::Anon as usize),
+        }
+    }
+
+    pub(crate) fn c(&self) -> u64 {
+        self.c.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn overflow(&self, c: u64) -> u64 {
+        (c >> self.config.overflow_shift).max(1)
+    }
+
+    /// True when data or history is above its bound.
+    pub(crate) fn needs_eviction(&self) -> bool {
+        let s = self.sizes();
+        let c = self.c();
+        s.data() > c || policy::ghost_excess(&s, c) != (0, 0)
+    }
+
+    /// Moves `n` bytes between states. Adds before it subtracts: a
+    /// concurrent reader of the sums may then over-count for a moment (and
+    /// evict a little early) but never under-count and stop evicting while
+    /// the cache is over its target (loom found that race).
+    pub(crate) fn move_bytes(&self, idx: usize, from: State, to: State, n: u64) {
+        self.bytes.add(idx, to as usize, n);
+        self.bytes.sub(idx, from as usize, n);
+    }
+
+    /// Moves `p` for a ghost hit of `size` bytes; `absent` bytes of the hit
+    /// key's ghost are no longer counted in its list but should be.
+    pub(crate) fn adapt(&self, hit: GhostHit, size: u64, absent: u64) {
+        let c = self.c();
+        let mut s = self.sizes();
+        match hit {
+            GhostHit::Mru => s.mru_ghost += absent,
+            GhostHit::Mfu => s.mfu_ghost += absent,
+        }
+        let _ = self
+            .p
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| {
+                Some(policy::adapt(p, c, hit, size, &s))
+            });
+    }
+}
+
+impl<K, M> Drop for Core<K, M> {
+    fn drop(&mut self) {
+        // No handle outlives the cache (they borrow it), so every entry left
+        // is in the table (held-while-removed ones were freed by their last
+        // release); the sublists only point at them.
+        for e in self.table.drain() {
+            // SAFETY: `&mut self`: no other thread can reach the core, and
+            // each entry is in the table once.
+            unsafe { e.free() };
+        }
+    }
+}

@@ -199,6 +199,12 @@ impl<K: Key> Cache<K> {
     /// below `min_bytes`.
     pub fn set_max_bytes(&self, bytes: u64) -> Result<(), ConfigError> {
         fn set<K: Key, M: HitProtocol>(core: &Core<K, M>, bytes: u64) -> Result<(), ConfigError> {
+            if bytes > crate::config::MAX_BYTES {
+                return Err(ConfigError::new(format!(
+                    "max_bytes ({bytes}) is above the largest cache, {} bytes (4 EiB)",
+                    crate::config::MAX_BYTES
+                )));
+            }
             if bytes == 0 || bytes < core.config.min_bytes {
                 return Err(ConfigError::new(format!(
                     "max_bytes ({bytes}) must be at least min_bytes ({})",

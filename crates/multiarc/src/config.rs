@@ -58,6 +58,10 @@ pub(crate) struct Config {
     pub(crate) hit_mode: HitMode,
 }
 
+/// The largest `max_bytes` a cache takes (4 EiB): the ARC's arithmetic on
+/// its target (twice it bounds the history) must not overflow.
+pub const MAX_BYTES: u64 = 1 << 62;
+
 /// Builds a [`Cache`](crate::Cache) with keys of type `K`. Only `max_bytes` is required.
 ///
 /// ```
@@ -197,6 +201,11 @@ impl<K> Builder<K> {
         if max_bytes == 0 {
             return Err(ConfigError::new("max_bytes must be greater than 0"));
         }
+        if max_bytes > MAX_BYTES {
+            return Err(ConfigError::new(format!(
+                "max_bytes ({max_bytes}) is above the largest cache, {MAX_BYTES} bytes (4 EiB)"
+            )));
+        }
         let min_bytes = self.min_bytes.unwrap_or((max_bytes / 32).max(1));
         if min_bytes == 0 {
             return Err(ConfigError::new("min_bytes must be greater than 0"));
@@ -253,6 +262,7 @@ mod tests {
         let err = |b: Builder<u64>| b.config().unwrap_err().to_string();
         assert!(err(Builder::new()).contains("max_bytes is required"));
         assert!(err(Builder::new().max_bytes(0)).contains("max_bytes must be greater than 0"));
+        assert!(err(Builder::new().max_bytes(u64::MAX)).contains("largest cache"));
         assert!(err(Builder::new().max_bytes(10).min_bytes(0)).contains("min_bytes"));
         assert!(err(Builder::new().max_bytes(10).min_bytes(11)).contains("greater than max_bytes"));
         assert!(err(Builder::new().max_bytes(10).sublists(0)).contains("sublists"));

@@ -48,7 +48,7 @@ mod sync;
 pub mod trace;
 
 pub use cache::{Cache, Handle};
-pub use config::{default_sublists, Builder, ConfigError, HitMode};
+pub use config::{default_sublists, Builder, ConfigError, HitMode, MAX_BYTES};
 pub use key::{BlockKey, Key};
 pub use stats::Stats;
 

@@ -170,6 +170,8 @@ fn set_max_bytes_shrinks_in_background_and_grows_at_once(mode: HitMode) {
     assert!(cache.stats().mru_ghost_hits > 0);
     assert!(cache.set_max_bytes(1000).is_err(), "below min_bytes");
     assert!(cache.set_max_bytes(0).is_err());
+    let err = cache.set_max_bytes(u64::MAX).unwrap_err().to_string();
+    assert!(err.contains("largest cache"), "{err}");
     let p_before = cache.stats().p;
     assert!(p_before > 0);
     cache.set_max_bytes(2 << 20).unwrap();

@@ -19,7 +19,6 @@ use serde::Serialize;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 /// Rows that are not caches.
@@ -349,37 +348,85 @@ where
     runs[runs.len() / 2]
 }
 
+/// The start line of the measuring threads: they run once it opens, or
+/// give up if it is closed because a thread could not be started (a
+/// `Barrier` would keep the started ones, and the scope, waiting forever).
+struct StartLine {
+    state: std::sync::Mutex<Option<bool>>,
+    cv: std::sync::Condvar,
+}
+
+impl StartLine {
+    fn new() -> StartLine {
+        StartLine {
+            state: std::sync::Mutex::new(None),
+            cv: std::sync::Condvar::new(),
+        }
+    }
+
+    /// Waits for the start; true to run, false to give up.
+    fn wait(&self) -> bool {
+        let mut g = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(go) = *g {
+                return go;
+            }
+            g = self.cv.wait(g).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    fn release(&self, go: bool) {
+        *self.state.lock().unwrap_or_else(|e| e.into_inner()) = Some(go);
+        self.cv.notify_all();
+    }
+}
+
 /// Runs `op(thread, rng, buf)` in `threads` threads for `seconds`; returns
-/// (ops, misses, elapsed).
+/// (ops, misses, elapsed). A thread that cannot be started (out of memory
+/// or of threads) ends the command with one clear error line.
 fn measure<F>(threads: usize, seconds: f64, block: usize, op: F) -> (u64, u64, Duration)
 where
     F: Fn(usize, u64, &mut [u8]) -> bool + Sync,
 {
     let stop = AtomicBool::new(false);
-    let barrier = Barrier::new(threads + 1);
+    let start_line = StartLine::new();
     let (ops, misses, elapsed) = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                let (stop, barrier, op) = (&stop, &barrier, &op);
-                s.spawn(move || {
-                    let mut rng = SplitMix(0x5EED ^ (t as u64) << 32);
-                    let mut buf = vec![0u8; block];
-                    let (mut n, mut missed) = (0u64, 0u64);
-                    barrier.wait();
-                    while !stop.load(Ordering::Relaxed) {
-                        for _ in 0..64 {
-                            if !op(t, rng.next(), &mut buf) {
-                                missed += 1;
-                            }
+        let mut handles = Vec::with_capacity(threads);
+        for t in 0..threads {
+            let (stop, start_line, op) = (&stop, &start_line, &op);
+            let spawned = std::thread::Builder::new().spawn_scoped(s, move || {
+                if !start_line.wait() {
+                    return (0, 0);
+                }
+                let mut rng = SplitMix(0x5EED ^ (t as u64) << 32);
+                let mut buf = vec![0u8; block];
+                let (mut n, mut missed) = (0u64, 0u64);
+                while !stop.load(Ordering::Relaxed) {
+                    for _ in 0..64 {
+                        if !op(t, rng.next(), &mut buf) {
+                            missed += 1;
                         }
-                        n += 64;
                     }
-                    std::hint::black_box(&buf);
-                    (n, missed)
-                })
-            })
-            .collect();
-        barrier.wait();
+                    n += 64;
+                }
+                std::hint::black_box(&buf);
+                (n, missed)
+            });
+            match spawned {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    start_line.release(false);
+                    for h in handles {
+                        let _ = h.join();
+                    }
+                    eprintln!(
+                        "multiarc: error: could not start bench thread {t} of {threads}: {e}"
+                    );
+                    std::process::exit(1);
+                }
+            }
+        }
+        start_line.release(true);
         let start = Instant::now();
         std::thread::sleep(Duration::from_secs_f64(seconds));
         stop.store(true, Ordering::Relaxed);

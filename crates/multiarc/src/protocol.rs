@@ -90,6 +90,18 @@ unsafe fn free_anon<K, M>(core: &Core<K, M>, e: EntryPtr<K>) {
     unsafe { e.free() };
 }
 
+/// Takes ghost `old` (already out of the table, its stripe lock held
+/// exclusively) off its list and frees it: the same in both protocols.
+fn drop_ghost<K, M>(core: &Core<K, M>, idx: usize, state: State, old: EntryPtr<K>) {
+    core.lists[state as usize].sublist(idx).lock().remove(&old);
+    core.bytes.sub(idx, state as usize, old.bytes);
+    // SAFETY: no hold on a ghost outlives the shared stripe lock its lookup
+    // takes (eager: ghosts are never held; lazy: a ghost's lookup takes and
+    // undoes its hold under that lock), and the caller holds it exclusively;
+    // out of the table and, now, its list: no other user is left.
+    unsafe { old.free() };
+}
+
 #[cold]
 #[inline(never)]
 fn too_many_holds() -> ! {
@@ -193,12 +205,7 @@ impl HitProtocol for Eager {
                     core.move_bytes(idx, state, State::Anon, old.bytes);
                 }
             }
-            State::MruGhost | State::MfuGhost => {
-                core.lists[state as usize].sublist(idx).lock().remove(&old);
-                core.bytes.sub(idx, state as usize, old.bytes);
-                // SAFETY: ghosts are never held; out of the table and list.
-                unsafe { old.free() };
-            }
+            State::MruGhost | State::MfuGhost => drop_ghost(core, idx, state, old),
             State::Anon => unreachable!("an anonymous entry in the table"),
         }
     }
@@ -355,14 +362,7 @@ impl HitProtocol for Lazy {
                     unsafe { free_anon(core, old) };
                 }
             }
-            State::MruGhost | State::MfuGhost => {
-                core.lists[state as usize].sublist(idx).lock().remove(&old);
-                core.bytes.sub(idx, state as usize, old.bytes);
-                // SAFETY: a ghost's lookups take and undo their hold under
-                // the shared stripe lock, which we exclude; out of the table
-                // and list.
-                unsafe { old.free() };
-            }
+            State::MruGhost | State::MfuGhost => drop_ghost(core, idx, state, old),
             State::Anon => unreachable!("an anonymous entry in the table"),
         }
     }

@@ -992,37 +992,31 @@ impl Drop for CachedFile {
         if s.descriptions.fetch_sub(1, Ordering::AcqRel) != 1 {
             return;
         }
-        if s.unlinked.load(Ordering::Acquire) {
-            // No name and no description left: nobody can read these blocks
-            // again, so they are not written; the store is let go with the
-            // last reference to the state.
-            // (Unless a description was opened meanwhile, through a name
-            // made again: then it is written back as usual.)
-            let _no_flush = s.flush_lock.lock().unwrap_or_else(|e| e.into_inner());
-            let mut registered = s.registered.lock().unwrap_or_else(|e| e.into_inner());
-            if s.descriptions.load(Ordering::Acquire) == 0 {
-                s.discard_where(|_| true);
-                if *registered {
-                    let me: Arc<dyn Flushable> = Arc::clone(s) as Arc<dyn Flushable>;
-                    s.writeback.deregister(&me);
-                    *registered = false;
-                }
+        let unlinked = s.unlinked.load(Ordering::Acquire);
+        if !unlinked {
+            if let Err(e) = s.flush() {
+                eprintln!(
+                    "multiarc: {}: write-back at close failed, {} dirty blocks kept for retry: {e}",
+                    s.name,
+                    s.dirty.blocks()
+                );
+                return;
             }
-            return;
         }
-        if let Err(e) = s.flush() {
-            eprintln!(
-                "multiarc: {}: write-back at close failed, {} dirty blocks kept for retry: {e}",
-                s.name,
-                s.dirty.blocks()
-            );
-            return;
-        }
-        // Clean and closed: the flusher lets go of it now rather than at its
+        // Closed: the flusher lets go of the file now rather than at its
         // next pass, so the store (a descriptor) closes with this drop.
+        // Unlinked, nobody can read its dirty blocks again: they are dropped,
+        // not written. Clean, there is nothing to write. (Unless a
+        // description was opened meanwhile: then it stays.)
         let _no_flush = s.flush_lock.lock().unwrap_or_else(|e| e.into_inner());
         let mut registered = s.registered.lock().unwrap_or_else(|e| e.into_inner());
-        if s.descriptions.load(Ordering::Acquire) == 0 && s.dirty.blocks() == 0 && *registered {
+        if s.descriptions.load(Ordering::Acquire) != 0 {
+            return;
+        }
+        if unlinked {
+            s.discard_where(|_| true);
+        }
+        if *registered && s.dirty.blocks() == 0 {
             let me: Arc<dyn Flushable> = Arc::clone(s) as Arc<dyn Flushable>;
             s.writeback.deregister(&me);
             *registered = false;

@@ -266,6 +266,17 @@ impl Shared {
     /// never dropped while the process lives. Returns the first error.
     fn pass(&self, force: bool) -> io::Result<()> {
         self.passes.fetch_add(1, Ordering::Relaxed);
+        let first = self.write_back_files(force);
+        self.files
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|e| !(e.file.is_closed() && e.file.dirty_blocks() == 0));
+        first
+    }
+
+    /// Writes back every file (those in back-off only if `force`), noting
+    /// each outcome for the back-off; returns the first error.
+    fn write_back_files(&self, force: bool) -> io::Result<()> {
         let now = Instant::now();
         let mut first = Ok(());
         for e in self.entries() {
@@ -280,10 +291,6 @@ impl Shared {
                 }
             }
         }
-        self.files
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .retain(|e| !(e.file.is_closed() && e.file.dirty_blocks() == 0));
         first
     }
 }
@@ -370,17 +377,7 @@ impl WriteBack {
     /// Writes back every file's dirty blocks now, back-off or not (without
     /// syncing the stores); returns the first error.
     pub fn flush_all(&self) -> std::io::Result<()> {
-        let mut first = Ok(());
-        for e in self.shared.entries() {
-            let r = e.file.write_back();
-            e.outcome(r.is_ok());
-            if let Err(err) = r {
-                if first.is_ok() {
-                    first = Err(err);
-                }
-            }
-        }
-        first
+        self.shared.write_back_files(true)
     }
 }
 

@@ -28,6 +28,16 @@ fn writeback(dirty_max: u64, interval_ms: u64) -> Arc<WriteBack> {
     .unwrap()
 }
 
+/// A 4 KiB-block file on `store` through a fresh 1 MiB cache, written back
+/// by `wb`.
+fn open_4k(store: impl BackingStore, wb: &Arc<WriteBack>) -> CachedFile {
+    CachedFile::builder(cache(1 << 20), store)
+        .block_size(4096)
+        .write_back(Arc::clone(wb))
+        .open()
+        .unwrap()
+}
+
 fn temp_dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("multiarc-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
@@ -367,11 +377,7 @@ fn write_errors_keep_data_dirty_and_surface_at_sync_all() {
 fn a_background_write_back_error_is_returned_by_the_next_sync_all_once() {
     let plan = FaultPlan::new();
     let store = Arc::new(FaultStore::new(MemStore::new(), Arc::clone(&plan)));
-    let file = CachedFile::builder(cache(1 << 20), Arc::clone(&store))
-        .block_size(4096)
-        .write_back(writeback(1 << 20, 20))
-        .open()
-        .unwrap();
+    let file = open_4k(Arc::clone(&store), &writeback(1 << 20, 20));
     plan.add_times(0..u64::MAX, Fault::WriteError, 1);
     file.write_at(&[5u8; 4096], 0).unwrap();
     // The flusher runs every 20 ms: the first attempt fails, a later one
@@ -574,11 +580,7 @@ fn a_full_store_fails_writers_instead_of_hanging_them() {
     let store = Arc::new(MemStore::new());
     store.set_capacity(4 * 4096);
     let wb = writeback(8 * 4096, 10);
-    let file = CachedFile::builder(cache(1 << 20), Arc::clone(&store))
-        .block_size(4096)
-        .write_back(Arc::clone(&wb))
-        .open()
-        .unwrap();
+    let file = open_4k(Arc::clone(&store), &wb);
     let (tx, rx) = std::sync::mpsc::channel();
     let writer = {
         let file = file.open_again();
@@ -631,11 +633,7 @@ fn truncating_a_failing_file_drops_its_dirty_blocks_past_the_end() {
     let store = Arc::new(MemStore::new());
     store.set_capacity(4096);
     let wb = writeback(64 * 4096, 3_600_000);
-    let file = CachedFile::builder(cache(1 << 20), Arc::clone(&store))
-        .block_size(4096)
-        .write_back(Arc::clone(&wb))
-        .open()
-        .unwrap();
+    let file = open_4k(Arc::clone(&store), &wb);
     file.write_at(&[7u8; 8 * 4096], 0).unwrap();
     assert!(file.sync_all().is_err());
     assert_eq!(file.dirty_bytes(), 7 * 4096, "block 0 fits, 7 do not");
@@ -652,11 +650,7 @@ fn the_last_close_of_an_unlinked_file_drops_its_dirty_blocks_and_its_store() {
     let plan = FaultPlan::new();
     let store = Arc::new(FaultStore::new(MemStore::new(), Arc::clone(&plan)));
     let wb = writeback(64 * 4096, 10);
-    let a = CachedFile::builder(cache(1 << 20), Arc::clone(&store))
-        .block_size(4096)
-        .write_back(Arc::clone(&wb))
-        .open()
-        .unwrap();
+    let a = open_4k(Arc::clone(&store), &wb);
     let b = a.open_again();
     plan.add(0..u64::MAX, Fault::WriteErrno(libc::ENOSPC));
     a.write_at(&[3u8; 3 * 4096], 0).unwrap();
@@ -679,11 +673,7 @@ fn the_last_close_of_an_unlinked_file_drops_its_dirty_blocks_and_its_store() {
         "the store (the backing descriptor) was not let go"
     );
     // A file that is not unlinked keeps its dirty data at its last close.
-    let c = CachedFile::builder(cache(1 << 20), Arc::clone(&store))
-        .block_size(4096)
-        .write_back(Arc::clone(&wb))
-        .open()
-        .unwrap();
+    let c = open_4k(Arc::clone(&store), &wb);
     c.write_at(&[4u8; 4096], 0).unwrap();
     drop(c);
     assert_eq!(wb.stats().dirty_bytes, 4096);
@@ -693,11 +683,7 @@ fn the_last_close_of_an_unlinked_file_drops_its_dirty_blocks_and_its_store() {
     // A file closed clean lets go of its store with its last description,
     // not at the flusher's next pass (an hour away here).
     let store = Arc::new(MemStore::new());
-    let e = CachedFile::builder(cache(1 << 20), Arc::clone(&store))
-        .block_size(4096)
-        .write_back(writeback(64 * 4096, 3_600_000))
-        .open()
-        .unwrap();
+    let e = open_4k(Arc::clone(&store), &writeback(64 * 4096, 3_600_000));
     e.write_at(&[5u8; 4096], 0).unwrap();
     drop(e);
     assert_eq!(store.to_vec(), vec![5u8; 4096]);

@@ -30,5 +30,8 @@ step "loom model checks"
 LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}" RUSTFLAGS="--cfg loom" \
   CARGO_TARGET_DIR="${LOOM_TARGET_DIR:-target/loom}" \
   cargo test --release -p multiarc --test 'loom_*'
+LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}" RUSTFLAGS="--cfg loom" \
+  CARGO_TARGET_DIR="${LOOM_TARGET_DIR:-target/loom}" \
+  cargo test --release -p multiarc --lib loom_tests
 
 step "all tests passed"

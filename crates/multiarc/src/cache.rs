@@ -4,7 +4,7 @@
 //! `Core<K, Eager>` (`protocol.rs`), picked by the builder. Each public call
 //! matches on the mode once and runs that mode's code, which has no mode
 //! branches of its own. To follow a `get`: [`Cache::get`] ->
-//! `Lazy::lookup` (protocol.rs: stripe lock, probe, one `fetch_add`) -> a
+//! `Lazy::lookup` (protocol.rs: a probe with no lock, one `fetch_add`) -> a
 //! [`Handle`], whose drop is `Lazy::release` (one `fetch_sub`).
 //!
 //! Where the rest is: `insert.rs` (insert and remove: the ARC's miss),
@@ -97,14 +97,23 @@ pub struct Handle<'a, K: Key> {
     core: CoreRef<'a, K>,
     /// Held: live until this handle's hold is released.
     entry: EntryPtr<K>,
+    /// The data's length, kept here so that reading the bytes does not wait
+    /// for the entry's header (see `hash.rs`, `Slot`).
+    len: usize,
 }
 
 impl<'a, K: Key> Handle<'a, K> {
     #[inline]
     fn new<M: Mode>(core: &'a Core<K, M>, entry: EntryPtr<K>) -> Self {
+        Self::with_len(core, entry, entry.data_len())
+    }
+
+    #[inline]
+    fn with_len<M: Mode>(core: &'a Core<K, M>, entry: EntryPtr<K>, len: usize) -> Self {
         Handle {
             core: M::core_ref(core),
             entry,
+            len,
         }
     }
 }
@@ -144,7 +153,7 @@ impl<K: Key> Cache<K> {
         #[inline(always)]
         fn get<'a, K: Key, M: Mode>(core: &'a Core<K, M>, key: &K) -> Option<Handle<'a, K>> {
             match M::lookup(core, core.hash(key), key) {
-                Some(e) => Some(Handle::new(core, e)),
+                Some((e, len)) => Some(Handle::with_len(core, e, len)),
                 None => {
                     core.events.count(Event::Miss);
                     None
@@ -339,13 +348,13 @@ impl<K: Key> Deref for Handle<'_, K> {
 
     #[inline]
     fn deref(&self) -> &[u8] {
-        self.entry.data()
+        self.entry.data_prefix(self.len)
     }
 }
 
 impl<K: Key> AsRef<[u8]> for Handle<'_, K> {
     fn as_ref(&self) -> &[u8] {
-        self.entry.data()
+        self
     }
 }
 
@@ -364,6 +373,7 @@ impl<K: Key> Clone for Handle<'_, K> {
                 CoreRef::Eager(c) => CoreRef::Eager(c),
             },
             entry: self.entry,
+            len: self.len,
         }
     }
 }

@@ -2,12 +2,12 @@
 //! allocation: a small header followed by the bytes.
 //!
 //! ```text
-//!  64-byte aligned allocation
+//!  16-byte aligned allocation
 //!  +------+------+---------+-------+------+----------------------------+
 //!  | meta | hash | key ... | bytes | slot | data bytes ...             |
 //!  +------+------+---------+-------+------+----------------------------+
-//!  \______ header (48 B for BlockKey) ___/ ^ first data bytes share the
-//!                                            header's cache line
+//!  \______ header (48 B for BlockKey) ___/ ^ data: its length is also in
+//!                                            the table's slot (hash.rs)
 //! ```
 //!
 //! The hash table and the sublists point at entries with plain [`EntryPtr`]s
@@ -36,11 +36,18 @@
 //! live or ghost (it is in the hash table, and live lazy entries and all
 //! unheld ones are in a sublist). Taking it out of the table (eviction,
 //! removal, replacement) happens under its stripe lock, held exclusively, and
-//! either frees it at once (no holds) or sets its state to `Anon` in the
-//! same atomic step that sees holds above zero; then the release that takes
-//! holds from 1 to 0 *and* sees `Anon` frees it. The two are decided on one
-//! word, so exactly one of them frees it.
+//! either disposes of it at once (no holds) or sets its state to `Anon` in
+//! the same atomic step that sees holds above zero; then the release that
+//! takes holds from 1 to 0 *and* sees `Anon` disposes of it. The two are
+//! decided on one word, so exactly one of them does. In the eager mode
+//! disposing frees; in the lazy mode, whose probes take no lock and may
+//! still be reading the entry, it makes the entry `Dead` (one more
+//! compare-exchange on the word, so a probe that pinned it meanwhile takes
+//! over) and retires it, to be freed after every such probe is done
+//! (`protocol.rs`, `reclaim.rs`).
 
+#[cfg(loom)]
+use crate::sync::AtomicBool;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use std::alloc::{self, Layout};
 use std::ops::Deref;
@@ -60,6 +67,10 @@ pub(crate) enum State {
     MfuGhost = 3,
     /// Out of the hash table while held: freed on the last release.
     Anon = 4,
+    /// Out of the table and unheld: retired, freed once no probe can be
+    /// reading it (lazy mode; see `reclaim.rs`). A probe that pins it
+    /// anyway sees this state and lets go.
+    Dead = 5,
 }
 
 impl State {
@@ -121,7 +132,8 @@ pub(crate) fn state(word: u64) -> State {
         1 => State::Mfu,
         2 => State::MruGhost,
         3 => State::MfuGhost,
-        _ => State::Anon,
+        4 => State::Anon,
+        _ => State::Dead,
     }
 }
 
@@ -148,6 +160,11 @@ pub(crate) struct Header<K> {
     slot: AtomicU32,
     /// A ghost: no data follows.
     ghost: bool,
+    /// Under loom, retired entries are marked instead of freed (and freed
+    /// with the cache), so a model in which a probe meets a "freed" entry
+    /// fails an assertion instead of reading freed memory.
+    #[cfg(loom)]
+    pub(crate) freed: AtomicBool,
 }
 
 impl<K> Header<K> {
@@ -182,7 +199,7 @@ impl<K> Header<K> {
         self.slot.store(slot, Ordering::Relaxed);
     }
 
-    fn data_len(&self) -> usize {
+    pub(crate) fn data_len(&self) -> usize {
         if self.ghost {
             0
         } else {
@@ -191,9 +208,14 @@ impl<K> Header<K> {
     }
 }
 
-/// Alignment of an entry's allocation: a cache line, so the header and the
-/// first data bytes are one line.
-const ALIGN: usize = 64;
+/// Alignment of an entry's allocation: the allocator's own (16 bytes), so
+/// `malloc` serves it directly. Asking for a cache line (which would put the
+/// whole header and the first data bytes in one line) sends glibc through
+/// `posix_memalign`, which spreads the buffers out: 1-thread hits were
+/// 5-10% slower with it (docs/BENCHMARKS.md, "Core v2, second design").
+/// The meta word, hash and key are the header's first bytes, so a probe's
+/// key comparison and its hold still touch one line in all but a few cases.
+const ALIGN: usize = 16;
 
 fn layout<K>(data_len: usize) -> Layout {
     let header = Layout::new::<Header<K>>()
@@ -234,6 +256,18 @@ unsafe impl<K: Send + Sync> Send for EntryPtr<K> {}
 unsafe impl<K: Send + Sync> Sync for EntryPtr<K> {}
 
 impl<K> EntryPtr<K> {
+    /// The pointer as the table's slots store it.
+    #[inline]
+    pub(crate) fn as_raw(self) -> *mut Header<K> {
+        self.0.as_ptr()
+    }
+
+    /// Back from [`EntryPtr::as_raw`] (`None` for null).
+    #[inline]
+    pub(crate) fn from_raw(p: *mut Header<K>) -> Option<EntryPtr<K>> {
+        NonNull::new(p).map(EntryPtr)
+    }
+
     fn alloc(header: Header<K>, data: &[u8]) -> EntryPtr<K> {
         let layout = layout::<K>(data.len());
         // SAFETY: the layout has a non-zero size (the header's is non-zero:
@@ -267,6 +301,8 @@ impl<K> EntryPtr<K> {
                 bytes: data.len() as u64,
                 slot: AtomicU32::new(NO_SLOT),
                 ghost: false,
+                #[cfg(loom)]
+                freed: AtomicBool::new(false),
             },
             data,
         )
@@ -283,19 +319,24 @@ impl<K> EntryPtr<K> {
                 bytes,
                 slot: AtomicU32::new(NO_SLOT),
                 ghost: true,
+                #[cfg(loom)]
+                freed: AtomicBool::new(false),
             },
             &[],
         )
     }
 
-    /// The buffer's bytes (empty for a ghost).
+    /// The first `len` bytes of the buffer, without reading its header:
+    /// `len` comes from the table's slot (see `hash.rs`), so the CPU can
+    /// fetch the data's last line before the header's arrives.
     #[inline]
-    pub(crate) fn data<'a>(self) -> &'a [u8] {
-        let len = self.data_len();
+    pub(crate) fn data_prefix<'a>(self, len: usize) -> &'a [u8] {
+        debug_assert!(len <= self.data_len());
         // SAFETY: the allocation holds `data_len()` initialised bytes right
         // after the header (see `alloc`), never written again; the caller
-        // keeps the entry alive (a hold, or the table or list lock) for as
-        // long as it uses the slice, as for every use of an `EntryPtr`.
+        // keeps the entry alive (a hold, or the table or list lock) while it
+        // uses the slice. `len` is at most the data's length (the
+        // slot recorded it when the entry entered the table).
         unsafe {
             std::slice::from_raw_parts(
                 (self.0.as_ptr() as *const u8).add(std::mem::size_of::<Header<K>>()),
@@ -344,7 +385,7 @@ mod tests {
     #[test]
     fn meta_word_fields_and_layout() {
         let e = EntryPtr::new(7u64, 9, &[1, 2, 3], State::Mfu, 2);
-        assert_eq!(e.data(), &[1, 2, 3]);
+        assert_eq!(e.data_prefix(3), &[1, 2, 3]);
         assert_eq!(e.bytes, 3);
         let w = e.word();
         assert_eq!((holds(w), state(w), hits(w)), (2, State::Mfu, 0));
@@ -359,7 +400,7 @@ mod tests {
         // SAFETY: created above, never shared.
         unsafe { e.free() };
         let g = EntryPtr::ghost(String::from("k"), 1, 8192, State::MruGhost);
-        assert!(g.data().is_empty());
+        assert_eq!(g.data_len(), 0);
         assert_eq!(g.bytes, 8192);
         // SAFETY: created above, never shared.
         unsafe { g.free() };

@@ -57,6 +57,7 @@ impl<K: Key, M: HitProtocol> Evictable for Core<K, M> {
     fn evict_pass(&self) -> EvictOutcome {
         let outcome = evict_to_target(self, false);
         trim_ghosts(self);
+        self.collect_garbage();
         outcome
     }
 }
@@ -234,11 +235,9 @@ fn evict_state<K: Key, M: HitProtocol>(
             }
             drop(sl);
             for e in dead.drain(..) {
-                // SAFETY: out of the table and its list; unheld (the
-                // protocol said `Evict`, or a ghost, which is never held)
-                // when we held the stripe lock exclusively, so no hold can
-                // have started since; its word was read with Acquire.
-                unsafe { e.free() };
+                // Out of the table and its list, and unheld: the protocol
+                // said `Evict` (lazy: after making it `Dead`), or a ghost.
+                M::dispose(core, e);
             }
             if walk.freed >= amount || examined >= candidates {
                 break 'rounds;

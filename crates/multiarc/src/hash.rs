@@ -1,25 +1,33 @@
 //! The hash table: key -> entry, split into independently locked stripes.
 //!
 //! Like OpenZFS's `buf_hash_table`, a stripe's lock is also the lock that
-//! guards the state of the entries hashed to it (their 0 <-> 1 hold
-//! transitions and ARC state changes), so a lookup and the hold it takes are
-//! one critical section, and lookups of keys in different stripes share no
-//! lock and no written cache line. The lock is a reader-writer lock: the lazy
-//! hit path only reads the table (its hold and reference bit are atomics), so
-//! hits on one stripe do not wait for each other, and a reader preempted
-//! inside it (32 threads on 2 cores) does not stall the other readers.
+//! guards the state of the entries hashed to it (their ARC state changes,
+//! and in the eager mode their 0 <-> 1 hold transitions), so lookups of keys
+//! in different stripes share no lock and no written cache line.
 //!
-//! Each stripe is an open-addressed table with linear probing whose slots
-//! hold the key's full hash beside the entry pointer. A hit therefore costs
-//! two dependent cache misses before the data (the slot's line, then the
-//! entry), where ZFS's chains (and our first version: a bucket array of
-//! indexes into a slab of chain nodes) cost three; a miss usually ends in the
-//! slot's line without touching any entry, since the hashes of the slots it
-//! probes differ from the key's. Removal shifts later slots of the probe
-//! run back (no tombstones), so probes stay short under churn; the table
-//! starts small and doubles at 3/4 full. We still report the figures ZFS
-//! does for its table: elements, collisions (inserts whose home slot was
-//! taken) and the longest probe run seen (ZFS's longest chain).
+//! Each stripe is an open-addressed table with linear probing. A slot holds
+//! the entry pointer, the high half of the key's hash and the length of the
+//! entry's data (see [`Slot`]). Removal shifts later slots of the probe run
+//! back (no tombstones), so probes stay short under churn; the table starts
+//! small and doubles at 3/4 full. We report the figures ZFS does for its
+//! table: elements, collisions (inserts whose home slot was taken) and the
+//! longest probe run seen (ZFS's longest chain).
+//!
+//! # Probes without the lock
+//!
+//! Writers take the stripe's lock exclusively. The lazy hit path takes no
+//! lock at all ([`Stripe::probe`]): the slots are atomics, and a per-stripe
+//! sequence count (a seqlock) tells a reader that a writer changed the
+//! stripe while it probed. A reader trusts what it found only in two cases:
+//! an entry it then pinned with a hold and found live (it was in the table
+//! when the probe read its slot, so the hit linearises there), or a miss
+//! with the sequence count unchanged. Anything else is retried, and after
+//! two tries done under the lock, shared. Memory a probe may still read, an
+//! entry taken out of the table or a slot array replaced by a bigger one, is
+//! freed only after every probe that could have seen it has ended
+//! (`reclaim.rs`). A stripe's slot array only ever grows, and a writer
+//! publishes a new one's pointer before its mask, so a reader that read the
+//! mask first never indexes past the array it reads.
 //!
 //! Bits of the key's hash: the low bits pick the stripe, the high 32 bits
 //! pick the home slot inside it (the sublist uses a third range, see
@@ -31,33 +39,152 @@
 //! by the same lock (the cache keeps its loads in flight there); the table
 //! itself knows nothing about it.
 
-use crate::entry::EntryPtr;
+use crate::entry::{EntryPtr, Header};
 use crate::lock::{LockId, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use crate::reclaim::Limbo;
+use crate::sync::{fence, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use crossbeam_utils::CachePadded;
+use std::ptr;
 
-/// A slot: empty (`entry` is `None`), or an entry and its key's hash.
+/// A slot: empty (null `entry`), or an entry, the high half of its key's
+/// hash (the home slot and the probe's first comparison) and the length of
+/// its data, packed as `tag << 32 | len`. 16 bytes: four slots per line.
+///
+/// The length is here, not only in the entry, so that a hit knows where its
+/// bytes end before the entry's cache line arrives: the CPU can then fetch
+/// the first and the last line of a buffer at once, where reading the
+/// length from the entry would make the second fetch wait for the first.
 struct Slot<K> {
-    hash: u64,
-    entry: Option<EntryPtr<K>>,
+    tag_len: AtomicU64,
+    entry: AtomicPtr<Header<K>>,
+}
+
+/// A slot's length for buffers too long to say in 32 bits.
+const LEN_IN_ENTRY: u32 = u32::MAX;
+
+/// The slot tag (and home-slot bits) of a hash.
+#[inline]
+fn tag_of(hash: u64) -> u32 {
+    (hash >> 32) as u32
 }
 
 impl<K> Slot<K> {
-    const EMPTY: Slot<K> = Slot {
-        hash: 0,
-        entry: None,
-    };
+    fn empty() -> Slot<K> {
+        Slot {
+            tag_len: AtomicU64::new(0),
+            entry: AtomicPtr::new(ptr::null_mut()),
+        }
+    }
+
+    #[inline]
+    fn tag(&self) -> u32 {
+        (self.tag_len.load(Ordering::Relaxed) >> 32) as u32
+    }
+
+    #[inline]
+    fn get(&self) -> Option<EntryPtr<K>> {
+        EntryPtr::from_raw(self.entry.load(Ordering::Acquire))
+    }
+
+    /// Writer side: `tag_len` first, then the pointer (Release: a reader
+    /// that sees the pointer sees the entry's contents and the tag).
+    fn set(&self, entry: Option<EntryPtr<K>>) {
+        match entry {
+            Some(e) => {
+                let len = u32::try_from(e.data_len()).unwrap_or(LEN_IN_ENTRY);
+                self.tag_len.store(
+                    (u64::from(tag_of(e.hash)) << 32) | u64::from(len),
+                    Ordering::Relaxed,
+                );
+                self.entry.store(e.as_raw(), Ordering::Release);
+            }
+            None => self.entry.store(ptr::null_mut(), Ordering::Release),
+        }
+    }
+
+    fn copy_from(&self, other: &Slot<K>) {
+        self.tag_len
+            .store(other.tag_len.load(Ordering::Relaxed), Ordering::Relaxed);
+        self.entry
+            .store(other.entry.load(Ordering::Relaxed), Ordering::Release);
+    }
 }
 
-/// One stripe: an open-addressed table of entries, plus the user's `side`
-/// value under the same lock.
-pub(crate) struct Stripe<K, S> {
-    slots: Box<[Slot<K>]>,
+/// A slot array, owned through a raw pointer: readers without the lock hold
+/// `&Slot`s into it while writers store to the same slots (atomics only).
+struct SlotArray<K> {
+    ptr: *mut Slot<K>,
+    len: usize,
+}
+
+// SAFETY: a slot array is atomics only; sending it moves ownership of the
+// allocation (freed once, by its owner).
+unsafe impl<K: Send + Sync> Send for SlotArray<K> {}
+// SAFETY: shared access to a slot array is to its atomics only.
+unsafe impl<K: Send + Sync> Sync for SlotArray<K> {}
+
+impl<K> SlotArray<K> {
+    fn new(len: usize) -> SlotArray<K> {
+        let b: Box<[Slot<K>]> = (0..len).map(|_| Slot::empty()).collect();
+        SlotArray {
+            ptr: Box::into_raw(b) as *mut Slot<K>,
+            len,
+        }
+    }
+
+    /// Frees the array.
+    ///
+    /// # Safety
+    /// No reader can reach it any more (it was retired and its grace period
+    /// passed, or nobody probes without the lock).
+    unsafe fn free(self) {
+        // SAFETY: allocated by `new` as a boxed slice of `len` slots.
+        drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(self.ptr, self.len)) });
+    }
+}
+
+/// What probes without the lock read: the slot array, its mask, and the
+/// sequence count (odd while a writer changes the stripe).
+struct Published<K> {
+    seq: AtomicU64,
+    mask: AtomicUsize,
+    slots: AtomicPtr<Slot<K>>,
+}
+
+impl<K> Published<K> {
+    /// Slot `i & mask` of the array read with `mask`.
+    ///
+    /// # Safety
+    /// `base` and `mask` were read as `probe` reads them (mask first), or
+    /// under the stripe's lock; the caller is pinned or holds the lock.
+    #[inline]
+    unsafe fn slot<'a>(base: *const Slot<K>, mask: usize, i: usize) -> &'a Slot<K> {
+        // SAFETY: per the contract the array has at least `mask + 1` slots
+        // and is not freed while the caller is pinned or locked.
+        unsafe { &*base.add(i & mask) }
+    }
+}
+
+/// The lock-guarded part of a stripe.
+pub(crate) struct Inner<K, S> {
     len: usize,
     collisions: u64,
     /// Longest probe run seen: slots examined to reach an inserted entry.
     chain_max: u32,
+    /// Slot arrays replaced by bigger ones, freed when no probe can be in
+    /// them any more.
+    retired: Limbo<SlotArray<K>>,
     /// The cache's per-stripe data (its loads in flight).
-    pub(crate) side: S,
+    side: S,
+}
+
+/// One stripe: its lock-free part and its locked part.
+pub(crate) struct Stripe<K, S> {
+    published: Published<K>,
+    lock: RwLock<Inner<K, S>>,
+    /// Readers probe without the lock: retire replaced arrays instead of
+    /// freeing them.
+    lock_free_readers: bool,
 }
 
 /// Stripes start with room for at most this many entries and double as they
@@ -66,105 +193,269 @@ pub(crate) struct Stripe<K, S> {
 /// buffers over the default stripes, about a thousand entries).
 const MAX_INITIAL_ENTRIES: usize = 12;
 
-fn empty_slots<K>(n: usize) -> Box<[Slot<K>]> {
-    (0..n).map(|_| Slot::EMPTY).collect()
+/// What a probe without the lock found.
+pub(crate) enum Probe<K> {
+    /// An entry with this key (not yet pinned) and its data length as the
+    /// slot told it.
+    Found(EntryPtr<K>, usize),
+    /// No entry with this key.
+    Absent,
 }
 
 impl<K: Eq, S: Default> Stripe<K, S> {
     /// A stripe with room for `expected` entries (at most
     /// `MAX_INITIAL_ENTRIES`) before it first grows.
-    fn new(expected: usize) -> Self {
+    fn new(expected: usize, lock_free_readers: bool) -> Self {
         let expected = expected.min(MAX_INITIAL_ENTRIES);
-        let slots = (expected.max(3) * 4 / 3 + 1).next_power_of_two();
+        let n = (expected.max(3) * 4 / 3 + 1).next_power_of_two();
+        let array = SlotArray::new(n);
         Stripe {
-            slots: empty_slots(slots),
-            len: 0,
-            collisions: 0,
-            chain_max: 0,
-            side: S::default(),
+            published: Published {
+                seq: AtomicU64::new(0),
+                mask: AtomicUsize::new(n - 1),
+                slots: AtomicPtr::new(array.ptr),
+            },
+            lock: RwLock::new(Inner {
+                len: 0,
+                collisions: 0,
+                chain_max: 0,
+                retired: Limbo::default(),
+                side: S::default(),
+            }),
+            lock_free_readers,
         }
+    }
+}
+
+impl<K: Eq, S> Stripe<K, S> {
+    /// The sequence count to validate a probe with, or `None` while a
+    /// writer is at work.
+    #[inline]
+    pub(crate) fn begin_probe(&self) -> Option<u64> {
+        let s = self.published.seq.load(Ordering::Acquire);
+        (s & 1 == 0).then_some(s)
+    }
+
+    /// True if no writer changed the stripe since `begin_probe` returned
+    /// `seq` (the loads before this call are then a consistent view).
+    #[inline]
+    pub(crate) fn unchanged(&self, seq: u64) -> bool {
+        fence(Ordering::Acquire);
+        self.published.seq.load(Ordering::Relaxed) == seq
+    }
+
+    /// Looks `key` up without the lock (see the module comment).
+    ///
+    /// The caller must be pinned (`reclaim::pin`) for as long as it uses
+    /// the returned pointer without a hold, and must not trust `Absent`
+    /// unless [`Stripe::unchanged`] says so afterwards.
+    #[inline]
+    pub(crate) fn probe(&self, hash: u64, key: &K) -> Probe<K> {
+        let p = &self.published;
+        let mask = p.mask.load(Ordering::Acquire);
+        let base = p.slots.load(Ordering::Acquire);
+        let tag = tag_of(hash);
+        let mut i = tag as usize;
+        // At most one pass over the array: writers racing with us could
+        // otherwise keep us going round.
+        for _ in 0..=mask {
+            // SAFETY: `mask` read before `base` (see the module comment);
+            // the caller is pinned or holds the lock.
+            let slot = unsafe { Published::slot(base, mask, i) };
+            let Some(e) = slot.get() else {
+                return Probe::Absent;
+            };
+            #[cfg(loom)]
+            assert!(
+                !e.freed.load(Ordering::Relaxed),
+                "a probe reached an entry whose grace period had passed"
+            );
+            let tl = slot.tag_len.load(Ordering::Relaxed);
+            if (tl >> 32) as u32 == tag && e.key == *key {
+                let len = match tl as u32 {
+                    LEN_IN_ENTRY => e.data_len(),
+                    n => n as usize,
+                };
+                return Probe::Found(e, len);
+            }
+            i = i.wrapping_add(1);
+        }
+        Probe::Absent
+    }
+
+    /// Locks the stripe exclusively.
+    #[inline]
+    pub(crate) fn write(&self) -> StripeWrite<'_, K, S> {
+        StripeWrite {
+            inner: self.lock.write(),
+            stripe: self,
+        }
+    }
+
+    /// Locks the stripe exclusively if it is free.
+    #[inline]
+    pub(crate) fn try_write(&self) -> Option<StripeWrite<'_, K, S>> {
+        Some(StripeWrite {
+            inner: self.lock.try_write()?,
+            stripe: self,
+        })
+    }
+
+    /// Locks the stripe shared: probes then see a stable table.
+    #[inline]
+    pub(crate) fn read(&self) -> StripeRead<'_, K, S> {
+        StripeRead {
+            _inner: self.lock.read(),
+            stripe: self,
+        }
+    }
+}
+
+impl<K, S> Drop for Stripe<K, S> {
+    fn drop(&mut self) {
+        let inner = self.lock.get_mut();
+        for a in inner.retired.drain() {
+            // SAFETY: `&mut self`: no probe of this stripe is running.
+            unsafe { a.free() };
+        }
+        let array = SlotArray::<K> {
+            ptr: self.published.slots.load(Ordering::Relaxed),
+            len: self.published.mask.load(Ordering::Relaxed) + 1,
+        };
+        // SAFETY: as above; the current array, freed once.
+        unsafe { array.free() };
+    }
+}
+
+/// A stripe locked shared.
+pub(crate) struct StripeRead<'a, K, S> {
+    _inner: RwLockReadGuard<'a, Inner<K, S>>,
+    stripe: &'a Stripe<K, S>,
+}
+
+impl<K: Eq, S> StripeRead<'_, K, S> {
+    /// The entry for `key`, if any, and its data length.
+    #[inline]
+    pub(crate) fn find_with_len(&self, hash: u64, key: &K) -> Option<(EntryPtr<K>, usize)> {
+        match self.stripe.probe(hash, key) {
+            Probe::Found(e, len) => Some((e, len)),
+            Probe::Absent => None,
+        }
+    }
+}
+
+/// A stripe locked exclusively: the table's writers.
+pub(crate) struct StripeWrite<'a, K, S> {
+    inner: RwLockWriteGuard<'a, Inner<K, S>>,
+    stripe: &'a Stripe<K, S>,
+}
+
+impl<K: Eq, S> StripeWrite<'_, K, S> {
+    /// The cache's per-stripe value.
+    #[inline]
+    pub(crate) fn side(&mut self) -> &mut S {
+        &mut self.inner.side
     }
 
     #[inline]
     fn mask(&self) -> usize {
-        self.slots.len() - 1
+        self.stripe.published.mask.load(Ordering::Relaxed)
     }
 
     #[inline]
-    fn home(&self, hash: u64) -> usize {
-        ((hash >> 32) as usize) & self.mask()
+    fn slot(&self, i: usize) -> &Slot<K> {
+        let p = &self.stripe.published;
+        // SAFETY: we hold the lock: the array is the current one and stays.
+        unsafe { Published::slot(p.slots.load(Ordering::Relaxed), self.mask(), i) }
+    }
+
+    /// Runs `change` as one write of the sequence count (see `unchanged`).
+    fn changing<R>(&mut self, change: impl FnOnce(&mut Self) -> R) -> R {
+        let seq = &self.stripe.published.seq;
+        let s = seq.load(Ordering::Relaxed);
+        seq.store(s + 1, Ordering::Relaxed);
+        fence(Ordering::Release);
+        let r = change(self);
+        seq.store(s + 2, Ordering::Release);
+        r
     }
 
     /// The slot index of `key`, if present.
-    #[inline]
     fn position(&self, hash: u64, key: &K) -> Option<usize> {
         let mask = self.mask();
-        let mut i = self.home(hash);
-        // Terminates: the table is never full (it grows at 3/4).
+        let tag = tag_of(hash);
+        let mut i = tag as usize & mask;
         loop {
-            let slot = &self.slots[i];
-            match &slot.entry {
-                None => return None,
-                Some(e) if slot.hash == hash && e.key == *key => return Some(i),
-                Some(_) => i = (i + 1) & mask,
+            let slot = self.slot(i);
+            let e = slot.get()?;
+            if slot.tag() == tag && e.key == *key {
+                return Some(i);
             }
+            i = (i + 1) & mask;
         }
     }
 
     /// The entry for `key`, if any.
-    #[inline]
     pub(crate) fn find(&self, hash: u64, key: &K) -> Option<EntryPtr<K>> {
-        self.position(hash, key).and_then(|i| self.slots[i].entry)
+        self.position(hash, key).and_then(|i| self.slot(i).get())
     }
 
-    /// Adds `entry`, whose key must not be present.
-    pub(crate) fn insert(&mut self, entry: EntryPtr<K>) {
-        if (self.len + 1) * 4 > self.slots.len() * 3 {
-            self.grow();
-        }
-        let (i, probes) = self.free_slot(entry.hash);
-        if probes > 1 {
-            self.collisions += 1;
-        }
-        self.chain_max = self.chain_max.max(probes);
-        self.slots[i] = Slot {
-            hash: entry.hash,
-            entry: Some(entry),
-        };
-        self.len += 1;
+    /// The entry for `key`, if any, and its data length.
+    pub(crate) fn find_with_len(&self, hash: u64, key: &K) -> Option<(EntryPtr<K>, usize)> {
+        self.find(hash, key).map(|e| (e, e.data_len()))
     }
 
-    /// The first empty slot of `hash`'s probe run, and the slots examined.
-    fn free_slot(&self, hash: u64) -> (usize, u32) {
+    /// The first empty slot of `tag`'s probe run, and the slots examined.
+    fn free_slot(&self, tag: u32) -> (usize, u32) {
         let mask = self.mask();
-        let mut i = self.home(hash);
+        let mut i = tag as usize & mask;
         let mut probes = 1;
-        while self.slots[i].entry.is_some() {
+        while self.slot(i).get().is_some() {
             i = (i + 1) & mask;
             probes += 1;
         }
         (i, probes)
     }
 
+    /// Adds `entry`, whose key must not be present.
+    pub(crate) fn insert(&mut self, entry: EntryPtr<K>) {
+        if (self.inner.len + 1) * 4 > (self.mask() + 1) * 3 {
+            self.grow();
+        }
+        let (i, probes) = self.free_slot(tag_of(entry.hash));
+        if probes > 1 {
+            self.inner.collisions += 1;
+        }
+        self.inner.chain_max = self.inner.chain_max.max(probes);
+        // A new entry in an empty slot moves nothing: no probe can miss a
+        // key because of it, so no sequence write.
+        self.slot(i).set(Some(entry));
+        self.inner.len += 1;
+    }
+
     /// Removes and returns the entry for `key`.
     pub(crate) fn remove(&mut self, hash: u64, key: &K) -> Option<EntryPtr<K>> {
         let at = self.position(hash, key)?;
-        let removed = self.slots[at].entry.take();
-        self.len -= 1;
-        // Backward shift: walk the rest of the run; an entry may fill the
-        // hole if the hole lies between its home slot and where it sits
-        // (cyclically), so every entry stays reachable from its home.
-        let mask = self.mask();
-        let mut hole = at;
-        let mut j = (at + 1) & mask;
-        while self.slots[j].entry.is_some() {
-            let home = self.home(self.slots[j].hash);
-            if (j.wrapping_sub(home) & mask) >= (j.wrapping_sub(hole) & mask) {
-                self.slots[hole] = std::mem::replace(&mut self.slots[j], Slot::EMPTY);
-                hole = j;
+        let removed = self.slot(at).get();
+        self.changing(|w| {
+            w.slot(at).set(None);
+            w.inner.len -= 1;
+            // Backward shift: walk the rest of the run; an entry may fill the
+            // hole if the hole lies between its home slot and where it sits
+            // (cyclically), so every entry stays reachable from its home.
+            let mask = w.mask();
+            let mut hole = at;
+            let mut j = (at + 1) & mask;
+            while w.slot(j).get().is_some() {
+                let home = w.slot(j).tag() as usize & mask;
+                if (j.wrapping_sub(home) & mask) >= (j.wrapping_sub(hole) & mask) {
+                    w.slot(hole).copy_from(w.slot(j));
+                    w.slot(j).set(None);
+                    hole = j;
+                }
+                j = (j + 1) & mask;
             }
-            j = (j + 1) & mask;
-        }
+        });
         removed
     }
 
@@ -174,32 +465,78 @@ impl<K: Eq, S: Default> Stripe<K, S> {
         let at = self
             .position(entry.hash, &entry.key)
             .expect("replace of a key that is not in the table");
-        self.slots[at]
-            .entry
-            .replace(entry)
-            .expect("a found slot holds an entry")
+        let old = self.slot(at).get().expect("a found slot holds an entry");
+        self.changing(|w| w.slot(at).set(Some(entry)));
+        old
     }
 
     fn grow(&mut self) {
-        let bigger = empty_slots(self.slots.len() * 2);
-        let old = std::mem::replace(&mut self.slots, bigger);
-        for slot in old.into_vec() {
-            if slot.entry.is_some() {
-                let (i, probes) = self.free_slot(slot.hash);
-                self.chain_max = self.chain_max.max(probes);
-                self.slots[i] = slot;
+        let old_len = self.mask() + 1;
+        let bigger = SlotArray::<K>::new(old_len * 2);
+        let new_mask = old_len * 2 - 1;
+        let mut chain_max = self.inner.chain_max;
+        for i in 0..old_len {
+            let from = self.slot(i);
+            if from.get().is_none() {
+                continue;
             }
+            let mut j = from.tag() as usize & new_mask;
+            let mut probes = 1;
+            // SAFETY: `bigger` is ours alone until published below.
+            while unsafe { Published::slot(bigger.ptr, new_mask, j) }
+                .get()
+                .is_some()
+            {
+                j = (j + 1) & new_mask;
+                probes += 1;
+            }
+            chain_max = chain_max.max(probes);
+            // SAFETY: as above.
+            unsafe { Published::slot(bigger.ptr, new_mask, j) }.copy_from(from);
+        }
+        self.inner.chain_max = chain_max;
+        let old = self.changing(|w| {
+            let p = &w.stripe.published;
+            let old = SlotArray {
+                ptr: p.slots.load(Ordering::Relaxed),
+                len: old_len,
+            };
+            // Pointer before mask (see the module comment).
+            p.slots.store(bigger.ptr, Ordering::Release);
+            p.mask.store(new_mask, Ordering::Release);
+            old
+        });
+        if self.stripe.lock_free_readers {
+            self.inner.retired.retire(old);
+            // Growth is rare (a stripe doubles), so it may pay for two epoch
+            // advances: with no probe pinned meanwhile, the old array goes
+            // at once instead of doubling the table's memory.
+            // SAFETY: the limbo frees only arrays whose grace period passed.
+            self.inner
+                .retired
+                .collect_advancing(2, |a| unsafe { a.free() });
+        } else {
+            // SAFETY: nobody probes this table without its lock.
+            unsafe { old.free() };
         }
     }
 }
 
-impl<K, S> Stripe<K, S> {
-    /// Takes every entry out (to free them when the cache is dropped).
-    fn drain(&mut self) -> Vec<EntryPtr<K>> {
+impl<K, S> Inner<K, S> {
+    /// Takes every entry out of `published` (to free them when the cache is
+    /// dropped).
+    fn drain(&mut self, published: &Published<K>) -> Vec<EntryPtr<K>> {
         self.len = 0;
-        self.slots
-            .iter_mut()
-            .filter_map(|s| s.entry.take())
+        let mask = published.mask.load(Ordering::Relaxed);
+        let base = published.slots.load(Ordering::Relaxed);
+        (0..=mask)
+            .filter_map(|i| {
+                // SAFETY: exclusive access (`&mut` of the stripe's data).
+                let slot = unsafe { Published::slot(base, mask, i) };
+                let e = EntryPtr::from_raw(slot.entry.load(Ordering::Relaxed));
+                slot.entry.store(ptr::null_mut(), Ordering::Relaxed);
+                e
+            })
             .collect()
     }
 }
@@ -212,12 +549,9 @@ pub(crate) struct HashFigures {
     pub(crate) chain_max: u64,
 }
 
-/// One stripe behind its lock, on its own cache line.
-type LockedStripe<K, S> = CachePadded<RwLock<Stripe<K, S>>>;
-
 /// The striped table.
 pub(crate) struct HashTable<K, S> {
-    stripes: Box<[LockedStripe<K, S>]>,
+    stripes: Box<[CachePadded<Stripe<K, S>>]>,
 }
 
 impl<K, S> HashTable<K, S> {
@@ -225,7 +559,8 @@ impl<K, S> HashTable<K, S> {
     pub(crate) fn drain(&mut self) -> Vec<EntryPtr<K>> {
         let mut all = Vec::new();
         for s in self.stripes.iter_mut() {
-            all.extend(s.get_mut().drain());
+            let s = &mut **s;
+            all.extend(s.lock.get_mut().drain(&s.published));
         }
         all
     }
@@ -234,50 +569,46 @@ impl<K, S> HashTable<K, S> {
 impl<K: Eq, S: Default> HashTable<K, S> {
     /// `stripes` (a power of two) stripes for about `expected` entries in
     /// all; each starts with room for its share, but for no more than
-    /// `MAX_INITIAL_ENTRIES`, and grows from there.
-    pub(crate) fn new(stripes: usize, expected: usize) -> Self {
+    /// `MAX_INITIAL_ENTRIES`, and grows from there. `lock_free_readers`:
+    /// some lookups probe without the stripe lock ([`Stripe::probe`]).
+    pub(crate) fn new(stripes: usize, expected: usize, lock_free_readers: bool) -> Self {
         let per_stripe = expected / stripes + 1;
         HashTable {
             stripes: (0..stripes)
-                .map(|_| CachePadded::new(RwLock::new(Stripe::new(per_stripe))))
+                .map(|_| CachePadded::new(Stripe::new(per_stripe, lock_free_readers)))
                 .collect(),
         }
     }
+}
 
-    /// The stripe lock of `hash`.
+impl<K: Eq, S> HashTable<K, S> {
+    /// The stripe of `hash`.
     #[inline]
-    pub(crate) fn stripe(&self, hash: u64) -> &RwLock<Stripe<K, S>> {
+    pub(crate) fn stripe(&self, hash: u64) -> &Stripe<K, S> {
         &self.stripes[(hash as usize) & (self.stripes.len() - 1)]
     }
 
     /// Locks the stripe of `hash` exclusively (to change the table or the
     /// state of its entries).
     #[inline]
-    pub(crate) fn write(&self, hash: u64) -> RwLockWriteGuard<'_, Stripe<K, S>> {
+    pub(crate) fn write(&self, hash: u64) -> StripeWrite<'_, K, S> {
         self.stripe(hash).write()
-    }
-
-    /// Locks the stripe of `hash` shared (lookups that change nothing but
-    /// atomics: the lazy hit path).
-    #[inline]
-    pub(crate) fn read(&self, hash: u64) -> RwLockReadGuard<'_, Stripe<K, S>> {
-        self.stripe(hash).read()
     }
 
     pub(crate) fn figures(&self) -> HashFigures {
         let mut f = HashFigures::default();
         for s in self.stripes.iter() {
-            let s = s.read();
-            f.elements += s.len as u64;
-            f.collisions += s.collisions;
-            f.chain_max = f.chain_max.max(s.chain_max as u64);
+            let w = s.lock.read();
+            f.elements += w.len as u64;
+            f.collisions += w.collisions;
+            f.chain_max = f.chain_max.max(w.chain_max as u64);
         }
         f
     }
 
     pub(crate) fn set_lockstat(&self, on: bool) {
         for (i, s) in self.stripes.iter().enumerate() {
-            s.set_lockstat(on.then_some(LockId {
+            s.lock.set_lockstat(on.then_some(LockId {
                 class: "hash.stripe",
                 index: i as u32,
             }));
@@ -289,46 +620,64 @@ impl<K: Eq, S: Default> HashTable<K, S> {
 mod tests {
     use super::*;
     use crate::entry::State;
+    use crate::reclaim;
 
     /// Test entries are leaked: a few hundred bytes per test.
     fn e(k: u64, hash: u64) -> EntryPtr<u64> {
         EntryPtr::new(k, hash, &[], State::Mru, 0)
     }
 
+    fn stripe() -> Stripe<u64, ()> {
+        Stripe::new(4, true)
+    }
+
+    fn probe(s: &Stripe<u64, ()>, hash: u64, key: u64) -> Option<u64> {
+        let _g = reclaim::pin();
+        match s.probe(hash, &key) {
+            Probe::Found(e, _) => Some(e.key),
+            Probe::Absent => None,
+        }
+    }
+
     #[test]
     fn insert_find_remove_grow_and_collisions() {
-        let mut s = Stripe::<u64, ()>::new(4);
+        let s = stripe();
+        let mut w = s.write();
         // Same home slot (same high bits): one probe run.
-        s.insert(e(1, 7 << 32));
-        s.insert(e(2, 7 << 32));
-        s.insert(e(3, 7 << 32));
-        assert_eq!(s.collisions, 2);
-        assert_eq!(s.chain_max, 3);
+        w.insert(e(1, 7 << 32));
+        w.insert(e(2, 7 << 32));
+        w.insert(e(3, 7 << 32));
+        assert_eq!(w.inner.collisions, 2);
+        assert_eq!(w.inner.chain_max, 3);
         for k in 10..100u64 {
-            s.insert(e(k, k.wrapping_mul(0x9E37_79B9_7F4A_7C15)));
+            w.insert(e(k, k.wrapping_mul(0x9E37_79B9_7F4A_7C15)));
         }
-        assert!(s.slots.len() >= 128);
-        assert_eq!(s.find(7 << 32, &2).unwrap().key, 2);
-        assert!(s.find(7 << 32, &4).is_none());
-        assert_eq!(s.remove(7 << 32, &2).unwrap().key, 2);
-        assert!(s.find(7 << 32, &2).is_none());
-        assert_eq!(s.find(7 << 32, &3).unwrap().key, 3);
-        let old = s.replace(e(3, 7 << 32));
+        assert!(w.mask() + 1 >= 128);
+        assert_eq!(w.find(7 << 32, &2).unwrap().key, 2);
+        assert!(w.find(7 << 32, &4).is_none());
+        assert_eq!(w.remove(7 << 32, &2).unwrap().key, 2);
+        assert!(w.find(7 << 32, &2).is_none());
+        assert_eq!(w.find(7 << 32, &3).unwrap().key, 3);
+        let old = w.replace(e(3, 7 << 32));
         assert_eq!(old.key, 3);
         for k in 10..100u64 {
             let h = k.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-            assert_eq!(s.remove(h, &k).unwrap().key, k);
+            assert_eq!(w.remove(h, &k).unwrap().key, k);
         }
-        assert_eq!(s.len, 2);
+        assert_eq!(w.inner.len, 2);
+        drop(w);
+        assert_eq!(probe(&s, 7 << 32, 3), Some(3));
+        assert_eq!(probe(&s, 7 << 32, 2), None);
     }
 
     /// Random inserts and removes with few distinct home slots (long,
     /// wrapping, interleaved probe runs) agree with a `HashMap`, and every
-    /// present key stays reachable after each backward shift.
+    /// present key stays reachable, locked and lock-free, after each
+    /// backward shift.
     #[test]
     fn probe_runs_survive_removal_like_a_map() {
         use std::collections::HashMap;
-        let mut s = Stripe::<u64, ()>::new(8);
+        let s = Stripe::<u64, ()>::new(8, true);
         let mut model: HashMap<u64, u64> = HashMap::new();
         let mut x = 0x2545_F491_4F6C_DD1Du64;
         for step in 0..20_000 {
@@ -339,20 +688,72 @@ mod tests {
             // Only 8 home slots, some near the table's end: many keys share
             // a run, and runs wrap around to the start.
             let hash = (((k % 8) * 13 + 120) << 32) | k;
+            let mut w = s.write();
             if x & 1 == 0 && !model.contains_key(&k) {
-                s.insert(e(k, hash));
+                w.insert(e(k, hash));
                 model.insert(k, hash);
             } else if let Some(h) = model.remove(&k) {
-                assert_eq!(s.remove(h, &k).map(|e| e.key), Some(k), "step {step}");
+                assert_eq!(w.remove(h, &k).map(|e| e.key), Some(k), "step {step}");
             } else {
-                assert!(s.remove(hash, &k).is_none(), "step {step}");
+                assert!(w.remove(hash, &k).is_none(), "step {step}");
             }
             if step % 97 == 0 {
                 for (&k, &h) in &model {
-                    assert_eq!(s.find(h, &k).map(|e| e.key), Some(k), "step {step}");
+                    assert_eq!(w.find(h, &k).map(|e| e.key), Some(k), "step {step}");
                 }
-                assert_eq!(s.len, model.len());
+                assert_eq!(w.inner.len, model.len());
+                drop(w);
+                for (&k, &h) in &model {
+                    assert_eq!(probe(&s, h, k), Some(k), "step {step}");
+                }
             }
         }
+    }
+
+    /// A probe racing a writer that shifts and grows the stripe never reads
+    /// past its array, and a miss it reports with the sequence count
+    /// unchanged is a real miss: a key that stays in the table throughout
+    /// is never reported absent.
+    #[test]
+    fn lock_free_probes_racing_writers_never_miss_a_resident_key() {
+        use std::sync::atomic::AtomicBool;
+        let s = Stripe::<u64, ()>::new(4, true);
+        let resident_hash = 5u64 << 32;
+        s.write().insert(e(1_000_000, resident_hash));
+        // Keys sharing the resident key's run: removing them shifts it, and
+        // inserting them grows the stripe. The same entries each time (they
+        // are never freed, so a probe may read them at any time).
+        let others: Vec<_> = (0..64u64).map(|j| e(j, ((5 + j % 3) << 32) | j)).collect();
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    let mut w = s.write();
+                    for &o in &others {
+                        w.insert(o);
+                    }
+                    for o in &others {
+                        w.remove(o.hash, &o.key);
+                    }
+                }
+            });
+            let mut checked = 0u64;
+            for _ in 0..200_000 {
+                let _g = reclaim::pin();
+                let st = &s;
+                let Some(seq) = st.begin_probe() else {
+                    continue;
+                };
+                match st.probe(resident_hash, &1_000_000) {
+                    Probe::Found(e, _) => assert_eq!(e.key, 1_000_000),
+                    Probe::Absent => {
+                        assert!(!st.unchanged(seq), "a resident key reported absent");
+                    }
+                }
+                checked += 1;
+            }
+            stop.store(true, Ordering::Relaxed);
+            assert!(checked > 0);
+        });
     }
 }

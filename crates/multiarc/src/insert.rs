@@ -95,7 +95,7 @@ pub(crate) fn insert_entry<K: Key, M: HitProtocol>(
         let mut holds = 1;
         match pending {
             Some(p) => {
-                stripe.side.forget(p);
+                stripe.side().forget(p);
                 holds += u64::from(p.waiters.load(Ordering::Relaxed));
                 if p.superseded.load(Ordering::Relaxed) {
                     // The key was written or removed while we loaded:
@@ -105,7 +105,7 @@ pub(crate) fn insert_entry<K: Key, M: HitProtocol>(
                     return EntryPtr::new(key, hash, data, State::Anon, holds);
                 }
             }
-            None => stripe.side.supersede(&key),
+            None => stripe.side().supersede(&key),
         }
         let old_live = stripe.find(hash, &key).map(|o| o.state().is_live());
         let state = if ghost_hit.is_some() || reaccess || old_live == Some(true) {
@@ -135,7 +135,7 @@ pub(crate) fn insert_entry<K: Key, M: HitProtocol>(
 pub(crate) fn remove_key<K: Key, M: HitProtocol>(core: &Core<K, M>, key: &K) -> bool {
     let hash = core.hash(key);
     let mut stripe = core.table.write(hash);
-    stripe.side.supersede(key);
+    stripe.side().supersede(key);
     let Some(old) = stripe.remove(hash, key) else {
         return false;
     };

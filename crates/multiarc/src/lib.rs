@@ -40,6 +40,7 @@ mod multilist;
 mod pending;
 mod policy;
 mod protocol;
+mod reclaim;
 pub mod reference;
 mod shared;
 mod signal;

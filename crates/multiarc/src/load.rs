@@ -28,7 +28,7 @@ where
     let hash = core.hash(&key);
     let mut loader = Some(loader);
     loop {
-        if let Some(entry) = M::lookup(core, hash, &key) {
+        if let Some((entry, _)) = M::lookup(core, hash, &key) {
             return Ok(entry);
         }
         let pending = {
@@ -39,7 +39,7 @@ where
                     return Ok(e);
                 }
             }
-            if let Some(p) = stripe.side.find(&key) {
+            if let Some(p) = stripe.side().find(&key) {
                 let p = Arc::clone(p);
                 p.waiters.fetch_add(1, Ordering::Relaxed);
                 drop(stripe);
@@ -58,7 +58,7 @@ where
                 }
             }
             let p = Arc::new(Pending::new());
-            stripe.side.push(key.clone(), Arc::clone(&p));
+            stripe.side().push(key.clone(), Arc::clone(&p));
             p
         };
         core.events.count(Event::Miss);
@@ -90,7 +90,7 @@ where
 }
 
 fn forget_pending<K: Key, M>(core: &Core<K, M>, hash: u64, pending: &Arc<Pending<K>>) {
-    core.table.write(hash).side.forget(pending);
+    core.table.write(hash).side().forget(pending);
 }
 
 /// Completes a pending load as abandoned if its loader unwinds.

@@ -10,15 +10,24 @@
 //!   state's sublist*; holds leave and reach zero only under the stripe lock
 //!   (held exclusively), so an evictor holding that lock and seeing an entry
 //!   linked knows nobody holds it or can start to.
-//! - [`Lazy`], CAR's clocks: buffers stay linked while held; a hit is one
-//!   `fetch_add` on the entry's meta word under the stripe's shared lock, a
-//!   release one `fetch_sub` with no lock, and the evictor does the list work
-//!   (it moves referenced buffers instead of evicting them).
+//! - [`Lazy`], CAR's clocks: buffers stay linked while held; a hit is a
+//!   probe of the stripe with no lock and one `fetch_add` on the entry's meta
+//!   word, a release one `fetch_sub`, and the evictor does the list work (it
+//!   moves referenced buffers instead of evicting them). Since a hold can
+//!   start at any time, every step that takes an entry out of use is one
+//!   atomic step on that word that sees it unheld: the evictor's
+//!   compare-exchange from "live, unheld, unreferenced" to `Dead`, a
+//!   removal's swap to `Anon` (to `Dead` if unheld), a last release's
+//!   compare-exchange from "`Anon`, unheld" to `Dead`. Whoever makes an
+//!   entry `Dead` retires it; it is freed once no probe can still be reading
+//!   it (`reclaim.rs`).
 
 use crate::config::HitMode;
 use crate::entry::{self, EntryPtr, State, HIT, HITS_FOLD_BIT, HITS_MASK, HOLD, HOLD_LIMIT};
+use crate::hash::Probe;
 use crate::key::Key;
 use crate::policy::{self, Sizes};
+use crate::reclaim;
 use crate::shared::Core;
 use crate::stats::Event;
 use crate::sync::{fence, Ordering};
@@ -49,8 +58,9 @@ pub(crate) trait HitProtocol: Sized + Send + Sync + 'static {
     fn evict_from_mru(s: &Sizes, p: u64, b2_hit: bool) -> bool;
 
     /// A lookup: the live entry of `key` with a hold taken, and the hit
-    /// counted; `None` on a miss (counts nothing).
-    fn lookup<K: Key>(core: &Core<K, Self>, hash: u64, key: &K) -> Option<EntryPtr<K>>;
+    /// counted, with the length of its data; `None` on a miss (counts
+    /// nothing).
+    fn lookup<K: Key>(core: &Core<K, Self>, hash: u64, key: &K) -> Option<(EntryPtr<K>, usize)>;
 
     /// Takes a hold on live `e` and counts the hit. Stripe lock exclusive.
     fn hold_locked<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>);
@@ -70,6 +80,11 @@ pub(crate) trait HitProtocol: Sized + Send + Sync + 'static {
     /// The evictor found live `e` in `state` at a list tail. Stripe lock
     /// exclusive, `e`'s sublist lock held.
     fn at_tail<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>, state: State) -> Tail;
+
+    /// Frees `e`, which is out of the table and every list, and unheld: at
+    /// once when no probe runs without the lock (eager), else once no probe
+    /// can be reading it (lazy).
+    fn dispose<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>);
 
     /// Bytes of live buffers held now (statistics; not a hot path).
     fn held_bytes<K: Key>(core: &Core<K, Self>, sizes: &Sizes) -> u64;
@@ -91,15 +106,18 @@ unsafe fn free_anon<K, M>(core: &Core<K, M>, e: EntryPtr<K>) {
 }
 
 /// Takes ghost `old` (already out of the table, its stripe lock held
-/// exclusively) off its list and frees it: the same in both protocols.
-fn drop_ghost<K, M>(core: &Core<K, M>, idx: usize, state: State, old: EntryPtr<K>) {
+/// exclusively) off its list and disposes of it: the same in both protocols.
+fn drop_ghost<K: Key, M: HitProtocol>(
+    core: &Core<K, M>,
+    idx: usize,
+    state: State,
+    old: EntryPtr<K>,
+) {
     core.lists[state as usize].sublist(idx).lock().remove(&old);
     core.bytes.sub(idx, state as usize, old.bytes);
-    // SAFETY: no hold on a ghost outlives the shared stripe lock its lookup
-    // takes (eager: ghosts are never held; lazy: a ghost's lookup takes and
-    // undoes its hold under that lock), and the caller holds it exclusively;
-    // out of the table and, now, its list: no other user is left.
-    unsafe { old.free() };
+    // Ghosts are never held (a lazy probe that pins one lets go at once,
+    // and `dispose` waits for such probes).
+    M::dispose(core, old);
 }
 
 #[cold]
@@ -123,11 +141,13 @@ impl HitProtocol for Eager {
 
     /// Eager hit: stripe lock exclusive (a first hold changes list
     /// membership), then `hold_locked`.
-    fn lookup<K: Key>(core: &Core<K, Self>, hash: u64, key: &K) -> Option<EntryPtr<K>> {
+    fn lookup<K: Key>(core: &Core<K, Self>, hash: u64, key: &K) -> Option<(EntryPtr<K>, usize)> {
         let stripe = core.table.write(hash);
-        let e = stripe.find(hash, key).filter(|e| e.state().is_live())?;
+        let (e, len) = stripe
+            .find_with_len(hash, key)
+            .filter(|(e, _)| e.state().is_live())?;
         Self::hold_locked(core, e);
-        Some(e)
+        Some((e, len))
     }
 
     fn hold_locked<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>) {
@@ -152,6 +172,7 @@ impl HitProtocol for Eager {
         }
     }
 
+    #[inline(never)]
     fn release<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>) {
         let mut cur = e.meta.load(Ordering::Relaxed);
         while entry::holds(cur) > 1 {
@@ -206,13 +227,20 @@ impl HitProtocol for Eager {
                 }
             }
             State::MruGhost | State::MfuGhost => drop_ghost(core, idx, state, old),
-            State::Anon => unreachable!("an anonymous entry in the table"),
+            State::Anon | State::Dead => unreachable!("an entry out of use in the table"),
         }
     }
 
     fn at_tail<K: Key>(_: &Core<K, Self>, e: EntryPtr<K>, _: State) -> Tail {
         debug_assert_eq!(entry::holds(e.word()), 0, "a linked eager entry is unheld");
         Tail::Evict
+    }
+
+    fn dispose<K: Key>(_: &Core<K, Self>, e: EntryPtr<K>) {
+        // SAFETY: per the trait: out of everything and unheld, and eager
+        // lookups take the stripe lock, which our caller held when it took
+        // `e` out, so no lookup can still be looking at it.
+        unsafe { e.free() };
     }
 
     fn held_bytes<K: Key>(core: &Core<K, Self>, s: &Sizes) -> u64 {
@@ -245,9 +273,72 @@ impl Lazy {
         }
     }
 
+    /// Drops `amount` (holds and hits) from `e`'s word; the drop that leaves
+    /// a removed (`Anon`) entry unheld buries it.
+    #[inline]
+    fn let_go<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>, amount: u64) {
+        let prev = e.meta.fetch_sub(amount, Ordering::Release);
+        if entry::holds(prev) == 1 && entry::state(prev) == State::Anon {
+            Self::bury(core, e, prev - amount);
+        }
+    }
+
+    /// `e` was `Anon` with no hold left (`word`): makes it `Dead` and
+    /// retires it, unless a probe pinned it again meanwhile (then that
+    /// probe's `let_go` comes here).
+    #[cold]
+    #[inline(never)]
+    fn bury<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>, word: u64) {
+        fence(Ordering::Acquire);
+        if e.meta
+            .compare_exchange(
+                word,
+                entry::with_state(word, State::Dead),
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+        {
+            core.bytes
+                .sub(core.sublist_of(e.hash), State::Anon as usize, e.bytes);
+            core.retire(e);
+        }
+    }
+
+    /// The lookup under the stripe's shared lock: when probes without it
+    /// kept meeting writers.
+    #[cold]
+    #[inline(never)]
+    fn lookup_locked<K: Key>(
+        core: &Core<K, Self>,
+        hash: u64,
+        key: &K,
+    ) -> Option<(EntryPtr<K>, usize)> {
+        let stripe = core.table.stripe(hash).read();
+        let (e, len) = stripe.find_with_len(hash, key)?;
+        let prev = e.meta.fetch_add(HOLD + HIT, Ordering::Acquire);
+        if !entry::state(prev).is_live() {
+            Self::let_go(core, e, HOLD + HIT);
+            return None;
+        }
+        if prev >= HITS_FOLD_BIT || entry::holds(prev) >= HOLD_LIMIT {
+            Self::hit_slow(core, e, prev);
+        }
+        Some((e, len))
+    }
+
+    /// A slot's length that disagrees with its entry (the slot was reused
+    /// while we read it): the entry's own.
+    #[cold]
+    #[inline(never)]
+    fn entry_len<K>(e: EntryPtr<K>) -> usize {
+        e.data_len()
+    }
+
     /// The rare cases of a hit: too many holds, or a hit count that reached
     /// 2^36 (bit 63): whoever clears that bit moves 2^36 hits to the
-    /// statistics. The state cannot change: our caller holds the stripe lock.
+    /// statistics (counted in the state the word had; a state change racing
+    /// with it only moves these hits between MRU and MFU).
     #[cold]
     #[inline(never)]
     fn hit_slow<K>(core: &Core<K, Self>, e: EntryPtr<K>, prev: u64) {
@@ -275,39 +366,62 @@ impl HitProtocol for Lazy {
     /// Cost of a `get` hit plus its handle's drop, in atomic read-modify-
     /// writes and the cache lines they write:
     ///
-    /// 1. the stripe lock, shared: one `lock cmpxchg` on the stripe's line
-    ///    (256+ stripes; readers share it without waiting);
-    /// 2. the hold, the reference bit and the hit count: one `lock xadd` of
+    /// 1. the hold, the reference bit and the hit count: one `lock xadd` of
     ///    `HOLD + HIT` on the entry's meta word, the line that also holds the
     ///    key compared just before and the first data bytes;
-    /// 3. the stripe unlock: one `lock xadd` on the stripe's line again;
-    /// 4. the handle's drop: one `lock xadd` (subtracting `HOLD`) on the
-    ///    entry's line.
+    /// 2. the handle's drop: one `lock xadd` (subtracting `HOLD`) on the
+    ///    same line.
     ///
-    /// Four RMWs on two lines, no sublist lock, no statistics counter (the
-    /// hit is counted by step 2), no thread-local lookup. Reads: the stripe
-    /// line (lock word, slots pointer), the slot (hash, entry pointer), the
-    /// entry line (key, meta word), then the data.
+    /// Two RMWs on one line, both the entry's own: no lock (the probe reads
+    /// the stripe's sequence count and slots, and writes nothing shared), no
+    /// statistics counter (the hit is counted by step 1), no fence (pinning
+    /// is one plain store to this thread's own record, `reclaim.rs`). Reads:
+    /// this thread's record, the stripe line (sequence count, slot array,
+    /// mask), the slot (tag, length, entry pointer), the entry line (key,
+    /// meta word); the slot's length lets the data's last line be fetched
+    /// without waiting for the entry's.
     #[inline]
-    fn lookup<K: Key>(core: &Core<K, Self>, hash: u64, key: &K) -> Option<EntryPtr<K>> {
-        let stripe = core.table.read(hash);
-        let e = stripe.find(hash, key)?;
-        // Relaxed is enough: the entry and its bytes were published under
-        // the stripe lock, whose shared acquisition ordered them for us; the
-        // evictor sees this hold through the same lock (it takes it
-        // exclusively before it looks at the word).
-        let prev = e.meta.fetch_add(HOLD + HIT, Ordering::Relaxed);
-        if !entry::state(prev).is_live() {
-            // A ghost: a miss. Undo (nobody acts on a ghost's word without
-            // the exclusive stripe lock, which we exclude).
-            e.meta.fetch_sub(HOLD + HIT, Ordering::Relaxed);
-            return None;
+    fn lookup<K: Key>(core: &Core<K, Self>, hash: u64, key: &K) -> Option<(EntryPtr<K>, usize)> {
+        let stripe = core.table.stripe(hash);
+        let _pinned = reclaim::pin();
+        for _ in 0..2 {
+            let Some(seq) = stripe.begin_probe() else {
+                break;
+            };
+            let Probe::Found(e, len) = stripe.probe(hash, key) else {
+                if stripe.unchanged(seq) {
+                    return None;
+                }
+                continue;
+            };
+            // Acquire: pairs with the Release of the stores that made the
+            // entry live (and of the last `let_go` before a reuse of its
+            // word's state); the entry's memory is ours to read while we
+            // are pinned.
+            let prev = e.meta.fetch_add(HOLD + HIT, Ordering::Acquire);
+            if entry::state(prev).is_live() {
+                if prev >= HITS_FOLD_BIT || entry::holds(prev) >= HOLD_LIMIT {
+                    Self::hit_slow(core, e, prev);
+                }
+                // Live when pinned: it was in the table when the probe read
+                // its slot, and a hold keeps it from being freed. The slot's
+                // length is the entry's unless the slot was reused between
+                // our two loads of it.
+                let len = if len == e.data_len() {
+                    len
+                } else {
+                    Self::entry_len(e)
+                };
+                return Some((e, len));
+            }
+            // A ghost, or an entry on its way out: let go; a ghost with the
+            // stripe unchanged is a miss, anything else is looked up again.
+            Self::let_go(core, e, HOLD + HIT);
+            if entry::state(prev).is_ghost() && stripe.unchanged(seq) {
+                return None;
+            }
         }
-        if prev >= HITS_FOLD_BIT || entry::holds(prev) >= HOLD_LIMIT {
-            Self::hit_slow(core, e, prev);
-        }
-        drop(stripe);
-        Some(e)
+        Self::lookup_locked(core, hash, key)
     }
 
     fn hold_locked<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>) {
@@ -322,14 +436,7 @@ impl HitProtocol for Lazy {
     /// comes after our reads of its bytes.
     #[inline]
     fn release<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>) {
-        let prev = e.meta.fetch_sub(HOLD, Ordering::Release);
-        if entry::holds(prev) == 1 && entry::state(prev) == State::Anon {
-            fence(Ordering::Acquire);
-            // SAFETY: it was taken out of the table and its list (Anon) while
-            // held, and we took its last hold: no other pointer to it is
-            // used any more (new holds need the table).
-            unsafe { free_anon(core, e) };
-        }
+        Self::let_go(core, e, HOLD);
     }
 
     fn installed<K: Key>(core: &Core<K, Self>, idx: usize, state: State, e: EntryPtr<K>) {
@@ -345,8 +452,8 @@ impl HitProtocol for Lazy {
                 core.events.count(Event::Remove);
                 core.lists[state as usize].sublist(idx).lock().remove(&old);
                 core.move_bytes(idx, state, State::Anon, old.bytes);
-                // One step: to Anon, hits folded out. Releases may race with
-                // it; no hold can start (stripe lock exclusive).
+                // One step: to Anon, hits folded out. Releases, and holds of
+                // probes that read its slot before it left, may race with it.
                 let prev = match old
                     .meta
                     .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
@@ -356,32 +463,47 @@ impl HitProtocol for Lazy {
                 };
                 Self::count_hits(core, state, entry::hits(prev));
                 if entry::holds(prev) == 0 {
-                    // SAFETY: unheld when it became Anon, out of the table
-                    // and its list: ours to free (a later release cannot
-                    // exist: no hold was left to release).
-                    unsafe { free_anon(core, old) };
+                    // Unheld: bury it now (or the probe that pins it before
+                    // we do will).
+                    Self::bury(core, old, entry::with_state(0, State::Anon));
                 }
             }
             State::MruGhost | State::MfuGhost => drop_ghost(core, idx, state, old),
-            State::Anon => unreachable!("an anonymous entry in the table"),
+            State::Anon | State::Dead => unreachable!("an entry out of use in the table"),
         }
     }
 
     fn at_tail<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>, state: State) -> Tail {
-        // No hold or hit can start (stripe lock exclusive); releases can
-        // still end, and Acquire orders their reads before a free.
-        let w = e.word();
-        if entry::hits(w) != 0 {
-            // Referenced: clear the bit (fold its count into the statistics)
-            // and move it (CAR: T1 -> T2 head, T2 -> T2 head).
-            let prev = e.meta.fetch_and(!HITS_MASK, Ordering::AcqRel);
-            Self::count_hits(core, state, entry::hits(prev));
-            return Tail::Promote;
+        // Holds and hits can start at any time (probes take no lock), so
+        // the eviction is a compare-exchange from the word that says
+        // "unheld, unreferenced" to `Dead`; Acquire orders the reads of
+        // released holds before the free.
+        let mut w = e.word();
+        loop {
+            if entry::hits(w) != 0 {
+                // Referenced: clear the bit (fold its count into the
+                // statistics) and move it (CAR: T1 -> T2 head, T2 -> T2 head).
+                let prev = e.meta.fetch_and(!HITS_MASK, Ordering::AcqRel);
+                Self::count_hits(core, state, entry::hits(prev));
+                return Tail::Promote;
+            }
+            if entry::holds(w) != 0 {
+                return Tail::Skip;
+            }
+            match e.meta.compare_exchange(
+                w,
+                entry::with_state(w, State::Dead),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Tail::Evict,
+                Err(now) => w = now,
+            }
         }
-        if entry::holds(w) != 0 {
-            return Tail::Skip;
-        }
-        Tail::Evict
+    }
+
+    fn dispose<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>) {
+        core.retire(e);
     }
 
     fn held_bytes<K: Key>(core: &Core<K, Self>, _: &Sizes) -> u64 {

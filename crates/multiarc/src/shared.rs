@@ -6,30 +6,35 @@
 //!
 //! # Locks and who may take what
 //!
-//! - A *stripe lock* (hash.rs, a reader-writer lock) guards the lookup of a
-//!   key and every state change of the entries hashed to it, and the table
-//!   slots; the lazy hit path, which changes only the entry's meta word,
-//!   takes it shared, everything else exclusively.
+//! - A *stripe lock* (hash.rs, a reader-writer lock) guards every change of
+//!   the table's slots and every state change of the entries hashed to it.
+//!   The lazy hit path, which changes only the entry's meta word, takes no
+//!   lock: it probes the slots against the stripe's sequence count, and
+//!   memory it may still read is freed only after it is done (reclaim.rs).
+//!   Everything else takes the lock exclusively (the eager hit path too).
 //! - A *sublist lock* (multilist.rs) guards one sublist's links and the slot
 //!   field of the entries linked there.
 //! - Order: stripe, then a live sublist, then a ghost sublist. The one
 //!   exception, eviction, walks a sublist first and only *tries* the stripe
 //!   lock of each candidate, skipping it when busy, so it cannot deadlock.
 //!
-//! Hits write no shared cache line beyond the key's own stripe lock and
-//! entry: per-state byte counts and the statistics are striped
+//! Lazy hits write no shared cache line beyond the key's own entry (eager
+//! hits also write their stripe lock and sublist lock): per-state byte counts and the statistics are striped
 //! (counter.rs), and lazy hits count themselves in the entry's meta word.
 
-use crate::config::Config;
+use crate::config::{Config, HitMode};
 use crate::counter::Striped;
-use crate::entry::State;
+use crate::entry::{EntryPtr, State};
 use crate::hash::HashTable;
+use crate::lock::Mutex;
 use crate::multilist::Multilist;
 use crate::pending::Loads;
 use crate::policy::{self, GhostHit, Sizes};
+use crate::reclaim::Limbo;
 use crate::signal::EvictSignal;
 use crate::stats::Events;
 use crate::sync::{AtomicU64, Ordering};
+use crossbeam_utils::CachePadded;
 use std::hash::{BuildHasher, Hash};
 use std::marker::PhantomData;
 
@@ -39,6 +44,9 @@ use std::marker::PhantomData;
 type KeyHasher = foldhash::fast::RandomState;
 #[cfg(loom)]
 type KeyHasher = foldhash::fast::FixedState;
+
+/// Retired entries of one sublist index, on their own cache line.
+type GarbageBin<K> = CachePadded<Mutex<Limbo<EntryPtr<K>>>>;
 
 /// Everything the cache's threads share.
 pub(crate) struct Core<K, M> {
@@ -54,8 +62,23 @@ pub(crate) struct Core<K, M> {
     pub(crate) bytes: Striped<5>,
     pub(crate) events: Events,
     pub(crate) signal: EvictSignal,
+    /// Entries out of the table that a probe without the lock may still be
+    /// reading (lazy mode), one bin per sublist index.
+    garbage: Box<[GarbageBin<K>]>,
+    /// Under loom: entries whose grace period passed, marked `freed` and
+    /// kept until the cache goes (see `entry.rs`).
+    #[cfg(loom)]
+    graveyard: Mutex<Vec<EntryPtr<K>>>,
     mode: PhantomData<fn() -> M>,
 }
+
+/// A garbage bin this full tries to free what it holds (one epoch scan and
+/// one `membarrier` per this many retired entries). Under loom, every
+/// retirement tries, so that the models meet frees racing with probes.
+#[cfg(not(loom))]
+const RETIRE_BATCH: usize = 64;
+#[cfg(loom)]
+const RETIRE_BATCH: usize = 1;
 
 impl<K: Eq + Hash, M> Core<K, M> {
     pub(crate) fn new(config: Config) -> Self {
@@ -64,7 +87,11 @@ impl<K: Eq + Hash, M> Core<K, M> {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         Core {
             hasher: KeyHasher::default(),
-            table: HashTable::new(config.hash_stripes, expected),
+            table: HashTable::new(
+                config.hash_stripes,
+                expected,
+                config.hit_mode == HitMode::Lazy,
+            ),
             lists: [
                 Multilist::new(n, "mru.sublist"),
                 Multilist::new(n, "mfu.sublist"),
@@ -77,6 +104,11 @@ impl<K: Eq + Hash, M> Core<K, M> {
             bytes: Striped::new(n),
             events: Events::new((cpus * 2).max(8)),
             signal: EvictSignal::default(),
+            garbage: (0..n)
+                .map(|_| CachePadded::new(Mutex::new(Limbo::default())))
+                .collect(),
+            #[cfg(loom)]
+            graveyard: Mutex::new(Vec::new()),
             config,
             mode: PhantomData,
         }
@@ -93,6 +125,39 @@ impl<K, M> Core<K, M> {
     #[inline]
     pub(crate) fn sublist_of(&self, hash: u64) -> usize {
         ((((hash >> 16) & 0xffff_ffff) * self.config.sublists as u64) >> 32) as usize
+    }
+
+    /// Frees `e`, which is out of the table and every list and unheld, once
+    /// no probe without the lock can be reading it (`reclaim.rs`).
+    pub(crate) fn retire(&self, e: EntryPtr<K>) {
+        let mut bin = self.garbage[self.sublist_of(e.hash)].lock();
+        bin.retire(e);
+        if bin.len() >= RETIRE_BATCH {
+            bin.collect(|e| self.free_retired(e));
+        }
+    }
+
+    /// Frees what the garbage bins may free now (the evict thread, after
+    /// each pass).
+    pub(crate) fn collect_garbage(&self) {
+        for bin in self.garbage.iter() {
+            bin.lock().collect(|e| self.free_retired(e));
+        }
+    }
+
+    /// `e`'s grace period has passed (the limbo hands out no other).
+    fn free_retired(&self, e: EntryPtr<K>) {
+        #[cfg(not(loom))]
+        // SAFETY: retired (out of the table and every list, unheld) and no
+        // probe that could have seen it is still running.
+        unsafe {
+            e.free()
+        };
+        #[cfg(loom)]
+        {
+            e.freed.store(true, Ordering::Relaxed);
+            self.graveyard.lock().push(e);
+        }
     }
 
     pub(crate) fn sizes(&self) -> Sizes {
@@ -155,6 +220,18 @@ impl<K, M> Drop for Core<K, M> {
             // SAFETY: `&mut self`: no other thread can reach the core, and
             // each entry is in the table once.
             unsafe { e.free() };
+        }
+        #[cfg(loom)]
+        for e in self.graveyard.get_mut().drain(..) {
+            // SAFETY: marked freed, in nothing else; `&mut self`.
+            unsafe { e.free() };
+        }
+        for bin in self.garbage.iter_mut() {
+            for e in bin.get_mut().drain() {
+                // SAFETY: retired entries are in no table or list, and no
+                // probe of this cache is running (`&mut self`).
+                unsafe { e.free() };
+            }
         }
     }
 }

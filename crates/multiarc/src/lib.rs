@@ -40,12 +40,10 @@ mod multilist;
 mod pending;
 mod policy;
 mod protocol;
-pub mod reference;
 mod shared;
 mod signal;
 mod stats;
 mod sync;
-pub mod trace;
 
 pub use cache::{Cache, Handle};
 pub use config::{default_sublists, Builder, ConfigError, HitMode, MAX_BYTES};

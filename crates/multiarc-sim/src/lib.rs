@@ -6,7 +6,7 @@
 //! - [`trace`]: streaming readers of block traces (one id per line, the ARC
 //!   paper's `.lis`, CloudPhysics CSV, any CSV column), bounded in memory
 //!   and failing on malformed input with the line number.
-//! - [`reference`]: the papers' page-based replacement policies, written
+//! - [`reference`](mod@reference): the papers' page-based replacement policies, written
 //!   from their pseudo-code: ARC (Megiddo & Modha), CAR (Bansal & Modha) and
 //!   LRU, behind the [`PagePolicy`] trait.
 //! - [`opt`]: Belady's OPT, which needs each request's next use, and

@@ -14,9 +14,10 @@
 //! resize of step 4 repaired it. A cache that recovers by itself shows phase
 //! 3's final window (its last 20% of reads) within 2 points of phases 1 and 5.
 
-use crate::util::{check_fits_in_memory, human_bytes, outln, size_arg, Progress, SplitMix};
+use crate::util::{check_fits_in_memory, human_bytes, outln, size_arg, Progress};
 use anyhow::bail;
 use multiarc::{BlockKey, Cache, HitMode};
+use rand::RngExt;
 use serde::Serialize;
 use std::time::Instant;
 
@@ -154,7 +155,7 @@ pub fn run(args: PoisonArgs) -> anyhow::Result<()> {
         cache: &cache,
         block: args.block_size,
     };
-    let mut rng = SplitMix(0xF00D);
+    let mut rng = multiarc_sim::workload::rng(0xF00D);
     let mut progress = Progress::new(true);
     let mut phases = Vec::new();
     for phase in 1..=5u32 {
@@ -178,8 +179,8 @@ pub fn run(args: PoisonArgs) -> anyhow::Result<()> {
             } else {
                 // Up to 256 KiB, and shorter than A (--a-bytes > --max-bytes
                 // >= 2 blocks, so A has at least 2 bytes).
-                let len = 1 + rng.next() % (256 << 10).min(args.a_bytes - 1);
-                let offset = rng.next() % (args.a_bytes - len);
+                let len = rng.random_range(1..=(256 << 10).min(args.a_bytes - 1));
+                let offset = rng.random_range(0..args.a_bytes - len);
                 reader.read(1, offset, len)
             };
             hits += h;

@@ -19,7 +19,8 @@
 //! no more memory than the trace. What the policies, opt's next uses and the
 //! distinct set need is checked against the machine's available memory.
 //! The trace readers' own limits (line length, blocks per request) are in
-//! `multiarc::trace`.
+//! `multiarc_sim::trace`; the page-based policies (`arc`, `car`, `lru`) and
+//! Belady's `opt` are `multiarc_sim`'s too.
 
 use crate::peers::{self, BenchCache, PEER_NAMES};
 use crate::plot;
@@ -28,10 +29,11 @@ use crate::util::{
     Progress,
 };
 use anyhow::{bail, Context};
-use multiarc::reference::{ArcPolicy, CarPolicy, LruPolicy, PagePolicy};
-use multiarc::trace::{TraceFormat, TraceReader};
+use multiarc_sim::opt::{OptPolicy, NEVER};
+use multiarc_sim::reference::{ArcPolicy, CarPolicy, LruPolicy, PagePolicy};
+use multiarc_sim::trace::{TraceFormat, TraceReader};
 use serde::Serialize;
-use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -274,7 +276,7 @@ fn check_same(source: &dyn TraceSource, first: Pass, pass: Pass, name: &str) -> 
 pub(crate) enum Policy {
     Page(Box<dyn PagePolicy>),
     Cache(Box<dyn BenchCache>),
-    Opt(Opt),
+    Opt(OptPolicy),
 }
 
 impl Policy {
@@ -294,7 +296,7 @@ impl Policy {
 }
 
 /// For each request, the index of the next request of the same block
-/// (`u64::MAX`: never again).
+/// ([`NEVER`]: never again).
 pub(crate) enum NextUse {
     /// No future known (policies other than `opt`).
     None,
@@ -305,9 +307,9 @@ pub(crate) enum NextUse {
 impl NextUse {
     fn get(&self, i: u64) -> u64 {
         match self {
-            NextUse::None => u64::MAX,
+            NextUse::None => NEVER,
             NextUse::Narrow(v) => match v[i as usize] {
-                u32::MAX => u64::MAX,
+                u32::MAX => NEVER,
                 n => n as u64,
             },
             NextUse::Wide(v) => v[i as usize],
@@ -334,7 +336,7 @@ impl NextUse {
         let mut next = if narrow {
             NextUse::Narrow(vec![u32::MAX; requests as usize])
         } else {
-            NextUse::Wide(vec![u64::MAX; requests as usize])
+            NextUse::Wide(vec![NEVER; requests as usize])
         };
         let mut last: HashMap<u64, u64> = HashMap::new();
         let mut i = 0u64;
@@ -360,46 +362,6 @@ impl NextUse {
         })?;
         check_same(source, first, pass, "opt")?;
         Ok(next)
-    }
-}
-
-/// Belady's OPT: on a miss with a full cache, evict the block whose next use
-/// is farthest in the future.
-pub(crate) struct Opt {
-    capacity: usize,
-    /// Cached block -> its next use.
-    cached: HashMap<u64, u64>,
-    /// (next use, block), stale entries skipped.
-    heap: BinaryHeap<(u64, u64)>,
-}
-
-impl Opt {
-    fn new(capacity: usize) -> Opt {
-        Opt {
-            capacity,
-            cached: HashMap::new(),
-            heap: BinaryHeap::new(),
-        }
-    }
-
-    fn access(&mut self, id: u64, next: u64) -> bool {
-        let hit = self.cached.contains_key(&id);
-        if !hit && self.cached.len() == self.capacity {
-            while let Some((when, victim)) = self.heap.pop() {
-                if self.cached.get(&victim) == Some(&when) {
-                    self.cached.remove(&victim);
-                    break;
-                }
-            }
-        }
-        self.cached.insert(id, next);
-        self.heap.push((next, id));
-        if self.heap.len() > 4 * self.capacity + 1024 {
-            let cached = &self.cached;
-            self.heap
-                .retain(|&(when, id)| cached.get(&id) == Some(&when));
-        }
-        hit
     }
 }
 
@@ -462,7 +424,7 @@ pub(crate) fn build_policy(name: &str, blocks: u64) -> anyhow::Result<Policy> {
         "arc" => Policy::Page(Box::new(ArcPolicy::new(blocks as usize))),
         "car" => Policy::Page(Box::new(CarPolicy::new(blocks as usize))),
         "lru" => Policy::Page(Box::new(LruPolicy::new(blocks as usize))),
-        "opt" => Policy::Opt(Opt::new(blocks as usize)),
+        "opt" => Policy::Opt(OptPolicy::new(blocks as usize)),
         // Every other row is a concurrent cache holding 1-byte values with a
         // capacity of `blocks` bytes: capacity counted in blocks.
         other => Policy::Cache(peers::build(other, blocks, 1)?),
@@ -686,26 +648,6 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn opt_is_beladys() {
-        // Capacity 2, trace 1 2 3 1 2: when 3 arrives, OPT evicts the block
-        // whose next use is farthest (2, used at index 4; 1 is used at 3).
-        let trace = [1u64, 2, 3, 1, 2];
-        let mut next = vec![u64::MAX; trace.len()];
-        for i in 0..trace.len() {
-            next[i] = (i + 1..trace.len())
-                .find(|&j| trace[j] == trace[i])
-                .map_or(u64::MAX, |j| j as u64);
-        }
-        let mut opt = Opt::new(2);
-        let hits: Vec<bool> = trace
-            .iter()
-            .zip(&next)
-            .map(|(&id, &n)| opt.access(id, n))
-            .collect();
-        assert_eq!(hits, vec![false, false, false, true, false]);
-    }
-
     /// A trace whose `k`-th opening reads `texts[k]` (the last one from
     /// then on): a file written to between passes.
     struct Changing {
@@ -849,14 +791,7 @@ mod tests {
             .map(|i| (i * 7919) % 97 + (i % 13) * 100)
             .collect();
         let distinct = trace.iter().collect::<HashSet<_>>().len() as u64;
-        let mut next = vec![u64::MAX; trace.len()];
-        let mut last = HashMap::new();
-        for (i, &id) in trace.iter().enumerate() {
-            if let Some(prev) = last.insert(id, i) {
-                next[prev] = i as u64;
-            }
-        }
-        let next = NextUse::Wide(next);
+        let next = NextUse::Wide(multiarc_sim::opt::next_uses(&trace));
         for name in ["multiarc", "multiarc-eager", "arc", "car", "lru", "opt"]
             .iter()
             .chain(PEER_NAMES)

@@ -11,6 +11,7 @@ use crate::peers::PEER_NAMES;
 use crate::replay::{build_policy, NextUse, POLICY_BYTES_PER_BLOCK};
 use crate::util::{check_fits_in_memory, human_bytes, name_arg, outln, size_arg, Progress};
 use anyhow::bail;
+use multiarc_sim::workload::{Uniform, Zipf};
 use serde::Serialize;
 
 /// Arguments of `multiarc scan`.
@@ -55,37 +56,30 @@ struct ScanReport {
     results: Vec<ScanResult>,
 }
 
-/// Hot-set block ids drawn from a Zipf (exponent 0.9) or uniform pattern.
-struct HotSet {
-    cumulative: Vec<f64>,
-    state: u64,
+/// Hot-set block ids drawn from a Zipf (exponent 0.9) or uniform pattern
+/// over `0..blocks`, from the same seed for every policy.
+enum HotSet {
+    Zipf(Zipf),
+    Uniform(Uniform),
 }
 
 impl HotSet {
+    const SEED: u64 = 0x1234_5678_9ABC_DEF1;
+
     fn new(blocks: u64, zipf: bool) -> HotSet {
-        let mut total = 0.0;
-        let cumulative = (1..=blocks)
-            .map(|i| {
-                total += if zipf {
-                    1.0 / (i as f64).powf(0.9)
-                } else {
-                    1.0
-                };
-                total
-            })
-            .collect();
-        HotSet {
-            cumulative,
-            state: 0x1234_5678_9ABC_DEF1,
+        if zipf {
+            HotSet::Zipf(Zipf::new(blocks, 0.9, Self::SEED))
+        } else {
+            HotSet::Uniform(Uniform::new(blocks, Self::SEED))
         }
     }
 
     fn next(&mut self) -> u64 {
-        self.state ^= self.state << 13;
-        self.state ^= self.state >> 7;
-        self.state ^= self.state << 17;
-        let u = (self.state >> 11) as f64 / (1u64 << 53) as f64 * self.cumulative.last().unwrap();
-        self.cumulative.partition_point(|&c| c < u) as u64
+        match self {
+            HotSet::Zipf(ids) => ids.next(),
+            HotSet::Uniform(ids) => ids.next(),
+        }
+        .expect("the hot set's ids never end")
     }
 }
 
@@ -112,16 +106,14 @@ pub fn run(args: ScanArgs) -> anyhow::Result<()> {
     }
     // The policies simulate the cache: they keep each block's key and list
     // links (and a ghost as many again), not its bytes, one policy at a
-    // time; the Zipf table takes 8 bytes per hot block.
+    // time; the hot set's generators take constant memory.
     check_fits_in_memory(
         &format!(
             "--cache-bytes {} ({capacity} blocks of {}, about {POLICY_BYTES_PER_BLOCK} bytes of bookkeeping each)",
             human_bytes(args.cache_bytes),
             human_bytes(args.block_size)
         ),
-        capacity
-            .saturating_mul(POLICY_BYTES_PER_BLOCK)
-            .saturating_add(hot_blocks.saturating_mul(8)),
+        capacity.saturating_mul(POLICY_BYTES_PER_BLOCK),
     )?;
     let Some(scan_blocks) = capacity.checked_mul(args.scan_multiple) else {
         bail!(

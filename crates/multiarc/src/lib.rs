@@ -41,12 +41,10 @@ mod pending;
 mod policy;
 mod protocol;
 mod reclaim;
-pub mod reference;
 mod shared;
 mod signal;
 mod stats;
 mod sync;
-pub mod trace;
 
 pub use cache::{Cache, Handle};
 pub use config::{default_sublists, Builder, ConfigError, HitMode, MAX_BYTES};

@@ -115,12 +115,7 @@ fn held_buffers_are_never_evicted(mode: HitMode) {
 
 fn inline_eviction_keeps_the_byte_bound_and_ghost_bounds(mode: HitMode) {
     let cache = inline(8192 * 10, mode);
-    let mut x = 0x2545_F491_4F6C_DD1Du64;
-    for _ in 0..1000 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        let k = x % 20;
+    for k in multiarc_sim::workload::Uniform::new(20, 0x2545_F491_4F6C_DD1D).take(1000) {
         if cache.get(&k).is_none() {
             drop(cache.insert(k, vec![0; 8192]));
         }

@@ -15,8 +15,8 @@
 
 mod common;
 
-use multiarc::reference::{ArcPolicy, CarPolicy, PagePolicy};
 use multiarc::{Builder, Cache, HitMode};
+use multiarc_sim::reference::{ArcPolicy, CarPolicy, PagePolicy};
 
 const BLOCK: usize = 8192;
 

@@ -3,12 +3,12 @@
 
 mod common;
 
-use common::Rng;
 use multiarc::file::{
     BackingStore, CachedFile, Fault, FaultPlan, FaultStore, FileStore, Locking, MemStore,
     WriteBack, WriteBackConfig,
 };
 use multiarc::{BlockKey, Cache, HitMode};
+use rand::RngExt;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -57,7 +57,7 @@ fn shadow_run(
     open: &dyn Fn() -> Box<dyn BackingStore>,
     seed: u64,
 ) {
-    let mut rng = Rng::new(seed);
+    let mut rng = common::rng(seed);
     let mut model: Vec<u8> = Vec::new();
     let new_cache = || {
         Arc::new(
@@ -80,12 +80,12 @@ fn shadow_run(
     let mut file = reopen(Arc::clone(&current_cache));
     let max_len = 40 * block_size as u64;
     for step in 0..3000u64 {
-        let op = rng.next() % 100;
-        let off = rng.next() % max_len;
-        let len = match rng.next() % 4 {
+        let op = rng.random_range(0..100);
+        let off = rng.random_range(0..max_len);
+        let len = match rng.random_range(0..4) {
             0 => block_size,
-            1 => 1 + (rng.next() % 16) as usize,
-            _ => 1 + (rng.next() % (3 * block_size as u64)) as usize,
+            1 => rng.random_range(1..=16),
+            _ => rng.random_range(1..=3 * block_size),
         };
         if op < 40 {
             let data: Vec<u8> = (0..len)
@@ -112,14 +112,14 @@ fn shadow_run(
                 "step {step}: read of {len} at {off} differs"
             );
         } else if op < 91 {
-            let new_len = rng.next() % max_len;
+            let new_len = rng.random_range(0..max_len);
             file.set_len(new_len).unwrap();
             model.resize(new_len as usize, 0);
         } else if op < 96 {
             file.sync_all().unwrap();
         } else {
             // Close (syncing), drop the cache, reopen the store.
-            if rng.next().is_multiple_of(2) {
+            if rng.random_bool(0.5) {
                 current_cache = new_cache();
             }
             let c = Arc::clone(&current_cache);
@@ -217,10 +217,10 @@ fn torn_reads(locking: Locking, limit: Duration, stop_on_mix: bool) -> (u64, u64
         for w in 0..2u64 {
             let (file, generation, stop) = (&file, &generation, &stop);
             s.spawn(move || {
-                let mut rng = Rng::new(w + 10);
+                let mut rng = common::rng(w + 10);
                 while !stop.load(Ordering::Relaxed) {
                     let g = generation.fetch_add(1, Ordering::Relaxed);
-                    let region = rng.next() % regions;
+                    let region = rng.random_range(0..regions);
                     let bytes: Vec<u8> =
                         std::iter::repeat_n(g.to_le_bytes(), (REGION * bs / 8) as usize)
                             .flatten()
@@ -232,13 +232,13 @@ fn torn_reads(locking: Locking, limit: Duration, stop_on_mix: bool) -> (u64, u64
         for r in 0..2u64 {
             let (file, mixed, reads, stop) = (&file, &mixed, &reads, &stop);
             s.spawn(move || {
-                let mut rng = Rng::new(r + 20);
+                let mut rng = common::rng(r + 20);
                 let mut buf = vec![0u8; (REGION * bs) as usize];
                 while !stop.load(Ordering::Relaxed) {
-                    let region = rng.next() % regions;
+                    let region = rng.random_range(0..regions);
                     // 8-byte aligned so stamps line up; at least 2 blocks.
-                    let start = (rng.next() % (REGION * bs / 2)) & !7;
-                    let len = (2 * bs + rng.next() % (REGION * bs - start - 2 * bs + 1)) & !7;
+                    let start = rng.random_range(0..REGION * bs / 2) & !7;
+                    let len = rng.random_range(2 * bs..=REGION * bs - start) & !7;
                     let buf = &mut buf[..len as usize];
                     let n = file.read_at(buf, region * REGION * bs + start).unwrap();
                     assert_eq!(n, buf.len());

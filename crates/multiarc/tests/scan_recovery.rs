@@ -17,8 +17,9 @@
 
 mod common;
 
-use common::Rng;
 use multiarc::{BlockKey, Builder, Cache, HitMode};
+use multiarc_sim::workload::SimRng;
+use rand::RngExt;
 
 const BLOCK: u64 = 8192;
 const M: u64 = 8 << 20;
@@ -62,7 +63,7 @@ fn read(cache: &Cache<BlockKey>, object: u64, offset: u64, len: u64) -> (u64, u6
     (hits, lookups)
 }
 
-fn random_reads(cache: &Cache<BlockKey>, rng: &mut Rng) -> Phase {
+fn random_reads(cache: &Cache<BlockKey>, rng: &mut SimRng) -> Phase {
     let mut p = Phase {
         p_range: (u64::MAX, 0),
         hits: 0,
@@ -71,8 +72,8 @@ fn random_reads(cache: &Cache<BlockKey>, rng: &mut Rng) -> Phase {
         window_lookups: 0,
     };
     for i in 0..READS {
-        let len = 1 + rng.next() % (256 << 10);
-        let offset = rng.next() % (A_BYTES - len);
+        let len = rng.random_range(1..=256 << 10);
+        let offset = rng.random_range(0..A_BYTES - len);
         let (h, l) = read(cache, 1, offset, len);
         p.hits += h;
         p.lookups += l;
@@ -95,7 +96,7 @@ fn scenario(mode: HitMode) {
         .hit_mode(mode)
         .build()
         .unwrap();
-    let mut rng = Rng::new(5);
+    let mut rng = common::rng(5);
     let p1 = random_reads(&cache, &mut rng);
     let mut b = 0;
     while b < B_BYTES {

@@ -5,6 +5,8 @@
 //! deadlocks (a watchdog fails the test if the run hangs).
 
 use multiarc::{Builder, Cache, HitMode};
+use multiarc_sim::workload::rng;
+use rand::Rng;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -15,13 +17,7 @@ fn stamped(key: u64, version: u64, len: usize) -> Vec<u8> {
     let mut v = vec![0u8; len.max(16)];
     v[..8].copy_from_slice(&key.to_le_bytes());
     v[8..16].copy_from_slice(&version.to_le_bytes());
-    let mut x = key.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ version;
-    for b in &mut v[16..] {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        *b = x as u8;
-    }
+    rng(key.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ version).fill_bytes(&mut v[16..]);
     v
 }
 
@@ -37,16 +33,6 @@ fn check(key: u64, bytes: &[u8]) {
     );
 }
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
 fn run_stress(cache: &Cache<u64>, threads: usize, run_for: Duration) {
     let stop = AtomicBool::new(false);
     let ops = AtomicU64::new(0);
@@ -55,14 +41,14 @@ fn run_stress(cache: &Cache<u64>, threads: usize, run_for: Duration) {
         for t in 0..threads {
             let (stop, ops) = (&stop, &ops);
             s.spawn(move || {
-                let mut rng = Rng(0x1234_5678 + t as u64 * 7919);
+                let mut rng = rng(0x1234_5678 + t as u64 * 7919);
                 let mut version = 0u64;
                 // Each thread pins a key of its own and keeps it held while churning.
                 let pinned = PINNED_BASE + t as u64;
                 let pin = cache.insert(pinned, stamped(pinned, 0, 4096));
                 let mut n = 0u64;
                 while !stop.load(Ordering::Relaxed) {
-                    let r = rng.next();
+                    let r = rng.next_u64();
                     let key = (r >> 8) % 2000;
                     let len = 512 + ((r >> 40) % 8) as usize * 1024;
                     match r % 100 {

@@ -18,9 +18,9 @@ pub fn shared_dir() -> Option<PathBuf> {
 pub fn cloudphysics_blocks(block_size: u64) -> Option<Vec<u64>> {
     let path = shared_dir()?.join("traces/cloudphysics_io.csv");
     let file = std::fs::File::open(&path).ok()?;
-    let reader = multiarc::trace::TraceReader::new(
+    let reader = multiarc_sim::trace::TraceReader::new(
         std::io::BufReader::new(file),
-        multiarc::trace::TraceFormat::CloudPhysics { block_size },
+        multiarc_sim::trace::TraceFormat::CloudPhysics { block_size },
     );
     Some(
         reader
@@ -29,70 +29,40 @@ pub fn cloudphysics_blocks(block_size: u64) -> Option<Vec<u64>> {
     )
 }
 
-/// A xorshift64 generator: fast, deterministic, good enough for traces.
-pub struct Rng(u64);
+use multiarc_sim::workload::{Loop, Scan, SimRng, Uniform, Zipf};
 
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-
-    pub fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    /// Uniform in [0, 1).
-    pub fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
+/// A seeded, reproducible generator for tests that draw their own values
+/// (with `rand::RngExt`).
+pub fn rng(seed: u64) -> SimRng {
+    multiarc_sim::workload::rng(seed)
 }
 
 /// `n` uniformly random ids in `0..universe`.
 pub fn random(n: usize, universe: u64, seed: u64) -> Vec<u64> {
-    let mut r = Rng::new(seed);
-    (0..n).map(|_| r.next() % universe).collect()
+    Uniform::new(universe, seed).take(n).collect()
 }
 
 /// `0, 1, ..., loop_len - 1, 0, 1, ...`: defeats LRU when the loop is larger
 /// than the cache.
 pub fn looping(n: usize, loop_len: u64) -> Vec<u64> {
-    (0..n as u64).map(|i| i % loop_len).collect()
+    Loop::new(loop_len).take(n).collect()
 }
 
 /// A hot set of `hot` ids read at random, with a one-pass sequential scan of
 /// `scan_len` fresh ids interleaved (one scan id after every two hot ones).
 pub fn scan_mixed(n: usize, hot: u64, scan_len: u64, seed: u64) -> Vec<u64> {
-    let mut r = Rng::new(seed);
-    let mut next_scan = 0;
+    let mut hot = Uniform::new(hot, seed);
+    let mut scan = Scan::new(1_000_000_001, scan_len);
     (0..n)
         .map(|i| {
-            if i % 3 == 2 && next_scan < scan_len {
-                next_scan += 1;
-                1_000_000_000 + next_scan
-            } else {
-                r.next() % hot
-            }
+            let from_scan = if i % 3 == 2 { scan.next() } else { None };
+            from_scan.unwrap_or_else(|| hot.next().expect("endless"))
         })
         .collect()
 }
 
 /// `n` ids in `0..universe` drawn from a Zipf distribution with the given
-/// exponent (id 0 the most popular), by inverting the cumulative weights.
+/// exponent (id 0 the most popular).
 pub fn zipf(n: usize, universe: u64, exponent: f64, seed: u64) -> Vec<u64> {
-    let mut cumulative = Vec::with_capacity(universe as usize);
-    let mut total = 0.0;
-    for i in 1..=universe {
-        total += 1.0 / (i as f64).powf(exponent);
-        cumulative.push(total);
-    }
-    let mut r = Rng::new(seed);
-    (0..n)
-        .map(|_| {
-            let u = r.unit() * total;
-            cumulative.partition_point(|&c| c < u) as u64
-        })
-        .collect()
+    Zipf::new(universe, exponent, seed).take(n).collect()
 }

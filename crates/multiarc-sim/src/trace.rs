@@ -295,7 +295,7 @@ impl TraceFormat {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod tests {
     use super::*;
 

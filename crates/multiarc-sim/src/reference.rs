@@ -414,30 +414,21 @@ impl PagePolicy for LruPolicy {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod tests {
     use super::*;
-
-    fn xorshift(seed: u64) -> impl FnMut() -> u64 {
-        let mut x = seed | 1;
-        move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        }
-    }
+    use crate::workload::Uniform;
 
     #[test]
     fn arc_keeps_the_papers_invariants() {
         for c in [1, 2, 7, 50] {
             let mut arc = ArcPolicy::new(c);
-            let mut r = xorshift(c as u64);
+            let mut r = Uniform::new(3 * c as u64, c as u64);
             for i in 0..20_000u64 {
                 let page = if i % 5 == 0 {
                     1000 + i
                 } else {
-                    r() % (3 * c as u64)
+                    r.next().unwrap()
                 };
                 arc.access(page);
                 let (t1, t2, b1, b2) = arc.lens();
@@ -476,12 +467,12 @@ mod tests {
     fn car_keeps_the_papers_invariants() {
         for c in [1, 2, 7, 50] {
             let mut car = CarPolicy::new(c);
-            let mut r = xorshift(c as u64 + 9);
+            let mut r = Uniform::new(3 * c as u64, c as u64 + 9);
             for i in 0..20_000u64 {
                 let page = if i % 5 == 0 {
                     1000 + i
                 } else {
-                    r() % (3 * c as u64)
+                    r.next().unwrap()
                 };
                 car.access(page);
                 let (t1, t2, b1, b2) = car.lens();
@@ -508,9 +499,7 @@ mod tests {
     fn lru_matches_a_naive_model() {
         let mut lru = LruPolicy::new(5);
         let mut naive: Vec<u64> = Vec::new();
-        let mut r = xorshift(3);
-        for _ in 0..10_000 {
-            let page = r() % 12;
+        for page in Uniform::new(12, 3).take(10_000) {
             let hit = naive.contains(&page);
             naive.retain(|&p| p != page);
             naive.push(page);

@@ -1,0 +1,34 @@
+//! multiarc-sim: the simulator beside the multiarc cache, single-threaded
+//! and independent of it.
+//!
+//! It holds what measures and checks a cache rather than being one:
+//!
+//! - [`trace`]: streaming readers of block traces (one id per line, the ARC
+//!   paper's `.lis`, CloudPhysics CSV, any CSV column), bounded in memory
+//!   and failing on malformed input with the line number.
+//! - [`reference`](mod@reference): the papers' page-based replacement policies, written
+//!   from their pseudo-code: ARC (Megiddo & Modha), CAR (Bansal & Modha) and
+//!   LRU, behind the [`PagePolicy`] trait.
+//! - [`opt`]: Belady's OPT, which needs each request's next use, and
+//!   [`opt::next_uses`] to compute them for a trace in memory.
+//! - [`workload`]: seeded, deterministic workload generators (uniform,
+//!   Zipf, one-pass scan, loop) on `rand` and `rand_distr`.
+//!
+//! Who uses it: the `multiarc` library's tests (as a dev-dependency: the
+//! differential tests compare the cache with [`ArcPolicy`] and
+//! [`CarPolicy`] request by request, on generated and real traces), and the
+//! `multiarc` command (`replay` reads traces and runs the references and
+//! OPT beside the caches; `scan` and `poison` draw their workloads here).
+//! It does not depend on the `multiarc` library, so that the library can
+//! test against it.
+
+#![warn(missing_docs)]
+
+pub mod opt;
+pub mod reference;
+pub mod trace;
+pub mod workload;
+
+pub use opt::OptPolicy;
+pub use reference::{ArcPolicy, CarPolicy, LruPolicy, PagePolicy};
+pub use trace::{TraceError, TraceFormat, TraceReader};

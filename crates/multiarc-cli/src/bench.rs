@@ -11,15 +11,15 @@
 //! files on tmpfs read with `pread`) and `memcpy` (copying random blocks of an
 //! equally large array: the ceiling for copy mode).
 
+use crate::harness::{self, machine, measure, Machine, Run};
 use crate::peers::{self, BenchCache, MULTIARC_NAMES, PEER_NAMES};
 use crate::plot;
-use crate::util::{count_arg, name_arg, size_arg, Progress, SplitMix};
+use crate::util::{count_arg, meminfo, name_arg, size_arg, Progress};
 use anyhow::{bail, Context};
 use serde::Serialize;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Rows that are not caches.
 const BASELINES: &[&str] = &["pagecache", "memcpy"];
@@ -109,14 +109,6 @@ struct BenchResult {
     /// The lockstat table of this run (printed for the most threads).
     #[serde(skip)]
     lock_table: Option<String>,
-}
-
-#[derive(Serialize)]
-pub(crate) struct Machine {
-    pub(crate) cpus: usize,
-    pub(crate) cpu_model: String,
-    memory_bytes: u64,
-    os: String,
 }
 
 #[derive(Serialize)]
@@ -233,13 +225,13 @@ fn run_once(
             if tracing {
                 multiarc::lock::lockstat::reset();
             }
-            let (ops, misses, elapsed) = measure(
+            let run = measure(
                 threads,
                 args.seconds,
                 block,
                 cache_op(&**cache, mode, blocks),
             );
-            let mut r = result(label, mode, threads, ops, misses, elapsed, block);
+            let mut r = result(label, mode, threads, run, block);
             if tracing {
                 cache.set_lockstat(false);
                 let rep = multiarc::lock::lockstat::snapshot();
@@ -256,7 +248,7 @@ fn run_once(
             r
         }
         Prepared::PageCache(_dir, files) => {
-            let (ops, misses, elapsed) = measure(threads, args.seconds, block, |t, r, buf| {
+            let run = measure(threads, args.seconds, block, |t, r, buf| {
                 let b = r % blocks;
                 let ok = files[t].read_exact_at(buf, b * bs).is_ok();
                 if (r >> 52) == 0 {
@@ -264,43 +256,19 @@ fn run_once(
                 }
                 ok
             });
-            result(label, Mode::Copy, threads, ops, misses, elapsed, block)
+            result(label, Mode::Copy, threads, run, block)
         }
         Prepared::Memcpy(array) => {
-            let (ops, misses, elapsed) = measure(threads, args.seconds, block, |t, r, buf| {
+            let run = measure(threads, args.seconds, block, |t, r, buf| {
                 let b = r % blocks;
                 let at = ((t as u64 * blocks + b) as usize) * block;
                 buf.copy_from_slice(&array[at..at + block]);
                 std::hint::black_box(&buf);
                 true
             });
-            result(label, Mode::Copy, threads, ops, misses, elapsed, block)
+            result(label, Mode::Copy, threads, run, block)
         }
     }
-}
-
-pub(crate) fn machine() -> Machine {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let cpu_model = cpuinfo
-        .lines()
-        .find(|l| l.starts_with("model name"))
-        .and_then(|l| l.split(':').nth(1))
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|| "unknown".into());
-    Machine {
-        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
-        cpu_model,
-        memory_bytes: meminfo("MemTotal:").unwrap_or(0),
-        os: std::env::consts::OS.to_string(),
-    }
-}
-
-/// A `/proc/meminfo` figure in bytes.
-fn meminfo(field: &str) -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with(field))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
 }
 
 /// The bytes of block `block` of thread `thread`'s object: the key in the
@@ -324,121 +292,6 @@ fn check_block(key: u64, bytes: &[u8]) {
     let k = key.to_le_bytes();
     let n = bytes.len().min(8);
     assert_eq!(&bytes[..n], &k[..n], "block {key:#x}: wrong bytes returned");
-}
-
-/// Runs [`measure`] `repeat` times; returns the run with the median
-/// throughput.
-pub(crate) fn measure_median<F>(
-    repeat: usize,
-    threads: usize,
-    seconds: f64,
-    block: usize,
-    op: F,
-) -> (u64, u64, Duration)
-where
-    F: Fn(usize, u64, &mut [u8]) -> bool + Sync,
-{
-    let mut runs: Vec<(u64, u64, Duration)> = (0..repeat)
-        .map(|_| measure(threads, seconds, block, &op))
-        .collect();
-    runs.sort_by(|a, b| {
-        let rate = |r: &(u64, u64, Duration)| r.0 as f64 / r.2.as_secs_f64();
-        rate(a).total_cmp(&rate(b))
-    });
-    runs[runs.len() / 2]
-}
-
-/// The start line of the measuring threads: they run once it opens, or
-/// give up if it is closed because a thread could not be started (a
-/// `Barrier` would keep the started ones, and the scope, waiting forever).
-struct StartLine {
-    state: std::sync::Mutex<Option<bool>>,
-    cv: std::sync::Condvar,
-}
-
-impl StartLine {
-    fn new() -> StartLine {
-        StartLine {
-            state: std::sync::Mutex::new(None),
-            cv: std::sync::Condvar::new(),
-        }
-    }
-
-    /// Waits for the start; true to run, false to give up.
-    fn wait(&self) -> bool {
-        let mut g = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        loop {
-            if let Some(go) = *g {
-                return go;
-            }
-            g = self.cv.wait(g).unwrap_or_else(|e| e.into_inner());
-        }
-    }
-
-    fn release(&self, go: bool) {
-        *self.state.lock().unwrap_or_else(|e| e.into_inner()) = Some(go);
-        self.cv.notify_all();
-    }
-}
-
-/// Runs `op(thread, rng, buf)` in `threads` threads for `seconds`; returns
-/// (ops, misses, elapsed). A thread that cannot be started (out of memory
-/// or of threads) ends the command with one clear error line.
-fn measure<F>(threads: usize, seconds: f64, block: usize, op: F) -> (u64, u64, Duration)
-where
-    F: Fn(usize, u64, &mut [u8]) -> bool + Sync,
-{
-    let stop = AtomicBool::new(false);
-    let start_line = StartLine::new();
-    let (ops, misses, elapsed) = std::thread::scope(|s| {
-        let mut handles = Vec::with_capacity(threads);
-        for t in 0..threads {
-            let (stop, start_line, op) = (&stop, &start_line, &op);
-            let spawned = std::thread::Builder::new().spawn_scoped(s, move || {
-                if !start_line.wait() {
-                    return (0, 0);
-                }
-                let mut rng = SplitMix(0x5EED ^ (t as u64) << 32);
-                let mut buf = vec![0u8; block];
-                let (mut n, mut missed) = (0u64, 0u64);
-                while !stop.load(Ordering::Relaxed) {
-                    for _ in 0..64 {
-                        if !op(t, rng.next(), &mut buf) {
-                            missed += 1;
-                        }
-                    }
-                    n += 64;
-                }
-                std::hint::black_box(&buf);
-                (n, missed)
-            });
-            match spawned {
-                Ok(h) => handles.push(h),
-                Err(e) => {
-                    start_line.release(false);
-                    for h in handles {
-                        let _ = h.join();
-                    }
-                    eprintln!(
-                        "multiarc: error: could not start bench thread {t} of {threads}: {e}"
-                    );
-                    std::process::exit(1);
-                }
-            }
-        }
-        start_line.release(true);
-        let start = Instant::now();
-        std::thread::sleep(Duration::from_secs_f64(seconds));
-        stop.store(true, Ordering::Relaxed);
-        let (mut ops, mut misses) = (0, 0);
-        for h in handles {
-            let (n, m) = h.join().expect("bench thread panicked");
-            ops += n;
-            misses += m;
-        }
-        (ops, misses, start.elapsed())
-    });
-    (ops, misses, elapsed)
 }
 
 fn cache_op<'a>(
@@ -488,15 +341,8 @@ impl Drop for TmpfsDir {
 }
 
 fn is_tmpfs(path: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
-        return false;
-    };
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `c` is a valid NUL-terminated path and `st` a writable statfs.
-    let rc = unsafe { libc::statfs(c.as_ptr(), &mut st) };
-    const TMPFS_MAGIC: i64 = 0x0102_1994;
-    rc == 0 && st.f_type as i64 == TMPFS_MAGIC
+    const TMPFS_MAGIC: rustix::fs::FsWord = 0x0102_1994;
+    rustix::fs::statfs(path).is_ok_and(|st| st.f_type == TMPFS_MAGIC)
 }
 
 /// Runs the benchmark.
@@ -610,8 +456,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         let keep = (rows.len() as u64).saturating_mul(bytes * 3 / 2) <= avail / 4;
         let mut kept: Vec<Option<Prepared>> = rows.iter().map(|_| None).collect();
         for rep in 0..args.repeat {
-            for k in 0..rows.len() {
-                let ri = (k + rep) % rows.len();
+            for ri in harness::interleaved(rows.len(), rep) {
                 let row = &rows[ri];
                 let row_modes: Vec<Mode> = match row {
                     Row::Cache(_) => modes.clone(),
@@ -669,8 +514,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 if these.is_empty() {
                     continue;
                 }
-                these.sort_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec));
-                let mut median = these[these.len() / 2].clone();
+                let mut median = (*harness::median_by(&mut these, |r| r.ops_per_sec)).clone();
                 median.runs = these.len();
                 if let Some(table) = median.lock_table.take() {
                     if threads == max_threads && mode == modes[0] {
@@ -778,23 +622,15 @@ fn load(cache: &dyn BenchCache, threads: usize, blocks: u64, block: usize) {
     });
 }
 
-fn result(
-    cache: &str,
-    mode: Mode,
-    threads: usize,
-    ops: u64,
-    misses: u64,
-    elapsed: Duration,
-    block: usize,
-) -> BenchResult {
-    let ops_per_sec = ops as f64 / elapsed.as_secs_f64();
+fn result(cache: &str, mode: Mode, threads: usize, run: Run, block: usize) -> BenchResult {
+    let ops_per_sec = run.rate();
     BenchResult {
         cache: cache.to_string(),
         mode,
         threads,
         ops_per_sec,
         mb_per_sec: ops_per_sec * block as f64 / 1e6,
-        misses,
+        misses: run.misses,
         lock_hottest_share: None,
         lock_hottest_contended_share: None,
         lock_acquisitions: None,

@@ -15,7 +15,7 @@
 //! so what is measured is the file layer and its locking; writes do go
 //! through write-back (the flusher runs, as it would on a real file).
 
-use crate::bench::{machine, measure_median, Machine};
+use crate::harness::{self, machine, measure, measure_median, Machine};
 use crate::util::Progress;
 use anyhow::{bail, Context};
 use multiarc::file::{CachedFile, Locking, MemStore, RangeLock, WriteBack, WriteBackConfig};
@@ -152,8 +152,9 @@ fn file_workload(
     let total = a.locking.len() * ios.len() * a.threads.len() * a.repeat;
     let mut done = 0;
     // One file per mode, all open at once: each repetition measures the
-    // modes back to back, so drifts of this shared machine's speed hit
-    // every mode alike; the median of each is reported.
+    // modes back to back (rotated by one per repetition, as `bench` does its
+    // rows), so drifts of this shared machine's speed hit every mode alike;
+    // the median of each is reported.
     let mut files = Vec::new();
     for &locking in &a.locking {
         progress.update(&format!("bench {}: filling the {locking} file", a.workload));
@@ -162,21 +163,22 @@ fn file_workload(
     for io in ios {
         for &threads in a.threads {
             let mut rates: Vec<Vec<f64>> = vec![Vec::new(); files.len()];
-            for _ in 0..a.repeat {
-                for (i, (locking, file)) in files.iter().enumerate() {
+            for rep in 0..a.repeat {
+                for i in harness::interleaved(files.len(), rep) {
+                    let (locking, file) = &files[i];
                     progress.update(&format!(
                         "bench {}: {locking}, {io}, {threads} threads ({done}/{total} runs, {:.0} s)",
                         a.workload,
                         started.elapsed().as_secs_f64()
                     ));
-                    let (ops, elapsed) = file_run(a, file, io == "8KiB", threads)
+                    let rate = file_run(a, file, io == "8KiB", threads)
                         .with_context(|| format!("{locking} {io} run"))?;
-                    rates[i].push(ops as f64 / elapsed.as_secs_f64());
+                    rates[i].push(rate);
                     done += 1;
                 }
             }
             for ((locking, _), mut r) in files.iter().zip(rates) {
-                r.sort_by(f64::total_cmp);
+                let median = *harness::median_by(&mut r, |x| *x);
                 results.push(FileResult {
                     workload: a.workload.to_string(),
                     io: io.to_string(),
@@ -188,7 +190,7 @@ fn file_workload(
                     }
                     .into(),
                     threads,
-                    ops_per_sec: r[r.len() / 2],
+                    ops_per_sec: median,
                 });
             }
         }
@@ -199,18 +201,17 @@ fn file_workload(
     Ok(())
 }
 
-/// One timed run of the file workload; returns (ops, elapsed).
+/// One timed run of the file workload; returns its operations per second.
 fn file_run(
     a: &FileBenchArgs<'_>,
     file: &CachedFile,
     aligned: bool,
     threads: usize,
-) -> anyhow::Result<(u64, std::time::Duration)> {
+) -> anyhow::Result<f64> {
     let size = a.file_bytes;
     let write_pct = if a.workload == "randrw" { 50 } else { 0 };
     let failed = std::sync::Mutex::new(None);
-    let (ops, _, elapsed) = measure_median(
-        1,
+    let run = measure(
         threads,
         a.seconds,
         UNALIGNED_MAX as usize,
@@ -235,7 +236,7 @@ fn file_run(
     if let Some(e) = failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
         return Err(e.into());
     }
-    Ok((ops, elapsed))
+    Ok(run.rate())
 }
 
 fn range_lock_workload(
@@ -258,30 +259,29 @@ fn range_lock_workload(
                     ));
                     let disjoint = io == "disjoint";
                     let write = op == "write";
-                    let (ops, _, elapsed) =
-                        measure_median(a.repeat, threads, a.seconds, 0, |t, r, _| {
-                            // Disjoint: each thread in its own 1 MiB region
-                            // (its own stripes); overlapping: all on one 8 KiB.
-                            let start = if disjoint {
-                                ((t as u64) << 20) + (r % 120) * 8192
-                            } else {
-                                0
-                            };
-                            match (lock, write) {
-                                ("range", false) => drop(range.read(start..start + 8192)),
-                                ("range", true) => drop(range.write(start..start + 8192)),
-                                (_, false) => drop(rwsem.read()),
-                                (_, true) => drop(rwsem.write()),
-                            }
-                            true
-                        });
+                    let run = measure_median(a.repeat, threads, a.seconds, 0, |t, r, _| {
+                        // Disjoint: each thread in its own 1 MiB region
+                        // (its own stripes); overlapping: all on one 8 KiB.
+                        let start = if disjoint {
+                            ((t as u64) << 20) + (r % 120) * 8192
+                        } else {
+                            0
+                        };
+                        match (lock, write) {
+                            ("range", false) => drop(range.read(start..start + 8192)),
+                            ("range", true) => drop(range.write(start..start + 8192)),
+                            (_, false) => drop(rwsem.read()),
+                            (_, true) => drop(rwsem.write()),
+                        }
+                        true
+                    });
                     results.push(FileResult {
                         workload: "rangelock".into(),
                         io: io.into(),
                         locking: lock.into(),
                         op: op.into(),
                         threads,
-                        ops_per_sec: ops as f64 / elapsed.as_secs_f64(),
+                        ops_per_sec: run.rate(),
                     });
                     done += 1;
                 }

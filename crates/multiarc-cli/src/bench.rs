@@ -11,31 +11,137 @@
 //! files on tmpfs read with `pread`) and `memcpy` (copying random blocks of an
 //! equally large array: the ceiling for copy mode).
 
+use crate::filebench::FileWorkload;
 use crate::harness::{self, machine, measure, Machine, Run};
-use crate::peers::{self, BenchCache, MULTIARC_NAMES, PEER_NAMES};
+use crate::peers::{self, BenchCache, PEER_NAMES};
 use crate::plot;
-use crate::util::{count_arg, meminfo, name_arg, size_arg, Progress};
+use crate::util::{count_arg, enum_arg, meminfo, size_arg, Progress};
 use anyhow::{bail, Context};
+use multiarc::file::Locking;
 use serde::Serialize;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-/// Rows that are not caches.
-const BASELINES: &[&str] = &["pagecache", "memcpy"];
+/// What `--workload` runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Workload {
+    /// Random reads of cached blocks against peer caches (OpenZFS 5497).
+    Cache,
+    /// 50/50 reads and writes by all threads on ONE cached file.
+    Randrw,
+    /// The same file, reads only.
+    Randread,
+    /// Range lock vs rwsem lock/unlock pairs.
+    Rangelock,
+}
+
+impl Workload {
+    /// The file workload this is (`None` for `cache`).
+    fn file_workload(self) -> Option<FileWorkload> {
+        match self {
+            Workload::Cache => None,
+            Workload::Randrw => Some(FileWorkload::RandRw),
+            Workload::Randread => Some(FileWorkload::RandRead),
+            Workload::Rangelock => Some(FileWorkload::RangeLock),
+        }
+    }
+}
+
+/// A locking mode of `--locking` (the library's [`Locking`], by name).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum LockingArg {
+    Range,
+    Rwsem,
+    Torn,
+}
+
+impl From<LockingArg> for Locking {
+    fn from(l: LockingArg) -> Locking {
+        match l {
+            LockingArg::Range => Locking::Range,
+            LockingArg::Rwsem => Locking::RwSem,
+            LockingArg::Torn => Locking::Torn,
+        }
+    }
+}
+
+/// A row of `--caches`: multiarc's configurations, the peer caches (as
+/// [`peers::build`] names them) and the two baselines, in table order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum RowName {
+    #[value(name = "multiarc")]
+    Multiarc,
+    #[value(name = "multiarc-eager")]
+    MultiarcEager,
+    #[value(name = "multiarc-lazy")]
+    MultiarcLazy,
+    #[value(name = "multiarc-1list")]
+    Multiarc1List,
+    #[value(name = "moka")]
+    Moka,
+    #[value(name = "quick_cache")]
+    QuickCache,
+    #[value(name = "foyer")]
+    Foyer,
+    #[value(name = "tinyufo")]
+    TinyUfo,
+    #[value(name = "concread-arc")]
+    ConcreadArc,
+    #[value(name = "mutex-lru")]
+    MutexLru,
+    /// The same files on tmpfs read with `pread` (copy mode only).
+    #[value(name = "pagecache")]
+    PageCache,
+    /// Copying random blocks of an equally large array (copy mode only).
+    #[value(name = "memcpy")]
+    Memcpy,
+}
+
+impl RowName {
+    /// The row's name: in `--caches`, the tables and the JSON.
+    fn name(self) -> &'static str {
+        match self {
+            RowName::Multiarc => "multiarc",
+            RowName::MultiarcEager => "multiarc-eager",
+            RowName::MultiarcLazy => "multiarc-lazy",
+            RowName::Multiarc1List => "multiarc-1list",
+            RowName::Moka => "moka",
+            RowName::QuickCache => "quick_cache",
+            RowName::Foyer => "foyer",
+            RowName::TinyUfo => "tinyufo",
+            RowName::ConcreadArc => "concread-arc",
+            RowName::MutexLru => "mutex-lru",
+            RowName::PageCache => "pagecache",
+            RowName::Memcpy => "memcpy",
+        }
+    }
+
+    /// A cache (built by [`peers::build`]) rather than a baseline.
+    fn is_cache(self) -> bool {
+        !matches!(self, RowName::PageCache | RowName::Memcpy)
+    }
+
+    /// The modes of `modes` this row runs: baselines only copy.
+    fn modes(self, modes: &[Mode]) -> Vec<Mode> {
+        modes
+            .iter()
+            .copied()
+            .filter(|&m| self.is_cache() || m == Mode::Copy)
+            .collect()
+    }
+}
 
 /// Arguments of `multiarc bench`.
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
-    /// What to run: `cache` (random reads of cached blocks, the OpenZFS 5497
-    /// workload, against peer caches), `randrw` (50/50 reads and writes by
-    /// all threads on ONE cached file, per locking mode), `randread` (the
-    /// same, reads only) or `rangelock` (range lock vs rwsem lock/unlock).
-    #[arg(long, value_parser = name_arg, default_value = "cache")]
-    workload: String,
+    /// What to run: the cache workload against peer caches, or one of the
+    /// workloads on ONE cached file, per locking mode.
+    #[arg(long, value_parser = enum_arg::<Workload>("workload"), default_value = "cache")]
+    workload: Workload,
     /// Locking modes for the file workloads (comma-separated): range, rwsem, torn.
-    #[arg(long, value_delimiter = ',', default_value = "range,rwsem,torn")]
-    locking: Vec<multiarc::file::Locking>,
+    #[arg(long, value_parser = enum_arg::<LockingArg>("locking mode"), value_delimiter = ',', default_value = "range,rwsem,torn")]
+    locking: Vec<LockingArg>,
     /// Thread counts (comma-separated). Past 2 they oversubscribe this
     /// machine's cores, which is itself part of the test.
     #[arg(long, value_parser = crate::util::thread_count_arg, value_delimiter = ',', default_value = "1,2,4,8,16,32")]
@@ -51,14 +157,14 @@ pub struct BenchArgs {
     #[arg(long, value_parser = size_arg, default_value = "8KiB")]
     block_size: u64,
     /// Read modes: hold (zero-copy) and/or copy.
-    #[arg(long, value_parser = name_arg, value_delimiter = ',', default_value = "hold,copy")]
-    modes: Vec<String>,
+    #[arg(long, value_parser = enum_arg::<Mode>("mode"), value_delimiter = ',', default_value = "hold,copy")]
+    modes: Vec<Mode>,
     /// Rows to run (default: all). multiarc rows: multiarc (default
     /// configuration), multiarc-eager, multiarc-lazy, multiarc-1list; peers:
     /// moka, quick_cache, foyer, tinyufo, concread-arc, mutex-lru; baselines:
     /// pagecache, memcpy (copy mode only).
-    #[arg(long, value_parser = name_arg, value_delimiter = ',')]
-    caches: Option<Vec<String>>,
+    #[arg(long, value_parser = enum_arg::<RowName>("cache"), value_delimiter = ',')]
+    caches: Option<Vec<RowName>>,
     /// Repetitions: each runs every row once, the rows back to back (their
     /// order rotated by one per repetition); each row's median is reported.
     /// The default (3 x 0.25 s) keeps the full run at about two minutes.
@@ -80,7 +186,8 @@ pub struct BenchArgs {
     json: bool,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+/// A read mode of `--modes`: hold the buffer (zero-copy) or copy it out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 enum Mode {
     Hold,
@@ -132,23 +239,6 @@ struct Report {
     results: Vec<BenchResult>,
 }
 
-/// What one row is.
-enum Row {
-    Cache(String),
-    PageCache,
-    Memcpy,
-}
-
-impl Row {
-    fn label(&self) -> String {
-        match self {
-            Row::Cache(n) => n.clone(),
-            Row::PageCache => "pagecache".into(),
-            Row::Memcpy => "memcpy".into(),
-        }
-    }
-}
-
 /// A row ready to measure: its cache loaded, its files written, its array
 /// filled.
 enum Prepared {
@@ -159,7 +249,7 @@ enum Prepared {
 
 /// Builds and loads `row` for `threads` threads.
 fn prepare(
-    row: &Row,
+    row: RowName,
     threads: usize,
     blocks: u64,
     block_size: u64,
@@ -167,15 +257,7 @@ fn prepare(
 ) -> anyhow::Result<Prepared> {
     let block = block_size as usize;
     Ok(match row {
-        Row::Cache(name) => {
-            // Fully cached: capacity above the data set.
-            let bytes = blocks * block_size * threads as u64;
-            let capacity = bytes + bytes / 4 + (1 << 20);
-            let cache = peers::build_with(name, capacity, block, sublists)?;
-            load(&*cache, threads, blocks, block);
-            Prepared::Cache(cache)
-        }
-        Row::PageCache => {
+        RowName::PageCache => {
             let dir = TmpfsDir::create()?;
             let files = (0..threads)
                 .map(|t| -> anyhow::Result<std::fs::File> {
@@ -196,7 +278,7 @@ fn prepare(
                 .collect::<anyhow::Result<Vec<_>>>()?;
             Prepared::PageCache(dir, files)
         }
-        Row::Memcpy => {
+        RowName::Memcpy => {
             let total = (blocks * threads as u64) as usize * block;
             let mut array = vec![0u8; total];
             for (i, chunk) in array.chunks_mut(block).enumerate() {
@@ -204,6 +286,14 @@ fn prepare(
                 chunk.copy_from_slice(&block_bytes(key_of(t as usize, b), block));
             }
             Prepared::Memcpy(array)
+        }
+        cache => {
+            // Fully cached: capacity above the data set.
+            let bytes = blocks * block_size * threads as u64;
+            let capacity = bytes + bytes / 4 + (1 << 20);
+            let cache = peers::build_with(cache.name(), capacity, block, sublists)?;
+            load(&*cache, threads, blocks, block);
+            Prepared::Cache(cache)
         }
     })
 }
@@ -347,7 +437,7 @@ fn is_tmpfs(path: &Path) -> bool {
 
 /// Runs the benchmark.
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
-    if args.workload != "cache" {
+    if let Some(workload) = args.workload.file_workload() {
         if args.caches.is_some() || args.lockstat || args.plot.is_some() {
             bail!("--caches, --lockstat and --plot apply to --workload cache only");
         }
@@ -359,13 +449,13 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             );
         }
         return crate::filebench::run(crate::filebench::FileBenchArgs {
-            workload: &args.workload,
+            workload,
             threads: &args.threads,
             seconds: args.seconds,
             repeat: args.repeat,
             file_bytes: args.file_bytes,
             block_size: args.block_size,
-            locking: args.locking.clone(),
+            locking: args.locking.iter().map(|&l| l.into()).collect(),
             json: args.json,
         });
     }
@@ -383,30 +473,12 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             args.block_size
         );
     }
-    let mut modes = Vec::new();
-    for m in &args.modes {
-        modes.push(match m.as_str() {
-            "hold" => Mode::Hold,
-            "copy" => Mode::Copy,
-            other => bail!("unknown mode {other:?} (known: hold, copy)"),
-        });
-    }
-    let all: Vec<String> = MULTIARC_NAMES
-        .iter()
-        .chain(PEER_NAMES)
-        .chain(BASELINES)
-        .map(|s| s.to_string())
-        .collect();
-    let names = args.caches.clone().unwrap_or_else(|| all.clone());
-    let mut rows = Vec::new();
-    for n in &names {
-        rows.push(match n.as_str() {
-            "pagecache" => Row::PageCache,
-            "memcpy" => Row::Memcpy,
-            other if all.iter().any(|a| a == other) => Row::Cache(other.to_string()),
-            other => bail!("unknown cache {other:?} (known: {})", all.join(", ")),
-        });
-    }
+    let modes = args.modes.clone();
+    let rows: Vec<RowName> = match &args.caches {
+        Some(rows) => rows.clone(),
+        None => <RowName as clap::ValueEnum>::value_variants().to_vec(),
+    };
+    let names: Vec<String> = rows.iter().map(|r| r.name().to_string()).collect();
     let max_threads = *args.threads.iter().max().expect("clap requires a value");
     let data = args.file_bytes.saturating_mul(max_threads as u64);
     if let Some(avail) = meminfo("MemAvailable:") {
@@ -423,20 +495,12 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let block = args.block_size as usize;
     let blocks = args.file_bytes / args.block_size;
     let mut policies = Vec::new();
-    for r in &rows {
-        if let Row::Cache(name) = r {
-            let c = peers::build(name, 1 << 20, block)?;
-            policies.push((name.clone(), c.policy().to_string()));
-        }
+    for r in rows.iter().filter(|r| r.is_cache()) {
+        let c = peers::build(r.name(), 1 << 20, block)?;
+        policies.push((r.name().to_string(), c.policy().to_string()));
     }
-    let measurements_per_rep: usize = rows
-        .iter()
-        .map(|r| match r {
-            Row::Cache(_) => modes.len(),
-            _ => modes.iter().filter(|m| **m == Mode::Copy).count(),
-        })
-        .sum::<usize>()
-        * args.threads.len();
+    let measurements_per_rep: usize =
+        rows.iter().map(|r| r.modes(&modes).len()).sum::<usize>() * args.threads.len();
     let total_runs = measurements_per_rep * args.repeat;
     let mut progress = Progress::new(true);
     let mut done = 0;
@@ -457,15 +521,12 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         let mut kept: Vec<Option<Prepared>> = rows.iter().map(|_| None).collect();
         for rep in 0..args.repeat {
             for ri in harness::interleaved(rows.len(), rep) {
-                let row = &rows[ri];
-                let row_modes: Vec<Mode> = match row {
-                    Row::Cache(_) => modes.clone(),
-                    _ => modes.iter().copied().filter(|m| *m == Mode::Copy).collect(),
-                };
+                let row = rows[ri];
+                let row_modes = row.modes(&modes);
                 if row_modes.is_empty() {
                     continue;
                 }
-                let label = row.label();
+                let label = row.name();
                 let prepared = match kept[ri].take() {
                     Some(p) => p,
                     None => {
@@ -484,7 +545,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                         args.repeat,
                         started.elapsed().as_secs_f64()
                     ));
-                    let r = run_once(&prepared, &label, mode, threads, blocks, &args);
+                    let r = run_once(&prepared, label, mode, threads, blocks, &args);
                     runs.push((ri, r));
                     done += 1;
                 }
@@ -503,7 +564,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let mut results = Vec::new();
     let mut report_lockstat_table = None;
     for (ri, row) in rows.iter().enumerate() {
-        let label = row.label();
+        let label = row.name();
         for &threads in &args.threads {
             for &mode in &modes {
                 let mut these: Vec<&BenchResult> = runs
@@ -519,7 +580,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 if let Some(table) = median.lock_table.take() {
                     if threads == max_threads && mode == modes[0] {
                         report_lockstat_table.get_or_insert_with(Vec::new).push((
-                            label.clone(),
+                            label.to_string(),
                             threads,
                             table,
                         ));
@@ -737,5 +798,46 @@ fn print_tables(
                 println!();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::ValueEnum;
+
+    #[test]
+    fn row_names_are_the_value_names_and_the_peers_names() {
+        for &r in RowName::value_variants() {
+            assert_eq!(r.to_possible_value().unwrap().get_name(), r.name());
+        }
+        let caches: Vec<&str> = RowName::value_variants()
+            .iter()
+            .filter(|r| r.is_cache())
+            .map(|r| r.name())
+            .collect();
+        let peers: Vec<&str> = peers::MULTIARC_NAMES
+            .iter()
+            .chain(PEER_NAMES)
+            .copied()
+            .collect();
+        assert_eq!(caches, peers);
+        assert_eq!(
+            crate::util::enum_names::<Workload>(),
+            ["cache", "randrw", "randread", "rangelock"]
+        );
+        assert_eq!(crate::util::enum_names::<Mode>(), ["hold", "copy"]);
+        for &l in LockingArg::value_variants() {
+            let name = l.to_possible_value().unwrap().get_name().to_string();
+            assert_eq!(Locking::from(l).name(), name);
+        }
+    }
+
+    #[test]
+    fn baselines_only_copy() {
+        let both = [Mode::Hold, Mode::Copy];
+        assert_eq!(RowName::Memcpy.modes(&both), [Mode::Copy]);
+        assert_eq!(RowName::PageCache.modes(&[Mode::Hold]), []);
+        assert_eq!(RowName::Moka.modes(&both), both);
     }
 }

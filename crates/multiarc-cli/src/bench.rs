@@ -15,13 +15,12 @@ use crate::filebench::FileWorkload;
 use crate::harness::{self, machine, measure, Machine, Run};
 use crate::peers::{self, BenchCache, PEER_NAMES};
 use crate::plot;
-use crate::util::{count_arg, enum_arg, meminfo, size_arg, Progress};
+use crate::util::{count_arg, enum_arg, meminfo, size_arg};
 use anyhow::{bail, Context};
 use multiarc::file::Locking;
 use serde::Serialize;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 /// What `--workload` runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -502,9 +501,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let measurements_per_rep: usize =
         rows.iter().map(|r| r.modes(&modes).len()).sum::<usize>() * args.threads.len();
     let total_runs = measurements_per_rep * args.repeat;
-    let mut progress = Progress::new(true);
+    let bar = harness::Bar::new("bench", total_runs, args.json);
     let mut done = 0;
-    let started = Instant::now();
     // Every run of every (row, mode, threads), in the order they ran.
     let mut runs: Vec<(usize, BenchResult)> = Vec::new();
     let avail = meminfo("MemAvailable:").unwrap_or(0);
@@ -530,23 +528,22 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 let prepared = match kept[ri].take() {
                     Some(p) => p,
                     None => {
-                        progress.update(&format!(
-                            "bench: {label}, {threads} threads: loading {} MiB ({done}/{total_runs} runs, {:.0} s)",
-                            bytes >> 20,
-                            started.elapsed().as_secs_f64()
+                        bar.doing(format!(
+                            "{label}, {threads} threads: loading {} MiB",
+                            bytes >> 20
                         ));
                         prepare(row, threads, blocks, args.block_size, args.sublists)?
                     }
                 };
                 for &mode in &row_modes {
-                    progress.update(&format!(
-                        "bench: repetition {}/{}, {label}, {threads} threads, {mode:?} ({done}/{total_runs} runs, {:.0} s)",
+                    bar.doing(format!(
+                        "repetition {}/{}, {label}, {threads} threads, {mode:?}",
                         rep + 1,
-                        args.repeat,
-                        started.elapsed().as_secs_f64()
+                        args.repeat
                     ));
                     let r = run_once(&prepared, label, mode, threads, blocks, &args);
                     runs.push((ri, r));
+                    bar.runs_done(1);
                     done += 1;
                 }
                 if keep {
@@ -555,10 +552,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             }
         }
     }
-    progress.finish(&format!(
-        "bench: {done} runs in {:.0} s",
-        started.elapsed().as_secs_f64()
-    ));
+    bar.finish(&format!("{done} runs"));
 
     // The median run of each (row, mode, threads), in row order.
     let mut results = Vec::new();

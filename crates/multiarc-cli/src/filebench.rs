@@ -15,14 +15,12 @@
 //! so what is measured is the file layer and its locking; writes do go
 //! through write-back (the flusher runs, as it would on a real file).
 
-use crate::harness::{self, machine, measure, measure_median, Machine, Run};
-use crate::util::Progress;
+use crate::harness::{self, machine, measure, measure_median, Bar, Machine, Run};
 use anyhow::{bail, Context};
 use multiarc::file::{CachedFile, Locking, MemStore, RangeLock, WriteBack, WriteBackConfig};
 use multiarc::{BlockKey, Cache};
 use serde::Serialize;
 use std::sync::Arc;
-use std::time::Instant;
 
 /// A file workload of `bench --workload`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,6 +62,9 @@ impl FileIo {
         }
     }
 }
+
+/// The I/O kinds of `randrw` and `randread`, in table order.
+const FILE_IOS: [FileIo; 2] = [FileIo::Aligned, FileIo::Unaligned];
 
 /// The lock of `rangelock`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -122,20 +123,19 @@ struct FileReport {
 const UNALIGNED_MAX: u64 = 16 << 10;
 
 pub fn run(a: FileBenchArgs<'_>) -> anyhow::Result<()> {
-    let mut progress = Progress::new(true);
-    let started = Instant::now();
+    let runs = match a.workload {
+        FileWorkload::RandRw | FileWorkload::RandRead => {
+            a.locking.len() * FILE_IOS.len() * a.threads.len() * a.repeat
+        }
+        FileWorkload::RangeLock => 2 * 2 * 2 * a.threads.len() * a.repeat,
+    };
+    let bar = Bar::new(&format!("bench {}", a.workload.name()), runs, a.json);
     let mut results = Vec::new();
     match a.workload {
-        FileWorkload::RandRw | FileWorkload::RandRead => {
-            file_workload(&a, &mut progress, started, &mut results)?
-        }
-        FileWorkload::RangeLock => range_lock_workload(&a, &mut progress, started, &mut results),
+        FileWorkload::RandRw | FileWorkload::RandRead => file_workload(&a, &bar, &mut results)?,
+        FileWorkload::RangeLock => range_lock_workload(&a, &bar, &mut results),
     }
-    progress.finish(&format!(
-        "bench {}: done in {:.0} s",
-        a.workload.name(),
-        started.elapsed().as_secs_f64()
-    ));
+    bar.finish(&format!("{runs} runs"));
     if a.json {
         let report = FileReport {
             machine: machine(),
@@ -185,8 +185,7 @@ fn open_file(a: &FileBenchArgs<'_>, locking: Locking) -> anyhow::Result<CachedFi
 
 fn file_workload(
     a: &FileBenchArgs<'_>,
-    progress: &mut Progress,
-    started: Instant,
+    bar: &Bar,
     results: &mut Vec<FileResult>,
 ) -> anyhow::Result<()> {
     let bs = a.block_size;
@@ -207,37 +206,26 @@ fn file_workload(
         ),
         per_file.saturating_mul(a.locking.len() as u64),
     )?;
-    let ios = [FileIo::Aligned, FileIo::Unaligned];
-    let total = a.locking.len() * ios.len() * a.threads.len() * a.repeat;
-    let mut done = 0;
     // One file per mode, all open at once: each repetition measures the
     // modes back to back (rotated by one per repetition, as `bench` does its
     // rows), so drifts of this shared machine's speed hit every mode alike;
     // the median of each is reported.
     let mut files = Vec::new();
     for &locking in &a.locking {
-        progress.update(&format!(
-            "bench {}: filling the {locking} file",
-            a.workload.name()
-        ));
+        bar.doing(format!("filling the {locking} file"));
         files.push((locking, open_file(a, locking)?));
     }
-    for io in ios {
+    for io in FILE_IOS {
         for &threads in a.threads {
             let mut rates: Vec<Vec<f64>> = vec![Vec::new(); files.len()];
             for rep in 0..a.repeat {
                 for i in harness::interleaved(files.len(), rep) {
                     let (locking, file) = &files[i];
-                    progress.update(&format!(
-                        "bench {}: {locking}, {}, {threads} threads ({done}/{total} runs, {:.0} s)",
-                        a.workload.name(),
-                        io.name(),
-                        started.elapsed().as_secs_f64()
-                    ));
+                    bar.doing(format!("{locking}, {}, {threads} threads", io.name()));
                     let rate = file_run(a, file, io, threads)
                         .with_context(|| format!("{locking} {} run", io.name()))?;
                     rates[i].push(rate);
-                    done += 1;
+                    bar.runs_done(1);
                 }
             }
             for ((locking, _), mut r) in files.iter().zip(rates) {
@@ -306,27 +294,16 @@ fn file_run(
     Ok(run.rate())
 }
 
-fn range_lock_workload(
-    a: &FileBenchArgs<'_>,
-    progress: &mut Progress,
-    started: Instant,
-    results: &mut Vec<FileResult>,
-) {
+fn range_lock_workload(a: &FileBenchArgs<'_>, bar: &Bar, results: &mut Vec<FileResult>) {
     let range = RangeLock::default();
     let rwsem = multiarc::file::FileRwSem::new(());
-    let total = 2 * 2 * 2 * a.threads.len();
-    let mut done = 0;
     for lock in [LockKind::Range, LockKind::RwSem] {
         for disjoint in [true, false] {
             let io = if disjoint { "disjoint" } else { "overlapping" };
             for write in [false, true] {
                 let op = if write { "write" } else { "read" };
                 for &threads in a.threads {
-                    progress.update(&format!(
-                        "bench rangelock: {} {op} {io}, {threads} threads ({done}/{total} runs, {:.0} s)",
-                        lock.name(),
-                        started.elapsed().as_secs_f64()
-                    ));
+                    bar.doing(format!("{} {op} {io}, {threads} threads", lock.name()));
                     // The lock and the operation are chosen here, each arm
                     // measuring its own closure: nothing is decided per
                     // lock/unlock pair.
@@ -352,7 +329,7 @@ fn range_lock_workload(
                         threads,
                         ops_per_sec: run.rate(),
                     });
-                    done += 1;
+                    bar.runs_done(a.repeat);
                 }
             }
         }

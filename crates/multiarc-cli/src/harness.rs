@@ -1,13 +1,15 @@
 //! The measurement harness of `multiarc bench` (the cache workload in
 //! `bench.rs`, the file workloads in `filebench.rs`): the machine a report
-//! was measured on, timed runs of N threads for S seconds, medians, and the
-//! order rows run in within a repetition.
+//! was measured on, timed runs of N threads for S seconds, medians, the
+//! order rows run in within a repetition, and the progress bar.
 //!
 //! It depends on neither benchmark: `bench` -> `filebench` -> `harness`,
 //! and `bench` -> `harness`.
 
 use crate::util::{meminfo, SplitMix};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
+use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -34,6 +36,66 @@ pub fn machine() -> Machine {
         cpu_model,
         memory_bytes: meminfo("MemTotal:").unwrap_or(0),
         os: std::env::consts::OS.to_string(),
+    }
+}
+
+/// A benchmark's progress: a bar on stderr counting its runs, with what
+/// runs now beside it. Hidden (every call a no-op) with `--json` or when
+/// stderr is not a terminal (a log or a pipe gets no progress at all). It
+/// is redrawn only when told (no ticking thread to disturb the runs).
+pub struct Bar {
+    bar: ProgressBar,
+    started: Instant,
+}
+
+impl Bar {
+    /// A bar of `total` runs named `name` (`bench`, `bench randrw`);
+    /// hidden when `json` or when stderr is not a terminal.
+    pub fn new(name: &str, total: usize, json: bool) -> Bar {
+        let bar = if json || !std::io::stderr().is_terminal() {
+            ProgressBar::hidden()
+        } else {
+            let bar = ProgressBar::with_draw_target(
+                Some(total as u64),
+                ProgressDrawTarget::stderr_with_hz(4),
+            );
+            let style = ProgressStyle::with_template(
+                "{prefix} {bar:30.cyan/blue} {pos}/{len} runs [{elapsed}, eta {eta}] {wide_msg}",
+            )
+            .expect("a valid progress template")
+            .progress_chars("=> ");
+            bar.set_style(style);
+            bar.set_prefix(name.to_string());
+            bar
+        };
+        Bar {
+            bar,
+            started: Instant::now(),
+        }
+    }
+
+    /// Shows what runs now (`moka, 8 threads, Hold`).
+    pub fn doing(&self, what: String) {
+        self.bar.set_message(what);
+    }
+
+    /// Counts `n` runs done.
+    pub fn runs_done(&self, n: usize) {
+        self.bar.inc(n as u64);
+    }
+
+    /// Removes the bar and, on a terminal, leaves one line: `{name}: {what}
+    /// in N s`.
+    pub fn finish(&self, what: &str) {
+        if self.bar.is_hidden() {
+            return;
+        }
+        let prefix = self.bar.prefix();
+        self.bar.finish_and_clear();
+        eprintln!(
+            "{prefix}: {what} in {:.0} s",
+            self.started.elapsed().as_secs_f64()
+        );
     }
 }
 
@@ -194,6 +256,15 @@ mod tests {
     fn medians_take_the_middle_run() {
         assert_eq!(*median_by(&mut [3.0, 1.0, 2.0], |x| *x), 2.0);
         assert_eq!(*median_by(&mut [4.0, 1.0, 3.0, 2.0], |x| *x), 3.0);
+    }
+
+    #[test]
+    fn a_json_run_has_no_bar() {
+        let bar = Bar::new("bench", 3, true);
+        assert!(bar.bar.is_hidden());
+        bar.doing("x".into());
+        bar.runs_done(1);
+        bar.finish("3 runs");
     }
 
     #[test]

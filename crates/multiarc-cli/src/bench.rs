@@ -15,7 +15,7 @@ use crate::filebench::FileWorkload;
 use crate::harness::{self, machine, measure, Machine, Run};
 use crate::peers::{self, BenchCache, PEER_NAMES};
 use crate::plot;
-use crate::util::{count_arg, enum_arg, meminfo, size_arg};
+use crate::util::{count_arg, enum_arg, meminfo, size_arg, text_table};
 use anyhow::{bail, Context};
 use multiarc::file::Locking;
 use serde::Serialize;
@@ -741,40 +741,47 @@ fn print_tables(
         };
         for &(unit, scale, what) in tables {
             println!("\n{mode:?} mode, aggregate {what} per second ({unit}), median of {} interleaved runs:", args.repeat);
-            print!("{:>7}", "threads");
-            for c in &cols {
-                print!(" {:>14}", c);
+            let ratios = unit == "Mops/s";
+            let mut header = vec!["threads".to_string()];
+            header.extend(cols.iter().map(|c| c.to_string()));
+            if ratios {
+                header.extend(["vs 1list".into(), "vs best peer".into()]);
             }
-            if unit == "Mops/s" {
-                print!(" {:>12} {:>16}", "vs 1list", "vs best peer");
-            }
-            println!();
+            let mut table = text_table(header, 0);
             for &t in &args.threads {
-                print!("{t:>7}");
+                let mut row = vec![t.to_string()];
                 for c in &cols {
-                    match find(c, mode, t) {
-                        Some(r) => print!(" {:>14.2}", r.ops_per_sec / scale),
-                        None => print!(" {:>14}", "-"),
-                    }
+                    row.push(match find(c, mode, t) {
+                        Some(r) => format!("{:.2}", r.ops_per_sec / scale),
+                        None => "-".into(),
+                    });
                 }
-                if unit == "Mops/s" {
+                if ratios {
                     let ours = find("multiarc", mode, t).map(|r| r.ops_per_sec);
                     let one = find("multiarc-1list", mode, t).map(|r| r.ops_per_sec);
                     let best_peer = PEER_NAMES
                         .iter()
                         .filter_map(|p| find(p, mode, t))
                         .max_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec));
-                    match (ours, one) {
-                        (Some(a), Some(b)) => print!(" {:>11.2}x", a / b),
-                        _ => print!(" {:>12}", "-"),
-                    }
-                    match (ours, best_peer) {
-                        (Some(a), Some(p)) => print!(" {:>7.2}x {:<8}", a / p.ops_per_sec, p.cache),
-                        _ => print!(" {:>16}", "-"),
-                    }
+                    row.push(match (ours, one) {
+                        (Some(a), Some(b)) => format!("{:.2}x", a / b),
+                        _ => "-".into(),
+                    });
+                    row.push(match (ours, best_peer) {
+                        (Some(a), Some(p)) => format!("{:.2}x {}", a / p.ops_per_sec, p.cache),
+                        _ => "-".into(),
+                    });
                 }
-                println!();
+                table.add_row(row);
             }
+            if ratios {
+                // `1.05x quick_cache`: the ratios line up on the left.
+                let last = table.column_count() - 1;
+                if let Some(c) = table.column_mut(last) {
+                    c.set_cell_alignment(comfy_table::CellAlignment::Left);
+                }
+            }
+            println!("{}", table.trim_fmt());
         }
         if args.lockstat {
             println!("\n{mode:?} mode, multiarc lockstat: hottest lock instance's share of all acquisitions (and of contended ones):");

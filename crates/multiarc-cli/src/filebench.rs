@@ -16,6 +16,7 @@
 //! through write-back (the flusher runs, as it would on a real file).
 
 use crate::harness::{self, machine, measure, measure_median, Bar, Machine, Run};
+use crate::util::text_table;
 use anyhow::{bail, Context};
 use multiarc::file::{CachedFile, Locking, MemStore, RangeLock, WriteBack, WriteBackConfig};
 use multiarc::{BlockKey, Cache};
@@ -390,44 +391,42 @@ fn print_table(a: &FileBenchArgs<'_>, results: &[FileResult]) {
             }
         }
         println!("\n{io}, {op}: ops per second (millions)");
-        print!("{:>8}", "threads");
-        for l in &lockings {
-            print!("{l:>12}");
+        let range_rwsem = lockings.contains(&"range") && lockings.contains(&"rwsem");
+        let range_torn = lockings.contains(&"torn") && lockings.contains(&"range");
+        let mut header = vec!["threads"];
+        header.extend(&lockings);
+        if range_rwsem {
+            header.push("range/rwsem");
         }
-        let ratios = lockings.contains(&"range") && lockings.contains(&"rwsem");
-        if ratios {
-            print!("{:>14}", "range/rwsem");
+        if range_torn {
+            header.push("range/torn");
         }
-        if lockings.contains(&"torn") && lockings.contains(&"range") {
-            print!("{:>14}", "range/torn");
-        }
-        println!();
+        let mut table = text_table(header, 0);
         for &t in a.threads {
-            print!("{t:>8}");
             let get = |l: &str| {
                 rows.iter()
                     .find(|r| r.locking == l && r.threads == t)
                     .map(|r| r.ops_per_sec)
             };
+            let ratio = |x: &str, y: &str| match (get(x), get(y)) {
+                (Some(x), Some(y)) => format!("{:.2}x", x / y),
+                _ => "-".into(),
+            };
+            let mut row = vec![t.to_string()];
             for l in &lockings {
-                match get(l) {
-                    Some(v) => print!("{:>12.3}", v / 1e6),
-                    None => print!("{:>12}", "-"),
-                }
+                row.push(match get(l) {
+                    Some(v) => format!("{:.3}", v / 1e6),
+                    None => "-".into(),
+                });
             }
-            if ratios {
-                match (get("range"), get("rwsem")) {
-                    (Some(x), Some(y)) => print!("{:>13.2}x", x / y),
-                    _ => print!("{:>14}", "-"),
-                }
+            if range_rwsem {
+                row.push(ratio("range", "rwsem"));
             }
-            if lockings.contains(&"torn") && lockings.contains(&"range") {
-                match (get("range"), get("torn")) {
-                    (Some(x), Some(y)) => print!("{:>13.2}x", x / y),
-                    _ => print!("{:>14}", "-"),
-                }
+            if range_torn {
+                row.push(ratio("range", "torn"));
             }
-            println!();
+            table.add_row(row);
         }
+        println!("{}", table.trim_fmt());
     }
 }

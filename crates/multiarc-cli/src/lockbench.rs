@@ -482,17 +482,12 @@ fn table(args: &LockbenchArgs, cpus: usize, results: &[Measurement]) -> String {
         "fair = fewest acquisitions of any thread / most (1 = perfectly fair)."
     );
     let _ = writeln!(out);
-    let mut header = format!("{:<20} {:>5}", "lock", "bytes");
+    let mut header = vec!["lock".to_string(), "bytes".to_string()];
     for threads in &args.threads {
-        let _ = write!(
-            header,
-            " {:>12} {:>5}",
-            format!("{threads} thr Macq/s"),
-            "fair"
-        );
+        header.push(format!("{threads} thr Macq/s"));
+        header.push("fair".to_string());
     }
-    let _ = writeln!(out, "{header}");
-    let _ = writeln!(out, "{}", "-".repeat(header.len()));
+    let mut table = util::text_table(header, 1);
     let mut names: Vec<&str> = Vec::new();
     for m in results {
         if !names.contains(&m.lock.as_str()) {
@@ -501,19 +496,19 @@ fn table(args: &LockbenchArgs, cpus: usize, results: &[Measurement]) -> String {
     }
     for name in names {
         let rows: Vec<&Measurement> = results.iter().filter(|m| m.lock == name).collect();
-        let _ = write!(out, "{:<20} {:>5}", name, rows[0].size_bytes);
+        let mut row = vec![name.to_string(), rows[0].size_bytes.to_string()];
         for threads in &args.threads {
             match rows.iter().find(|m| m.threads == *threads) {
                 Some(m) => {
-                    let _ = write!(out, " {:>12.1} {:>5.2}", m.mops, m.fairness);
+                    row.push(format!("{:.1}", m.mops));
+                    row.push(format!("{:.2}", m.fairness));
                 }
-                None => {
-                    let _ = write!(out, " {:>12} {:>5}", "-", "-");
-                }
+                None => row.extend(["-".to_string(), "-".to_string()]),
             }
         }
-        let _ = writeln!(out);
+        table.add_row(row);
     }
+    let _ = writeln!(out, "{}", table.trim_fmt());
     out
 }
 

@@ -340,6 +340,29 @@ macro_rules! outln {
 
 pub(crate) use {out, outln};
 
+/// A text table of results, as the bench commands print them: the header,
+/// a line of dashes under it, no borders; the first `left` columns aligned
+/// left (names), the others right (numbers). Add rows and print
+/// `table.trim_fmt()` (no trailing blanks); it is as wide as its cells
+/// (never wrapped to a terminal).
+pub fn text_table<S: Into<comfy_table::Cell>>(
+    header: impl IntoIterator<Item = S>,
+    left: usize,
+) -> comfy_table::Table {
+    use comfy_table::{LineStyle, TableStyle};
+    let mut table = comfy_table::Table::new();
+    table.load_style(TableStyle::new().header_separator(LineStyle::none().fill('-').junction('-')));
+    table.set_header(header.into_iter().map(Into::into).collect::<Vec<_>>());
+    for (i, column) in table.column_iter_mut().enumerate() {
+        column.set_cell_alignment(if i < left {
+            comfy_table::CellAlignment::Left
+        } else {
+            comfy_table::CellAlignment::Right
+        });
+    }
+    table
+}
+
 /// SplitMix64: a fast, well-mixed per-thread generator for benchmark
 /// workloads (block numbers, offsets, lengths).
 pub struct SplitMix(pub u64);
@@ -499,6 +522,24 @@ mod tests {
         assert!(thread_count_arg("0").is_err());
         assert_eq!(name_arg(" moka "), Ok("moka".into()));
         assert!(name_arg("").is_err());
+    }
+
+    #[test]
+    fn tables_align_names_left_and_numbers_right() {
+        let mut t = text_table(["lock", "Macq/s"], 1);
+        t.add_row(["std", "1.5"]);
+        t.add_row(["parking_lot", "12.25"]);
+        let text = t.trim_fmt();
+        assert_eq!(
+            text.lines().collect::<Vec<_>>(),
+            [
+                " lock          Macq/s",
+                "----------------------",
+                " std              1.5",
+                " parking_lot    12.25"
+            ],
+            "{t}"
+        );
     }
 
     #[derive(Clone, Copy, Debug, PartialEq, clap::ValueEnum)]

@@ -785,19 +785,24 @@ fn print_tables(
         }
         if args.lockstat {
             println!("\n{mode:?} mode, multiarc lockstat: hottest lock instance's share of all acquisitions (and of contended ones):");
+            let mut header = vec!["row".to_string()];
+            header.extend(args.threads.iter().map(|t| format!("{t} threads")));
+            let mut table = text_table(header, 1);
             for c in cols.iter().filter(|c| c.starts_with("multiarc")) {
-                print!("  {c:<15}");
+                let mut row = vec![c.to_string()];
                 for &t in &args.threads {
-                    if let Some(r) = find(c, mode, t) {
-                        if let (Some(h), Some(hc)) =
-                            (r.lock_hottest_share, r.lock_hottest_contended_share)
+                    row.push(
+                        match find(c, mode, t)
+                            .and_then(|r| r.lock_hottest_share.zip(r.lock_hottest_contended_share))
                         {
-                            print!(" {t}t: {:.2}% ({:.1}%)", 100.0 * h, 100.0 * hc);
-                        }
-                    }
+                            Some((h, hc)) => format!("{:.2}% ({:.1}%)", 100.0 * h, 100.0 * hc),
+                            None => "-".into(),
+                        },
+                    );
                 }
-                println!();
+                table.add_row(row);
             }
+            println!("{}", table.trim_fmt());
         }
     }
 }

@@ -99,6 +99,16 @@ impl Bar {
     }
 }
 
+/// A benchmark that ends early (an error) leaves no bar behind its error
+/// line.
+impl Drop for Bar {
+    fn drop(&mut self) {
+        if !self.bar.is_finished() {
+            self.bar.finish_and_clear();
+        }
+    }
+}
+
 /// One timed run of all threads.
 #[derive(Clone, Copy, Debug)]
 pub struct Run {

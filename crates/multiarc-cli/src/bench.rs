@@ -11,31 +11,136 @@
 //! files on tmpfs read with `pread`) and `memcpy` (copying random blocks of an
 //! equally large array: the ceiling for copy mode).
 
-use crate::peers::{self, BenchCache, MULTIARC_NAMES, PEER_NAMES};
+use crate::filebench::FileWorkload;
+use crate::harness::{self, machine, measure, Machine, Run};
+use crate::peers::{self, BenchCache, PEER_NAMES};
 use crate::plot;
-use crate::util::{count_arg, name_arg, size_arg, Progress, SplitMix};
+use crate::util::{count_arg, enum_arg, meminfo, size_arg, text_table};
 use anyhow::{bail, Context};
+use multiarc::file::Locking;
 use serde::Serialize;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
 
-/// Rows that are not caches.
-const BASELINES: &[&str] = &["pagecache", "memcpy"];
+/// What `--workload` runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Workload {
+    /// Random reads of cached blocks against peer caches (OpenZFS 5497).
+    Cache,
+    /// 50/50 reads and writes by all threads on ONE cached file.
+    Randrw,
+    /// The same file, reads only.
+    Randread,
+    /// Range lock vs rwsem lock/unlock pairs.
+    Rangelock,
+}
+
+impl Workload {
+    /// The file workload this is (`None` for `cache`).
+    fn file_workload(self) -> Option<FileWorkload> {
+        match self {
+            Workload::Cache => None,
+            Workload::Randrw => Some(FileWorkload::RandRw),
+            Workload::Randread => Some(FileWorkload::RandRead),
+            Workload::Rangelock => Some(FileWorkload::RangeLock),
+        }
+    }
+}
+
+/// A locking mode of `--locking` (the library's [`Locking`], by name).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum LockingArg {
+    Range,
+    Rwsem,
+    Torn,
+}
+
+impl From<LockingArg> for Locking {
+    fn from(l: LockingArg) -> Locking {
+        match l {
+            LockingArg::Range => Locking::Range,
+            LockingArg::Rwsem => Locking::RwSem,
+            LockingArg::Torn => Locking::Torn,
+        }
+    }
+}
+
+/// A row of `--caches`: multiarc's configurations, the peer caches (as
+/// [`peers::build`] names them) and the two baselines, in table order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum RowName {
+    #[value(name = "multiarc")]
+    Multiarc,
+    #[value(name = "multiarc-eager")]
+    MultiarcEager,
+    #[value(name = "multiarc-lazy")]
+    MultiarcLazy,
+    #[value(name = "multiarc-1list")]
+    Multiarc1List,
+    #[value(name = "moka")]
+    Moka,
+    #[value(name = "quick_cache")]
+    QuickCache,
+    #[value(name = "foyer")]
+    Foyer,
+    #[value(name = "tinyufo")]
+    TinyUfo,
+    #[value(name = "concread-arc")]
+    ConcreadArc,
+    #[value(name = "mutex-lru")]
+    MutexLru,
+    /// The same files on tmpfs read with `pread` (copy mode only).
+    #[value(name = "pagecache")]
+    PageCache,
+    /// Copying random blocks of an equally large array (copy mode only).
+    #[value(name = "memcpy")]
+    Memcpy,
+}
+
+impl RowName {
+    /// The row's name: in `--caches`, the tables and the JSON.
+    fn name(self) -> &'static str {
+        match self {
+            RowName::Multiarc => "multiarc",
+            RowName::MultiarcEager => "multiarc-eager",
+            RowName::MultiarcLazy => "multiarc-lazy",
+            RowName::Multiarc1List => "multiarc-1list",
+            RowName::Moka => "moka",
+            RowName::QuickCache => "quick_cache",
+            RowName::Foyer => "foyer",
+            RowName::TinyUfo => "tinyufo",
+            RowName::ConcreadArc => "concread-arc",
+            RowName::MutexLru => "mutex-lru",
+            RowName::PageCache => "pagecache",
+            RowName::Memcpy => "memcpy",
+        }
+    }
+
+    /// A cache (built by [`peers::build`]) rather than a baseline.
+    fn is_cache(self) -> bool {
+        !matches!(self, RowName::PageCache | RowName::Memcpy)
+    }
+
+    /// The modes of `modes` this row runs: baselines only copy.
+    fn modes(self, modes: &[Mode]) -> Vec<Mode> {
+        modes
+            .iter()
+            .copied()
+            .filter(|&m| self.is_cache() || m == Mode::Copy)
+            .collect()
+    }
+}
 
 /// Arguments of `multiarc bench`.
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
-    /// What to run: `cache` (random reads of cached blocks, the OpenZFS 5497
-    /// workload, against peer caches), `randrw` (50/50 reads and writes by
-    /// all threads on ONE cached file, per locking mode), `randread` (the
-    /// same, reads only) or `rangelock` (range lock vs rwsem lock/unlock).
-    #[arg(long, value_parser = name_arg, default_value = "cache")]
-    workload: String,
+    /// What to run: the cache workload against peer caches, or one of the
+    /// workloads on ONE cached file, per locking mode.
+    #[arg(long, value_parser = enum_arg::<Workload>("workload"), default_value = "cache")]
+    workload: Workload,
     /// Locking modes for the file workloads (comma-separated): range, rwsem, torn.
-    #[arg(long, value_delimiter = ',', default_value = "range,rwsem,torn")]
-    locking: Vec<multiarc::file::Locking>,
+    #[arg(long, value_parser = enum_arg::<LockingArg>("locking mode"), value_delimiter = ',', default_value = "range,rwsem,torn")]
+    locking: Vec<LockingArg>,
     /// Thread counts (comma-separated). Past 2 they oversubscribe this
     /// machine's cores, which is itself part of the test.
     #[arg(long, value_parser = crate::util::thread_count_arg, value_delimiter = ',', default_value = "1,2,4,8,16,32")]
@@ -51,14 +156,14 @@ pub struct BenchArgs {
     #[arg(long, value_parser = size_arg, default_value = "8KiB")]
     block_size: u64,
     /// Read modes: hold (zero-copy) and/or copy.
-    #[arg(long, value_parser = name_arg, value_delimiter = ',', default_value = "hold,copy")]
-    modes: Vec<String>,
+    #[arg(long, value_parser = enum_arg::<Mode>("mode"), value_delimiter = ',', default_value = "hold,copy")]
+    modes: Vec<Mode>,
     /// Rows to run (default: all). multiarc rows: multiarc (default
     /// configuration), multiarc-eager, multiarc-lazy, multiarc-1list; peers:
     /// moka, quick_cache, foyer, tinyufo, concread-arc, mutex-lru; baselines:
     /// pagecache, memcpy (copy mode only).
-    #[arg(long, value_parser = name_arg, value_delimiter = ',')]
-    caches: Option<Vec<String>>,
+    #[arg(long, value_parser = enum_arg::<RowName>("cache"), value_delimiter = ',')]
+    caches: Option<Vec<RowName>>,
     /// Repetitions: each runs every row once, the rows back to back (their
     /// order rotated by one per repetition); each row's median is reported.
     /// The default (3 x 0.25 s) keeps the full run at about two minutes.
@@ -80,7 +185,8 @@ pub struct BenchArgs {
     json: bool,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+/// A read mode of `--modes`: hold the buffer (zero-copy) or copy it out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 enum Mode {
     Hold,
@@ -112,14 +218,6 @@ struct BenchResult {
 }
 
 #[derive(Serialize)]
-pub(crate) struct Machine {
-    pub(crate) cpus: usize,
-    pub(crate) cpu_model: String,
-    memory_bytes: u64,
-    os: String,
-}
-
-#[derive(Serialize)]
 struct Config {
     threads: Vec<usize>,
     seconds: f64,
@@ -140,23 +238,6 @@ struct Report {
     results: Vec<BenchResult>,
 }
 
-/// What one row is.
-enum Row {
-    Cache(String),
-    PageCache,
-    Memcpy,
-}
-
-impl Row {
-    fn label(&self) -> String {
-        match self {
-            Row::Cache(n) => n.clone(),
-            Row::PageCache => "pagecache".into(),
-            Row::Memcpy => "memcpy".into(),
-        }
-    }
-}
-
 /// A row ready to measure: its cache loaded, its files written, its array
 /// filled.
 enum Prepared {
@@ -167,7 +248,7 @@ enum Prepared {
 
 /// Builds and loads `row` for `threads` threads.
 fn prepare(
-    row: &Row,
+    row: RowName,
     threads: usize,
     blocks: u64,
     block_size: u64,
@@ -175,15 +256,7 @@ fn prepare(
 ) -> anyhow::Result<Prepared> {
     let block = block_size as usize;
     Ok(match row {
-        Row::Cache(name) => {
-            // Fully cached: capacity above the data set.
-            let bytes = blocks * block_size * threads as u64;
-            let capacity = bytes + bytes / 4 + (1 << 20);
-            let cache = peers::build_with(name, capacity, block, sublists)?;
-            load(&*cache, threads, blocks, block);
-            Prepared::Cache(cache)
-        }
-        Row::PageCache => {
+        RowName::PageCache => {
             let dir = TmpfsDir::create()?;
             let files = (0..threads)
                 .map(|t| -> anyhow::Result<std::fs::File> {
@@ -204,7 +277,7 @@ fn prepare(
                 .collect::<anyhow::Result<Vec<_>>>()?;
             Prepared::PageCache(dir, files)
         }
-        Row::Memcpy => {
+        RowName::Memcpy => {
             let total = (blocks * threads as u64) as usize * block;
             let mut array = vec![0u8; total];
             for (i, chunk) in array.chunks_mut(block).enumerate() {
@@ -212,6 +285,14 @@ fn prepare(
                 chunk.copy_from_slice(&block_bytes(key_of(t as usize, b), block));
             }
             Prepared::Memcpy(array)
+        }
+        cache => {
+            // Fully cached: capacity above the data set.
+            let bytes = blocks * block_size * threads as u64;
+            let capacity = bytes + bytes / 4 + (1 << 20);
+            let cache = peers::build_with(cache.name(), capacity, block, sublists)?;
+            load(&*cache, threads, blocks, block);
+            Prepared::Cache(cache)
         }
     })
 }
@@ -233,13 +314,13 @@ fn run_once(
             if tracing {
                 multiarc::lock::lockstat::reset();
             }
-            let (ops, misses, elapsed) = measure(
+            let run = measure(
                 threads,
                 args.seconds,
                 block,
                 cache_op(&**cache, mode, blocks),
             );
-            let mut r = result(label, mode, threads, ops, misses, elapsed, block);
+            let mut r = result(label, mode, threads, run, block);
             if tracing {
                 cache.set_lockstat(false);
                 let rep = multiarc::lock::lockstat::snapshot();
@@ -256,7 +337,7 @@ fn run_once(
             r
         }
         Prepared::PageCache(_dir, files) => {
-            let (ops, misses, elapsed) = measure(threads, args.seconds, block, |t, r, buf| {
+            let run = measure(threads, args.seconds, block, |t, r, buf| {
                 let b = r % blocks;
                 let ok = files[t].read_exact_at(buf, b * bs).is_ok();
                 if (r >> 52) == 0 {
@@ -264,43 +345,19 @@ fn run_once(
                 }
                 ok
             });
-            result(label, Mode::Copy, threads, ops, misses, elapsed, block)
+            result(label, Mode::Copy, threads, run, block)
         }
         Prepared::Memcpy(array) => {
-            let (ops, misses, elapsed) = measure(threads, args.seconds, block, |t, r, buf| {
+            let run = measure(threads, args.seconds, block, |t, r, buf| {
                 let b = r % blocks;
                 let at = ((t as u64 * blocks + b) as usize) * block;
                 buf.copy_from_slice(&array[at..at + block]);
                 std::hint::black_box(&buf);
                 true
             });
-            result(label, Mode::Copy, threads, ops, misses, elapsed, block)
+            result(label, Mode::Copy, threads, run, block)
         }
     }
-}
-
-pub(crate) fn machine() -> Machine {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let cpu_model = cpuinfo
-        .lines()
-        .find(|l| l.starts_with("model name"))
-        .and_then(|l| l.split(':').nth(1))
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|| "unknown".into());
-    Machine {
-        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
-        cpu_model,
-        memory_bytes: meminfo("MemTotal:").unwrap_or(0),
-        os: std::env::consts::OS.to_string(),
-    }
-}
-
-/// A `/proc/meminfo` figure in bytes.
-fn meminfo(field: &str) -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with(field))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
 }
 
 /// The bytes of block `block` of thread `thread`'s object: the key in the
@@ -324,121 +381,6 @@ fn check_block(key: u64, bytes: &[u8]) {
     let k = key.to_le_bytes();
     let n = bytes.len().min(8);
     assert_eq!(&bytes[..n], &k[..n], "block {key:#x}: wrong bytes returned");
-}
-
-/// Runs [`measure`] `repeat` times; returns the run with the median
-/// throughput.
-pub(crate) fn measure_median<F>(
-    repeat: usize,
-    threads: usize,
-    seconds: f64,
-    block: usize,
-    op: F,
-) -> (u64, u64, Duration)
-where
-    F: Fn(usize, u64, &mut [u8]) -> bool + Sync,
-{
-    let mut runs: Vec<(u64, u64, Duration)> = (0..repeat)
-        .map(|_| measure(threads, seconds, block, &op))
-        .collect();
-    runs.sort_by(|a, b| {
-        let rate = |r: &(u64, u64, Duration)| r.0 as f64 / r.2.as_secs_f64();
-        rate(a).total_cmp(&rate(b))
-    });
-    runs[runs.len() / 2]
-}
-
-/// The start line of the measuring threads: they run once it opens, or
-/// give up if it is closed because a thread could not be started (a
-/// `Barrier` would keep the started ones, and the scope, waiting forever).
-struct StartLine {
-    state: std::sync::Mutex<Option<bool>>,
-    cv: std::sync::Condvar,
-}
-
-impl StartLine {
-    fn new() -> StartLine {
-        StartLine {
-            state: std::sync::Mutex::new(None),
-            cv: std::sync::Condvar::new(),
-        }
-    }
-
-    /// Waits for the start; true to run, false to give up.
-    fn wait(&self) -> bool {
-        let mut g = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        loop {
-            if let Some(go) = *g {
-                return go;
-            }
-            g = self.cv.wait(g).unwrap_or_else(|e| e.into_inner());
-        }
-    }
-
-    fn release(&self, go: bool) {
-        *self.state.lock().unwrap_or_else(|e| e.into_inner()) = Some(go);
-        self.cv.notify_all();
-    }
-}
-
-/// Runs `op(thread, rng, buf)` in `threads` threads for `seconds`; returns
-/// (ops, misses, elapsed). A thread that cannot be started (out of memory
-/// or of threads) ends the command with one clear error line.
-fn measure<F>(threads: usize, seconds: f64, block: usize, op: F) -> (u64, u64, Duration)
-where
-    F: Fn(usize, u64, &mut [u8]) -> bool + Sync,
-{
-    let stop = AtomicBool::new(false);
-    let start_line = StartLine::new();
-    let (ops, misses, elapsed) = std::thread::scope(|s| {
-        let mut handles = Vec::with_capacity(threads);
-        for t in 0..threads {
-            let (stop, start_line, op) = (&stop, &start_line, &op);
-            let spawned = std::thread::Builder::new().spawn_scoped(s, move || {
-                if !start_line.wait() {
-                    return (0, 0);
-                }
-                let mut rng = SplitMix(0x5EED ^ (t as u64) << 32);
-                let mut buf = vec![0u8; block];
-                let (mut n, mut missed) = (0u64, 0u64);
-                while !stop.load(Ordering::Relaxed) {
-                    for _ in 0..64 {
-                        if !op(t, rng.next(), &mut buf) {
-                            missed += 1;
-                        }
-                    }
-                    n += 64;
-                }
-                std::hint::black_box(&buf);
-                (n, missed)
-            });
-            match spawned {
-                Ok(h) => handles.push(h),
-                Err(e) => {
-                    start_line.release(false);
-                    for h in handles {
-                        let _ = h.join();
-                    }
-                    eprintln!(
-                        "multiarc: error: could not start bench thread {t} of {threads}: {e}"
-                    );
-                    std::process::exit(1);
-                }
-            }
-        }
-        start_line.release(true);
-        let start = Instant::now();
-        std::thread::sleep(Duration::from_secs_f64(seconds));
-        stop.store(true, Ordering::Relaxed);
-        let (mut ops, mut misses) = (0, 0);
-        for h in handles {
-            let (n, m) = h.join().expect("bench thread panicked");
-            ops += n;
-            misses += m;
-        }
-        (ops, misses, start.elapsed())
-    });
-    (ops, misses, elapsed)
 }
 
 fn cache_op<'a>(
@@ -488,20 +430,13 @@ impl Drop for TmpfsDir {
 }
 
 fn is_tmpfs(path: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
-        return false;
-    };
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `c` is a valid NUL-terminated path and `st` a writable statfs.
-    let rc = unsafe { libc::statfs(c.as_ptr(), &mut st) };
-    const TMPFS_MAGIC: i64 = 0x0102_1994;
-    rc == 0 && st.f_type as i64 == TMPFS_MAGIC
+    const TMPFS_MAGIC: rustix::fs::FsWord = 0x0102_1994;
+    rustix::fs::statfs(path).is_ok_and(|st| st.f_type == TMPFS_MAGIC)
 }
 
 /// Runs the benchmark.
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
-    if args.workload != "cache" {
+    if let Some(workload) = args.workload.file_workload() {
         if args.caches.is_some() || args.lockstat || args.plot.is_some() {
             bail!("--caches, --lockstat and --plot apply to --workload cache only");
         }
@@ -513,13 +448,13 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             );
         }
         return crate::filebench::run(crate::filebench::FileBenchArgs {
-            workload: &args.workload,
+            workload,
             threads: &args.threads,
             seconds: args.seconds,
             repeat: args.repeat,
             file_bytes: args.file_bytes,
             block_size: args.block_size,
-            locking: args.locking.clone(),
+            locking: args.locking.iter().map(|&l| l.into()).collect(),
             json: args.json,
         });
     }
@@ -537,30 +472,12 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             args.block_size
         );
     }
-    let mut modes = Vec::new();
-    for m in &args.modes {
-        modes.push(match m.as_str() {
-            "hold" => Mode::Hold,
-            "copy" => Mode::Copy,
-            other => bail!("unknown mode {other:?} (known: hold, copy)"),
-        });
-    }
-    let all: Vec<String> = MULTIARC_NAMES
-        .iter()
-        .chain(PEER_NAMES)
-        .chain(BASELINES)
-        .map(|s| s.to_string())
-        .collect();
-    let names = args.caches.clone().unwrap_or_else(|| all.clone());
-    let mut rows = Vec::new();
-    for n in &names {
-        rows.push(match n.as_str() {
-            "pagecache" => Row::PageCache,
-            "memcpy" => Row::Memcpy,
-            other if all.iter().any(|a| a == other) => Row::Cache(other.to_string()),
-            other => bail!("unknown cache {other:?} (known: {})", all.join(", ")),
-        });
-    }
+    let modes = args.modes.clone();
+    let rows: Vec<RowName> = match &args.caches {
+        Some(rows) => rows.clone(),
+        None => <RowName as clap::ValueEnum>::value_variants().to_vec(),
+    };
+    let names: Vec<String> = rows.iter().map(|r| r.name().to_string()).collect();
     let max_threads = *args.threads.iter().max().expect("clap requires a value");
     let data = args.file_bytes.saturating_mul(max_threads as u64);
     if let Some(avail) = meminfo("MemAvailable:") {
@@ -577,24 +494,15 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let block = args.block_size as usize;
     let blocks = args.file_bytes / args.block_size;
     let mut policies = Vec::new();
-    for r in &rows {
-        if let Row::Cache(name) = r {
-            let c = peers::build(name, 1 << 20, block)?;
-            policies.push((name.clone(), c.policy().to_string()));
-        }
+    for r in rows.iter().filter(|r| r.is_cache()) {
+        let c = peers::build(r.name(), 1 << 20, block)?;
+        policies.push((r.name().to_string(), c.policy().to_string()));
     }
-    let measurements_per_rep: usize = rows
-        .iter()
-        .map(|r| match r {
-            Row::Cache(_) => modes.len(),
-            _ => modes.iter().filter(|m| **m == Mode::Copy).count(),
-        })
-        .sum::<usize>()
-        * args.threads.len();
+    let measurements_per_rep: usize =
+        rows.iter().map(|r| r.modes(&modes).len()).sum::<usize>() * args.threads.len();
     let total_runs = measurements_per_rep * args.repeat;
-    let mut progress = Progress::new(true);
+    let bar = harness::Bar::new("bench", total_runs, args.json);
     let mut done = 0;
-    let started = Instant::now();
     // Every run of every (row, mode, threads), in the order they ran.
     let mut runs: Vec<(usize, BenchResult)> = Vec::new();
     let avail = meminfo("MemAvailable:").unwrap_or(0);
@@ -610,37 +518,32 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         let keep = (rows.len() as u64).saturating_mul(bytes * 3 / 2) <= avail / 4;
         let mut kept: Vec<Option<Prepared>> = rows.iter().map(|_| None).collect();
         for rep in 0..args.repeat {
-            for k in 0..rows.len() {
-                let ri = (k + rep) % rows.len();
-                let row = &rows[ri];
-                let row_modes: Vec<Mode> = match row {
-                    Row::Cache(_) => modes.clone(),
-                    _ => modes.iter().copied().filter(|m| *m == Mode::Copy).collect(),
-                };
+            for ri in harness::interleaved(rows.len(), rep) {
+                let row = rows[ri];
+                let row_modes = row.modes(&modes);
                 if row_modes.is_empty() {
                     continue;
                 }
-                let label = row.label();
+                let label = row.name();
                 let prepared = match kept[ri].take() {
                     Some(p) => p,
                     None => {
-                        progress.update(&format!(
-                            "bench: {label}, {threads} threads: loading {} MiB ({done}/{total_runs} runs, {:.0} s)",
-                            bytes >> 20,
-                            started.elapsed().as_secs_f64()
+                        bar.doing(format!(
+                            "{label}, {threads} threads: loading {} MiB",
+                            bytes >> 20
                         ));
                         prepare(row, threads, blocks, args.block_size, args.sublists)?
                     }
                 };
                 for &mode in &row_modes {
-                    progress.update(&format!(
-                        "bench: repetition {}/{}, {label}, {threads} threads, {mode:?} ({done}/{total_runs} runs, {:.0} s)",
+                    bar.doing(format!(
+                        "repetition {}/{}, {label}, {threads} threads, {mode:?}",
                         rep + 1,
-                        args.repeat,
-                        started.elapsed().as_secs_f64()
+                        args.repeat
                     ));
-                    let r = run_once(&prepared, &label, mode, threads, blocks, &args);
+                    let r = run_once(&prepared, label, mode, threads, blocks, &args);
                     runs.push((ri, r));
+                    bar.runs_done(1);
                     done += 1;
                 }
                 if keep {
@@ -649,16 +552,13 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             }
         }
     }
-    progress.finish(&format!(
-        "bench: {done} runs in {:.0} s",
-        started.elapsed().as_secs_f64()
-    ));
+    bar.finish(&format!("{done} runs"));
 
     // The median run of each (row, mode, threads), in row order.
     let mut results = Vec::new();
     let mut report_lockstat_table = None;
     for (ri, row) in rows.iter().enumerate() {
-        let label = row.label();
+        let label = row.name();
         for &threads in &args.threads {
             for &mode in &modes {
                 let mut these: Vec<&BenchResult> = runs
@@ -669,13 +569,12 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 if these.is_empty() {
                     continue;
                 }
-                these.sort_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec));
-                let mut median = these[these.len() / 2].clone();
+                let mut median = (*harness::median_by(&mut these, |r| r.ops_per_sec)).clone();
                 median.runs = these.len();
                 if let Some(table) = median.lock_table.take() {
                     if threads == max_threads && mode == modes[0] {
                         report_lockstat_table.get_or_insert_with(Vec::new).push((
-                            label.clone(),
+                            label.to_string(),
                             threads,
                             table,
                         ));
@@ -778,23 +677,15 @@ fn load(cache: &dyn BenchCache, threads: usize, blocks: u64, block: usize) {
     });
 }
 
-fn result(
-    cache: &str,
-    mode: Mode,
-    threads: usize,
-    ops: u64,
-    misses: u64,
-    elapsed: Duration,
-    block: usize,
-) -> BenchResult {
-    let ops_per_sec = ops as f64 / elapsed.as_secs_f64();
+fn result(cache: &str, mode: Mode, threads: usize, run: Run, block: usize) -> BenchResult {
+    let ops_per_sec = run.rate();
     BenchResult {
         cache: cache.to_string(),
         mode,
         threads,
         ops_per_sec,
         mb_per_sec: ops_per_sec * block as f64 / 1e6,
-        misses,
+        misses: run.misses,
         lock_hottest_share: None,
         lock_hottest_contended_share: None,
         lock_acquisitions: None,
@@ -850,56 +741,109 @@ fn print_tables(
         };
         for &(unit, scale, what) in tables {
             println!("\n{mode:?} mode, aggregate {what} per second ({unit}), median of {} interleaved runs:", args.repeat);
-            print!("{:>7}", "threads");
-            for c in &cols {
-                print!(" {:>14}", c);
+            let ratios = unit == "Mops/s";
+            let mut header = vec!["threads".to_string()];
+            header.extend(cols.iter().map(|c| c.to_string()));
+            if ratios {
+                header.extend(["vs 1list".into(), "vs best peer".into()]);
             }
-            if unit == "Mops/s" {
-                print!(" {:>12} {:>16}", "vs 1list", "vs best peer");
-            }
-            println!();
+            let mut table = text_table(header, 0);
             for &t in &args.threads {
-                print!("{t:>7}");
+                let mut row = vec![t.to_string()];
                 for c in &cols {
-                    match find(c, mode, t) {
-                        Some(r) => print!(" {:>14.2}", r.ops_per_sec / scale),
-                        None => print!(" {:>14}", "-"),
-                    }
+                    row.push(match find(c, mode, t) {
+                        Some(r) => format!("{:.2}", r.ops_per_sec / scale),
+                        None => "-".into(),
+                    });
                 }
-                if unit == "Mops/s" {
+                if ratios {
                     let ours = find("multiarc", mode, t).map(|r| r.ops_per_sec);
                     let one = find("multiarc-1list", mode, t).map(|r| r.ops_per_sec);
                     let best_peer = PEER_NAMES
                         .iter()
                         .filter_map(|p| find(p, mode, t))
                         .max_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec));
-                    match (ours, one) {
-                        (Some(a), Some(b)) => print!(" {:>11.2}x", a / b),
-                        _ => print!(" {:>12}", "-"),
-                    }
-                    match (ours, best_peer) {
-                        (Some(a), Some(p)) => print!(" {:>7.2}x {:<8}", a / p.ops_per_sec, p.cache),
-                        _ => print!(" {:>16}", "-"),
-                    }
+                    row.push(match (ours, one) {
+                        (Some(a), Some(b)) => format!("{:.2}x", a / b),
+                        _ => "-".into(),
+                    });
+                    row.push(match (ours, best_peer) {
+                        (Some(a), Some(p)) => format!("{:.2}x {}", a / p.ops_per_sec, p.cache),
+                        _ => "-".into(),
+                    });
                 }
-                println!();
+                table.add_row(row);
             }
+            if ratios {
+                // `1.05x quick_cache`: the ratios line up on the left.
+                let last = table.column_count() - 1;
+                if let Some(c) = table.column_mut(last) {
+                    c.set_cell_alignment(comfy_table::CellAlignment::Left);
+                }
+            }
+            println!("{}", table.trim_fmt());
         }
         if args.lockstat {
             println!("\n{mode:?} mode, multiarc lockstat: hottest lock instance's share of all acquisitions (and of contended ones):");
+            let mut header = vec!["row".to_string()];
+            header.extend(args.threads.iter().map(|t| format!("{t} threads")));
+            let mut table = text_table(header, 1);
             for c in cols.iter().filter(|c| c.starts_with("multiarc")) {
-                print!("  {c:<15}");
+                let mut row = vec![c.to_string()];
                 for &t in &args.threads {
-                    if let Some(r) = find(c, mode, t) {
-                        if let (Some(h), Some(hc)) =
-                            (r.lock_hottest_share, r.lock_hottest_contended_share)
+                    row.push(
+                        match find(c, mode, t)
+                            .and_then(|r| r.lock_hottest_share.zip(r.lock_hottest_contended_share))
                         {
-                            print!(" {t}t: {:.2}% ({:.1}%)", 100.0 * h, 100.0 * hc);
-                        }
-                    }
+                            Some((h, hc)) => format!("{:.2}% ({:.1}%)", 100.0 * h, 100.0 * hc),
+                            None => "-".into(),
+                        },
+                    );
                 }
-                println!();
+                table.add_row(row);
             }
+            println!("{}", table.trim_fmt());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::ValueEnum;
+
+    #[test]
+    fn row_names_are_the_value_names_and_the_peers_names() {
+        for &r in RowName::value_variants() {
+            assert_eq!(r.to_possible_value().unwrap().get_name(), r.name());
+        }
+        let caches: Vec<&str> = RowName::value_variants()
+            .iter()
+            .filter(|r| r.is_cache())
+            .map(|r| r.name())
+            .collect();
+        let peers: Vec<&str> = peers::MULTIARC_NAMES
+            .iter()
+            .chain(PEER_NAMES)
+            .copied()
+            .collect();
+        assert_eq!(caches, peers);
+        assert_eq!(
+            crate::util::enum_names::<Workload>(),
+            ["cache", "randrw", "randread", "rangelock"]
+        );
+        assert_eq!(crate::util::enum_names::<Mode>(), ["hold", "copy"]);
+        for &l in LockingArg::value_variants() {
+            let name = l.to_possible_value().unwrap().get_name().to_string();
+            assert_eq!(Locking::from(l).name(), name);
+        }
+    }
+
+    #[test]
+    fn baselines_only_copy() {
+        let both = [Mode::Hold, Mode::Copy];
+        assert_eq!(RowName::Memcpy.modes(&both), [Mode::Copy]);
+        assert_eq!(RowName::PageCache.modes(&[Mode::Hold]), []);
+        assert_eq!(RowName::Moka.modes(&both), both);
     }
 }

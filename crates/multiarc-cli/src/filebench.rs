@@ -15,18 +15,78 @@
 //! so what is measured is the file layer and its locking; writes do go
 //! through write-back (the flusher runs, as it would on a real file).
 
-use crate::bench::{machine, measure_median, Machine};
-use crate::util::Progress;
+use crate::harness::{self, machine, measure, measure_median, Bar, Machine, Run};
+use crate::util::text_table;
 use anyhow::{bail, Context};
 use multiarc::file::{CachedFile, Locking, MemStore, RangeLock, WriteBack, WriteBackConfig};
 use multiarc::{BlockKey, Cache};
 use serde::Serialize;
 use std::sync::Arc;
-use std::time::Instant;
+
+/// A file workload of `bench --workload`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileWorkload {
+    /// 50% reads, 50% writes.
+    RandRw,
+    /// Reads only.
+    RandRead,
+    /// Lock/unlock pairs of the range lock and the rwsem.
+    RangeLock,
+}
+
+impl FileWorkload {
+    /// The name `--workload` takes, and the JSON's `workload`.
+    pub fn name(self) -> &'static str {
+        match self {
+            FileWorkload::RandRw => "randrw",
+            FileWorkload::RandRead => "randread",
+            FileWorkload::RangeLock => "rangelock",
+        }
+    }
+}
+
+/// The I/O of `randrw` and `randread`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FileIo {
+    /// One aligned 8 KiB block.
+    Aligned,
+    /// A random offset and a random length from 1 byte to 16 KiB.
+    Unaligned,
+}
+
+impl FileIo {
+    /// The JSON's `io`.
+    fn name(self) -> &'static str {
+        match self {
+            FileIo::Aligned => "8KiB",
+            FileIo::Unaligned => "unaligned",
+        }
+    }
+}
+
+/// The I/O kinds of `randrw` and `randread`, in table order.
+const FILE_IOS: [FileIo; 2] = [FileIo::Aligned, FileIo::Unaligned];
+
+/// The lock of `rangelock`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LockKind {
+    Range,
+    RwSem,
+}
+
+impl LockKind {
+    /// The JSON's `locking`.
+    fn name(self) -> &'static str {
+        match self {
+            LockKind::Range => "range",
+            LockKind::RwSem => "rwsem",
+        }
+    }
+}
 
 /// What the file workloads share with `bench`'s arguments.
 pub struct FileBenchArgs<'a> {
-    pub workload: &'a str,
+    pub workload: FileWorkload,
     pub threads: &'a [usize],
     pub seconds: f64,
     pub repeat: usize,
@@ -38,13 +98,13 @@ pub struct FileBenchArgs<'a> {
 
 #[derive(Serialize, Clone, Debug)]
 struct FileResult {
-    workload: String,
+    workload: &'static str,
     /// `8KiB` (aligned, one block) or `unaligned`; for `rangelock`,
     /// `disjoint` or `overlapping`.
-    io: String,
-    locking: String,
+    io: &'static str,
+    locking: &'static str,
     /// `read`, `write` or `mixed` (randrw).
-    op: String,
+    op: &'static str,
     threads: usize,
     ops_per_sec: f64,
 }
@@ -52,7 +112,7 @@ struct FileResult {
 #[derive(Serialize)]
 struct FileReport {
     machine: Machine,
-    workload: String,
+    workload: &'static str,
     file_bytes: u64,
     block_size: u64,
     seconds: f64,
@@ -64,23 +124,23 @@ struct FileReport {
 const UNALIGNED_MAX: u64 = 16 << 10;
 
 pub fn run(a: FileBenchArgs<'_>) -> anyhow::Result<()> {
-    let mut progress = Progress::new(true);
-    let started = Instant::now();
+    let runs = match a.workload {
+        FileWorkload::RandRw | FileWorkload::RandRead => {
+            a.locking.len() * FILE_IOS.len() * a.threads.len() * a.repeat
+        }
+        FileWorkload::RangeLock => 2 * 2 * 2 * a.threads.len() * a.repeat,
+    };
+    let bar = Bar::new(&format!("bench {}", a.workload.name()), runs, a.json);
     let mut results = Vec::new();
     match a.workload {
-        "randrw" | "randread" => file_workload(&a, &mut progress, started, &mut results)?,
-        "rangelock" => range_lock_workload(&a, &mut progress, started, &mut results),
-        other => bail!("unknown workload {other:?} (known: cache, randrw, randread, rangelock)"),
+        FileWorkload::RandRw | FileWorkload::RandRead => file_workload(&a, &bar, &mut results)?,
+        FileWorkload::RangeLock => range_lock_workload(&a, &bar, &mut results),
     }
-    progress.finish(&format!(
-        "bench {}: done in {:.0} s",
-        a.workload,
-        started.elapsed().as_secs_f64()
-    ));
+    bar.finish(&format!("{runs} runs"));
     if a.json {
         let report = FileReport {
             machine: machine(),
-            workload: a.workload.to_string(),
+            workload: a.workload.name(),
             file_bytes: a.file_bytes,
             block_size: a.block_size,
             seconds: a.seconds,
@@ -126,8 +186,7 @@ fn open_file(a: &FileBenchArgs<'_>, locking: Locking) -> anyhow::Result<CachedFi
 
 fn file_workload(
     a: &FileBenchArgs<'_>,
-    progress: &mut Progress,
-    started: Instant,
+    bar: &Bar,
     results: &mut Vec<FileResult>,
 ) -> anyhow::Result<()> {
     let bs = a.block_size;
@@ -148,47 +207,41 @@ fn file_workload(
         ),
         per_file.saturating_mul(a.locking.len() as u64),
     )?;
-    let ios = ["8KiB", "unaligned"];
-    let total = a.locking.len() * ios.len() * a.threads.len() * a.repeat;
-    let mut done = 0;
     // One file per mode, all open at once: each repetition measures the
-    // modes back to back, so drifts of this shared machine's speed hit
-    // every mode alike; the median of each is reported.
+    // modes back to back (rotated by one per repetition, as `bench` does its
+    // rows), so drifts of this shared machine's speed hit every mode alike;
+    // the median of each is reported.
     let mut files = Vec::new();
     for &locking in &a.locking {
-        progress.update(&format!("bench {}: filling the {locking} file", a.workload));
+        bar.doing(format!("filling the {locking} file"));
         files.push((locking, open_file(a, locking)?));
     }
-    for io in ios {
+    for io in FILE_IOS {
         for &threads in a.threads {
             let mut rates: Vec<Vec<f64>> = vec![Vec::new(); files.len()];
-            for _ in 0..a.repeat {
-                for (i, (locking, file)) in files.iter().enumerate() {
-                    progress.update(&format!(
-                        "bench {}: {locking}, {io}, {threads} threads ({done}/{total} runs, {:.0} s)",
-                        a.workload,
-                        started.elapsed().as_secs_f64()
-                    ));
-                    let (ops, elapsed) = file_run(a, file, io == "8KiB", threads)
-                        .with_context(|| format!("{locking} {io} run"))?;
-                    rates[i].push(ops as f64 / elapsed.as_secs_f64());
-                    done += 1;
+            for rep in 0..a.repeat {
+                for i in harness::interleaved(files.len(), rep) {
+                    let (locking, file) = &files[i];
+                    bar.doing(format!("{locking}, {}, {threads} threads", io.name()));
+                    let rate = file_run(a, file, io, threads)
+                        .with_context(|| format!("{locking} {} run", io.name()))?;
+                    rates[i].push(rate);
+                    bar.runs_done(1);
                 }
             }
             for ((locking, _), mut r) in files.iter().zip(rates) {
-                r.sort_by(f64::total_cmp);
+                let median = *harness::median_by(&mut r, |x| *x);
                 results.push(FileResult {
-                    workload: a.workload.to_string(),
-                    io: io.to_string(),
-                    locking: locking.name().to_string(),
-                    op: if a.workload == "randrw" {
+                    workload: a.workload.name(),
+                    io: io.name(),
+                    locking: locking.name(),
+                    op: if a.workload == FileWorkload::RandRw {
                         "mixed"
                     } else {
                         "read"
-                    }
-                    .into(),
+                    },
                     threads,
-                    ops_per_sec: r[r.len() / 2],
+                    ops_per_sec: median,
                 });
             }
         }
@@ -199,18 +252,22 @@ fn file_workload(
     Ok(())
 }
 
-/// One timed run of the file workload; returns (ops, elapsed).
+/// One timed run of the file workload; returns its operations per second.
 fn file_run(
     a: &FileBenchArgs<'_>,
     file: &CachedFile,
-    aligned: bool,
+    io: FileIo,
     threads: usize,
-) -> anyhow::Result<(u64, std::time::Duration)> {
+) -> anyhow::Result<f64> {
     let size = a.file_bytes;
-    let write_pct = if a.workload == "randrw" { 50 } else { 0 };
+    let write_pct = if a.workload == FileWorkload::RandRw {
+        50
+    } else {
+        0
+    };
+    let aligned = io == FileIo::Aligned;
     let failed = std::sync::Mutex::new(None);
-    let (ops, _, elapsed) = measure_median(
-        1,
+    let run = measure(
         threads,
         a.seconds,
         UNALIGNED_MAX as usize,
@@ -235,58 +292,71 @@ fn file_run(
     if let Some(e) = failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
         return Err(e.into());
     }
-    Ok((ops, elapsed))
+    Ok(run.rate())
 }
 
-fn range_lock_workload(
-    a: &FileBenchArgs<'_>,
-    progress: &mut Progress,
-    started: Instant,
-    results: &mut Vec<FileResult>,
-) {
+fn range_lock_workload(a: &FileBenchArgs<'_>, bar: &Bar, results: &mut Vec<FileResult>) {
     let range = RangeLock::default();
     let rwsem = multiarc::file::FileRwSem::new(());
-    let total = 2 * 2 * 2 * a.threads.len();
-    let mut done = 0;
-    for lock in ["range", "rwsem"] {
-        for io in ["disjoint", "overlapping"] {
-            for op in ["read", "write"] {
+    for lock in [LockKind::Range, LockKind::RwSem] {
+        for disjoint in [true, false] {
+            let io = if disjoint { "disjoint" } else { "overlapping" };
+            for write in [false, true] {
+                let op = if write { "write" } else { "read" };
                 for &threads in a.threads {
-                    progress.update(&format!(
-                        "bench rangelock: {lock} {op} {io}, {threads} threads ({done}/{total} runs, {:.0} s)",
-                        started.elapsed().as_secs_f64()
-                    ));
-                    let disjoint = io == "disjoint";
-                    let write = op == "write";
-                    let (ops, _, elapsed) =
-                        measure_median(a.repeat, threads, a.seconds, 0, |t, r, _| {
-                            // Disjoint: each thread in its own 1 MiB region
-                            // (its own stripes); overlapping: all on one 8 KiB.
-                            let start = if disjoint {
-                                ((t as u64) << 20) + (r % 120) * 8192
-                            } else {
-                                0
-                            };
-                            match (lock, write) {
-                                ("range", false) => drop(range.read(start..start + 8192)),
-                                ("range", true) => drop(range.write(start..start + 8192)),
-                                (_, false) => drop(rwsem.read()),
-                                (_, true) => drop(rwsem.write()),
-                            }
-                            true
-                        });
+                    bar.doing(format!("{} {op} {io}, {threads} threads", lock.name()));
+                    // The lock and the operation are chosen here, each arm
+                    // measuring its own closure: nothing is decided per
+                    // lock/unlock pair.
+                    let run = match (lock, write) {
+                        (LockKind::Range, false) => {
+                            lock_pairs(a, threads, disjoint, |at| drop(range.read(at..at + 8192)))
+                        }
+                        (LockKind::Range, true) => {
+                            lock_pairs(a, threads, disjoint, |at| drop(range.write(at..at + 8192)))
+                        }
+                        (LockKind::RwSem, false) => {
+                            lock_pairs(a, threads, disjoint, |_| drop(rwsem.read()))
+                        }
+                        (LockKind::RwSem, true) => {
+                            lock_pairs(a, threads, disjoint, |_| drop(rwsem.write()))
+                        }
+                    };
                     results.push(FileResult {
-                        workload: "rangelock".into(),
-                        io: io.into(),
-                        locking: lock.into(),
-                        op: op.into(),
+                        workload: FileWorkload::RangeLock.name(),
+                        io,
+                        locking: lock.name(),
+                        op,
                         threads,
-                        ops_per_sec: ops as f64 / elapsed.as_secs_f64(),
+                        ops_per_sec: run.rate(),
                     });
-                    done += 1;
+                    bar.runs_done(a.repeat);
                 }
             }
         }
+    }
+}
+
+/// The median of `--repeat` runs of `threads` threads taking and
+/// releasing a lock, `pair(start)` locking and unlocking 8 KiB at `start`:
+/// disjoint, each thread in its own 1 MiB region (its own stripes), or
+/// all on the same 8 KiB.
+fn lock_pairs(
+    a: &FileBenchArgs<'_>,
+    threads: usize,
+    disjoint: bool,
+    pair: impl Fn(u64) + Sync,
+) -> Run {
+    if disjoint {
+        measure_median(a.repeat, threads, a.seconds, 0, |t, r, _| {
+            pair(((t as u64) << 20) + (r % 120) * 8192);
+            true
+        })
+    } else {
+        measure_median(a.repeat, threads, a.seconds, 0, |_, _, _| {
+            pair(0);
+            true
+        })
     }
 }
 
@@ -294,7 +364,7 @@ fn print_table(a: &FileBenchArgs<'_>, results: &[FileResult]) {
     let m = machine();
     println!(
         "multiarc bench --workload {}: one {} MiB file, {} B blocks, {} s per run, median of {}; {} CPUs ({})",
-        a.workload,
+        a.workload.name(),
         a.file_bytes >> 20,
         a.block_size,
         a.seconds,
@@ -302,9 +372,9 @@ fn print_table(a: &FileBenchArgs<'_>, results: &[FileResult]) {
         m.cpus,
         m.cpu_model
     );
-    let mut groups: Vec<(String, String)> = Vec::new();
+    let mut groups: Vec<(&str, &str)> = Vec::new();
     for r in results {
-        let g = (r.io.clone(), r.op.clone());
+        let g = (r.io, r.op);
         if !groups.contains(&g) {
             groups.push(g);
         }
@@ -316,49 +386,47 @@ fn print_table(a: &FileBenchArgs<'_>, results: &[FileResult]) {
             .collect();
         let mut lockings: Vec<&str> = Vec::new();
         for r in &rows {
-            if !lockings.contains(&r.locking.as_str()) {
-                lockings.push(&r.locking);
+            if !lockings.contains(&r.locking) {
+                lockings.push(r.locking);
             }
         }
         println!("\n{io}, {op}: ops per second (millions)");
-        print!("{:>8}", "threads");
-        for l in &lockings {
-            print!("{l:>12}");
+        let range_rwsem = lockings.contains(&"range") && lockings.contains(&"rwsem");
+        let range_torn = lockings.contains(&"torn") && lockings.contains(&"range");
+        let mut header = vec!["threads"];
+        header.extend(&lockings);
+        if range_rwsem {
+            header.push("range/rwsem");
         }
-        let ratios = lockings.contains(&"range") && lockings.contains(&"rwsem");
-        if ratios {
-            print!("{:>14}", "range/rwsem");
+        if range_torn {
+            header.push("range/torn");
         }
-        if lockings.contains(&"torn") && lockings.contains(&"range") {
-            print!("{:>14}", "range/torn");
-        }
-        println!();
+        let mut table = text_table(header, 0);
         for &t in a.threads {
-            print!("{t:>8}");
             let get = |l: &str| {
                 rows.iter()
                     .find(|r| r.locking == l && r.threads == t)
                     .map(|r| r.ops_per_sec)
             };
+            let ratio = |x: &str, y: &str| match (get(x), get(y)) {
+                (Some(x), Some(y)) => format!("{:.2}x", x / y),
+                _ => "-".into(),
+            };
+            let mut row = vec![t.to_string()];
             for l in &lockings {
-                match get(l) {
-                    Some(v) => print!("{:>12.3}", v / 1e6),
-                    None => print!("{:>12}", "-"),
-                }
+                row.push(match get(l) {
+                    Some(v) => format!("{:.3}", v / 1e6),
+                    None => "-".into(),
+                });
             }
-            if ratios {
-                match (get("range"), get("rwsem")) {
-                    (Some(x), Some(y)) => print!("{:>13.2}x", x / y),
-                    _ => print!("{:>14}", "-"),
-                }
+            if range_rwsem {
+                row.push(ratio("range", "rwsem"));
             }
-            if lockings.contains(&"torn") && lockings.contains(&"range") {
-                match (get("range"), get("torn")) {
-                    (Some(x), Some(y)) => print!("{:>13.2}x", x / y),
-                    _ => print!("{:>14}", "-"),
-                }
+            if range_torn {
+                row.push(ratio("range", "torn"));
             }
-            println!();
+            table.add_row(row);
         }
+        println!("{}", table.trim_fmt());
     }
 }

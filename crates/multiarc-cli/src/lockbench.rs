@@ -23,24 +23,45 @@ const RUNS: usize = 3;
 /// Acquisitions between two looks at the stop flag.
 const BATCH: u64 = 64;
 
-/// The locks measured by default, in table order.
-const DEFAULT_LOCKS: [&str; 5] = [
-    "multiarc",
-    "multiarc-spinwake",
-    "std",
-    "parking_lot",
-    "pthread",
-];
-/// Every lock name `--locks` accepts, in table order: the defaults plus
-/// `multiarc-lockstat` (our mutex with lock statistics on, to measure their cost).
-const LOCK_NAMES: [&str; 6] = [
-    "multiarc",
-    "multiarc-lockstat",
-    "multiarc-spinwake",
-    "std",
-    "parking_lot",
-    "pthread",
-];
+/// Every lock `--locks` accepts, in table order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum LockName {
+    /// Our futex mutex (one row per `--spins` count).
+    #[value(name = "multiarc")]
+    Multiarc,
+    /// Our mutex with lock statistics on, to measure their cost (not in
+    /// the default set).
+    #[value(name = "multiarc-lockstat")]
+    MultiarcLockstat,
+    /// Our mutex variant that spins and wakes all waiters.
+    #[value(name = "multiarc-spinwake")]
+    MultiarcSpinwake,
+    #[value(name = "std")]
+    Std,
+    #[value(name = "parking_lot")]
+    ParkingLot,
+    #[value(name = "pthread")]
+    Pthread,
+}
+
+impl LockName {
+    /// The row name (as `--locks` spells it, and in the JSON).
+    fn name(self) -> &'static str {
+        match self {
+            LockName::Multiarc => "multiarc",
+            LockName::MultiarcLockstat => "multiarc-lockstat",
+            LockName::MultiarcSpinwake => "multiarc-spinwake",
+            LockName::Std => "std",
+            LockName::ParkingLot => "parking_lot",
+            LockName::Pthread => "pthread",
+        }
+    }
+
+    /// Measured without `--locks`: all but `multiarc-lockstat`.
+    fn is_default(self) -> bool {
+        self != LockName::MultiarcLockstat
+    }
+}
 
 /// Arguments of `multiarc lockbench`.
 #[derive(clap::Args)]
@@ -54,8 +75,8 @@ pub struct LockbenchArgs {
     /// Only these locks, comma-separated: multiarc, multiarc-spinwake, std,
     /// parking_lot, pthread (the default set), and multiarc-lockstat (our
     /// lock with lock statistics on).
-    #[arg(long, value_parser = util::name_arg, value_delimiter = ',')]
-    locks: Option<Vec<String>>,
+    #[arg(long, value_parser = util::enum_arg::<LockName>("lock"), value_delimiter = ',')]
+    locks: Option<Vec<LockName>>,
     /// Spin counts to measure our lock with, comma-separated (see
     /// `multiarc::lock::set_spin_count`); 0 = sleep at once, the default.
     #[arg(long, value_parser = spin_arg, value_delimiter = ',', default_value = "0")]
@@ -374,35 +395,28 @@ fn measure<L: BenchLock>(
     Ok(())
 }
 
-fn selected_locks(args: &LockbenchArgs) -> Result<Vec<String>> {
-    let Some(wanted) = &args.locks else {
-        return Ok(DEFAULT_LOCKS.iter().map(|s| s.to_string()).collect());
-    };
-    for name in wanted {
-        if !LOCK_NAMES.contains(&name.as_str()) {
-            bail!(
-                "--locks: unknown lock {name:?} (known: {})",
-                LOCK_NAMES.join(", ")
-            );
-        }
-    }
-    // Table order, without duplicates.
-    Ok(LOCK_NAMES
+/// The locks to measure, in table order, without duplicates.
+fn selected_locks(args: &LockbenchArgs) -> Vec<LockName> {
+    <LockName as clap::ValueEnum>::value_variants()
         .iter()
-        .filter(|n| wanted.iter().any(|w| w == *n))
-        .map(|s| s.to_string())
-        .collect())
+        .copied()
+        .filter(|l| match &args.locks {
+            Some(wanted) => wanted.contains(l),
+            None => l.is_default(),
+        })
+        .collect()
 }
 
 /// Runs `multiarc lockbench`.
 pub fn run(args: LockbenchArgs) -> Result<()> {
     util::check_seconds(args.seconds)?;
-    let locks = selected_locks(&args)?;
+    let locks = selected_locks(&args);
     let mut progress = Progress::new(true);
     let mut results = Vec::new();
-    for name in &locks {
-        match name.as_str() {
-            "multiarc" => {
+    for &lock in &locks {
+        let name = lock.name();
+        match lock {
+            LockName::Multiarc => {
                 let before = multiarc::lock::spin_count();
                 for &spins in &args.spins {
                     multiarc::lock::set_spin_count(spins);
@@ -416,16 +430,17 @@ pub fn run(args: LockbenchArgs) -> Result<()> {
                     measured?;
                 }
             }
-            "multiarc-lockstat" => {
+            LockName::MultiarcLockstat => {
                 measure::<OurTracedMutex>(name, &args, &mut progress, &mut results)?
             }
-            "multiarc-spinwake" => {
+            LockName::MultiarcSpinwake => {
                 measure::<SpinWakeAll>(name, &args, &mut progress, &mut results)?
             }
-            "std" => measure::<StdMutex>(name, &args, &mut progress, &mut results)?,
-            "parking_lot" => measure::<ParkingLotMutex>(name, &args, &mut progress, &mut results)?,
-            "pthread" => measure::<PthreadMutex>(name, &args, &mut progress, &mut results)?,
-            other => unreachable!("validated lock name {other}"),
+            LockName::Std => measure::<StdMutex>(name, &args, &mut progress, &mut results)?,
+            LockName::ParkingLot => {
+                measure::<ParkingLotMutex>(name, &args, &mut progress, &mut results)?
+            }
+            LockName::Pthread => measure::<PthreadMutex>(name, &args, &mut progress, &mut results)?,
         }
     }
     progress.finish("lockbench: done");
@@ -439,7 +454,7 @@ pub fn run(args: LockbenchArgs) -> Result<()> {
                 runs: RUNS,
                 statistic: "median",
                 spins: args.spins.clone(),
-                locks,
+                locks: locks.iter().map(|l| l.name().to_string()).collect(),
             },
             results,
         };
@@ -467,17 +482,12 @@ fn table(args: &LockbenchArgs, cpus: usize, results: &[Measurement]) -> String {
         "fair = fewest acquisitions of any thread / most (1 = perfectly fair)."
     );
     let _ = writeln!(out);
-    let mut header = format!("{:<20} {:>5}", "lock", "bytes");
+    let mut header = vec!["lock".to_string(), "bytes".to_string()];
     for threads in &args.threads {
-        let _ = write!(
-            header,
-            " {:>12} {:>5}",
-            format!("{threads} thr Macq/s"),
-            "fair"
-        );
+        header.push(format!("{threads} thr Macq/s"));
+        header.push("fair".to_string());
     }
-    let _ = writeln!(out, "{header}");
-    let _ = writeln!(out, "{}", "-".repeat(header.len()));
+    let mut table = util::text_table(header, 1);
     let mut names: Vec<&str> = Vec::new();
     for m in results {
         if !names.contains(&m.lock.as_str()) {
@@ -486,19 +496,19 @@ fn table(args: &LockbenchArgs, cpus: usize, results: &[Measurement]) -> String {
     }
     for name in names {
         let rows: Vec<&Measurement> = results.iter().filter(|m| m.lock == name).collect();
-        let _ = write!(out, "{:<20} {:>5}", name, rows[0].size_bytes);
+        let mut row = vec![name.to_string(), rows[0].size_bytes.to_string()];
         for threads in &args.threads {
             match rows.iter().find(|m| m.threads == *threads) {
                 Some(m) => {
-                    let _ = write!(out, " {:>12.1} {:>5.2}", m.mops, m.fairness);
+                    row.push(format!("{:.1}", m.mops));
+                    row.push(format!("{:.2}", m.fairness));
                 }
-                None => {
-                    let _ = write!(out, " {:>12} {:>5}", "-", "-");
-                }
+                None => row.extend(["-".to_string(), "-".to_string()]),
             }
         }
-        let _ = writeln!(out);
+        table.add_row(row);
     }
+    let _ = writeln!(out, "{}", table.trim_fmt());
     out
 }
 
@@ -537,6 +547,18 @@ mod tests {
         };
         assert_eq!(sample.fairness(), 0.5);
         assert_eq!(sample.mops(), 230.0 / 1e6);
+    }
+
+    #[test]
+    fn lock_names_are_the_value_names() {
+        for &l in <LockName as clap::ValueEnum>::value_variants() {
+            let v = clap::ValueEnum::to_possible_value(&l).unwrap();
+            assert_eq!(v.get_name(), l.name());
+        }
+        assert_eq!(
+            crate::util::enum_names::<LockName>().join(","),
+            "multiarc,multiarc-lockstat,multiarc-spinwake,std,parking_lot,pthread"
+        );
     }
 
     #[test]

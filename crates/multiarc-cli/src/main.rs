@@ -6,6 +6,7 @@
 
 mod bench;
 mod filebench;
+mod harness;
 mod lockbench;
 mod mount;
 mod peers;

@@ -92,6 +92,86 @@ pub fn name_arg(text: &str) -> Result<String, String> {
     Ok(t.to_string())
 }
 
+/// A clap value parser for one item of a flag taking names of a
+/// [`clap::ValueEnum`] (`--modes hold,copy`): trims it, refuses an empty
+/// one, and reports an unknown one in one line naming it and every known
+/// name (`unknown mode "stream" (known: hold, copy)`). The names show in
+/// `--help` as the flag's possible values.
+pub fn enum_arg<E>(what: &'static str) -> EnumArg<E> {
+    EnumArg {
+        what,
+        kind: std::marker::PhantomData,
+    }
+}
+
+/// What [`enum_arg`] returns.
+pub struct EnumArg<E> {
+    what: &'static str,
+    kind: std::marker::PhantomData<fn() -> E>,
+}
+
+impl<E> Clone for EnumArg<E> {
+    fn clone(&self) -> Self {
+        enum_arg(self.what)
+    }
+}
+
+/// Every name of `E`, in declaration order.
+pub fn enum_names<E: clap::ValueEnum>() -> Vec<String> {
+    E::value_variants()
+        .iter()
+        .filter_map(|v| v.to_possible_value())
+        .map(|p| p.get_name().to_string())
+        .collect()
+}
+
+/// [`enum_arg`]'s parsing: the value of `text`, or the one-line error.
+pub fn parse_enum<E: clap::ValueEnum>(what: &str, text: &str) -> Result<E, String> {
+    let t = text.trim();
+    if t.is_empty() {
+        return Err("empty item in a comma-separated list".into());
+    }
+    E::from_str(t, false).map_err(|_| {
+        format!(
+            "unknown {what} {t:?} (known: {})",
+            enum_names::<E>().join(", ")
+        )
+    })
+}
+
+impl<E: clap::ValueEnum + Clone + Send + Sync + 'static> clap::builder::TypedValueParser
+    for EnumArg<E>
+{
+    type Value = E;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<E, clap::Error> {
+        let text = value.to_string_lossy();
+        parse_enum(self.what, &text).map_err(|msg| {
+            let arg = arg.map_or_else(|| "...".to_string(), |a| a.to_string());
+            clap::Error::raw(
+                clap::error::ErrorKind::ValueValidation,
+                format!("invalid value '{text}' for '{arg}': {msg}\n"),
+            )
+            .with_cmd(cmd)
+        })
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(
+            E::value_variants()
+                .iter()
+                .filter_map(|v| v.to_possible_value()),
+        ))
+    }
+}
+
 /// The longest `--seconds` a timed command accepts: one day. Past it a run
 /// is a mistake (`1e20`), and `Duration` cannot hold every float anyway.
 pub const MAX_SECONDS: f64 = 86_400.0;
@@ -260,6 +340,29 @@ macro_rules! outln {
 
 pub(crate) use {out, outln};
 
+/// A text table of results, as the bench commands print them: the header,
+/// a line of dashes under it, no borders; the first `left` columns aligned
+/// left (names), the others right (numbers). Add rows and print
+/// `table.trim_fmt()` (no trailing blanks); it is as wide as its cells
+/// (never wrapped to a terminal).
+pub fn text_table<S: Into<comfy_table::Cell>>(
+    header: impl IntoIterator<Item = S>,
+    left: usize,
+) -> comfy_table::Table {
+    use comfy_table::{LineStyle, TableStyle};
+    let mut table = comfy_table::Table::new();
+    table.load_style(TableStyle::new().header_separator(LineStyle::none().fill('-').junction('-')));
+    table.set_header(header.into_iter().map(Into::into).collect::<Vec<_>>());
+    for (i, column) in table.column_iter_mut().enumerate() {
+        column.set_cell_alignment(if i < left {
+            comfy_table::CellAlignment::Left
+        } else {
+            comfy_table::CellAlignment::Right
+        });
+    }
+    table
+}
+
 /// SplitMix64: a fast, well-mixed per-thread generator for benchmark
 /// workloads (block numbers, offsets, lengths).
 pub struct SplitMix(pub u64);
@@ -419,5 +522,44 @@ mod tests {
         assert!(thread_count_arg("0").is_err());
         assert_eq!(name_arg(" moka "), Ok("moka".into()));
         assert!(name_arg("").is_err());
+    }
+
+    #[test]
+    fn tables_align_names_left_and_numbers_right() {
+        let mut t = text_table(["lock", "Macq/s"], 1);
+        t.add_row(["std", "1.5"]);
+        t.add_row(["parking_lot", "12.25"]);
+        let text = t.trim_fmt();
+        assert_eq!(
+            text.lines().collect::<Vec<_>>(),
+            [
+                " lock          Macq/s",
+                "----------------------",
+                " std              1.5",
+                " parking_lot    12.25"
+            ],
+            "{t}"
+        );
+    }
+
+    #[derive(Clone, Copy, Debug, PartialEq, clap::ValueEnum)]
+    enum Fruit {
+        Apple,
+        #[value(name = "blood_orange")]
+        BloodOrange,
+    }
+
+    #[test]
+    fn enum_items() {
+        assert_eq!(parse_enum("fruit", " apple "), Ok(Fruit::Apple));
+        assert_eq!(parse_enum("fruit", "blood_orange"), Ok(Fruit::BloodOrange));
+        assert_eq!(
+            parse_enum::<Fruit>("fruit", "pear"),
+            Err(r#"unknown fruit "pear" (known: apple, blood_orange)"#.into())
+        );
+        assert!(parse_enum::<Fruit>("fruit", "")
+            .unwrap_err()
+            .contains("empty item"));
+        assert_eq!(enum_names::<Fruit>(), ["apple", "blood_orange"]);
     }
 }

@@ -172,9 +172,10 @@ impl<K> Builder<K> {
     }
 
     /// Hash table stripes (rounded up to a power of two). Default: 16 per
-    /// sublist, at least 256. Lazy hits take their stripe shared, so stripes
-    /// bound only write concurrency; fewer, denser stripes keep the hit
-    /// path's metadata in cache (256 measured faster than 1024 at one thread).
+    /// sublist, at least 256. Lazy hits take no stripe lock, so stripes
+    /// bound only write concurrency (and eager hits); fewer, denser stripes
+    /// keep the hit path's metadata in cache (256 measured faster than 1024
+    /// at one thread).
     pub fn hash_stripes(mut self, n: usize) -> Builder<K> {
         self.hash_stripes = Some(n);
         self

@@ -1,20 +1,23 @@
 //! The facade: [`Cache`] and [`Handle`].
 //!
 //! A cache is a [`Core`] specialised for its hit mode: `Core<K, Lazy>` or
-//! `Core<K, Eager>` (`protocol.rs`), picked by the builder. Each public call
-//! matches on the mode once and runs that mode's code, which has no mode
-//! branches of its own. To follow a `get`: [`Cache::get`] ->
+//! `Core<K, Eager>` (`protocol.rs`), driven by its evictor, `Threaded` or
+//! `Inline` (`evict.rs`), both picked by the builder. Each public call
+//! matches on the combination once and runs that combination's code, which
+//! has no mode or evictor branches of its own. To follow a `get`: [`Cache::get`] ->
 //! `Lazy::lookup` (protocol.rs: a probe with no lock, one `fetch_add`) -> a
 //! [`Handle`], whose drop is `Lazy::release` (one `fetch_sub`).
 //!
 //! Where the rest is: `insert.rs` (insert and remove: the ARC's miss),
-//! `load.rs` (single-flight `get_or_load`), `evict.rs` (the eviction walk and
-//! the evict thread), `shared.rs` (the shared state and the lock order),
-//! `entry.rs` (one allocation per buffer, and its meta word).
+//! `load.rs` (single-flight `get_or_load`), `evict.rs` (the eviction walk,
+//! the evictors and the evict thread), `shared.rs` (the shared state and the
+//! lock order), `hash.rs` (the table and its lock-free probe), `reclaim.rs`
+//! (when memory a probe may read can be freed), `entry.rs` (one allocation
+//! per buffer, and its meta word).
 
 use crate::config::{Builder, ConfigError, HitMode};
 use crate::entry::{self, EntryPtr, HOLD, HOLD_LIMIT};
-use crate::evict::{evict_to_target, trim_ghosts, EvictThread, Evictable};
+use crate::evict::{EvictThread, Evictable, Evictor, Inline, Threaded};
 use crate::insert::{insert_entry, remove_key};
 use crate::key::Key;
 use crate::load;
@@ -48,19 +51,42 @@ pub struct Cache<K: Key> {
     _evict_thread: Option<EvictThread>,
 }
 
-/// The core, in the mode the builder chose.
+/// The core, in the hit mode and with the evictor the builder chose.
 enum ByMode<K: Key> {
     Lazy(Arc<Core<K, Lazy>>),
+    LazyInline(Arc<Core<K, Lazy>>),
     Eager(Arc<Core<K, Eager>>),
+    EagerInline(Arc<Core<K, Eager>>),
 }
 
-/// Runs `$body` with `$core` bound to the cache's core, whatever its mode
-/// (one match per call; the body is compiled once per mode).
+/// Runs `$body` with `$core` bound to the cache's core, whatever its mode,
+/// and (second form) the type `$evictor` naming its evictor (one match per
+/// call; the body is compiled once per combination).
 macro_rules! dispatch {
     ($shared:expr, $core:ident => $body:expr) => {
         match $shared {
-            ByMode::Lazy($core) => $body,
-            ByMode::Eager($core) => $body,
+            ByMode::Lazy($core) | ByMode::LazyInline($core) => $body,
+            ByMode::Eager($core) | ByMode::EagerInline($core) => $body,
+        }
+    };
+    ($shared:expr, $core:ident, $evictor:ident => $body:expr) => {
+        match $shared {
+            ByMode::Lazy($core) => {
+                type $evictor = Threaded;
+                $body
+            }
+            ByMode::LazyInline($core) => {
+                type $evictor = Inline;
+                $body
+            }
+            ByMode::Eager($core) => {
+                type $evictor = Threaded;
+                $body
+            }
+            ByMode::EagerInline($core) => {
+                type $evictor = Inline;
+                $body
+            }
         }
     };
 }
@@ -126,16 +152,33 @@ impl<K: Key> Builder<K> {
         let (shared, evictable): (ByMode<K>, Arc<dyn Evictable>) = match config.hit_mode {
             HitMode::Lazy => {
                 let core = Arc::new(Core::new(config));
-                (ByMode::Lazy(Arc::clone(&core)), core)
+                let c = Arc::clone(&core);
+                (
+                    if inline {
+                        ByMode::LazyInline(c)
+                    } else {
+                        ByMode::Lazy(c)
+                    },
+                    core,
+                )
             }
             HitMode::Eager => {
                 let core = Arc::new(Core::new(config));
-                (ByMode::Eager(Arc::clone(&core)), core)
+                let c = Arc::clone(&core);
+                (
+                    if inline {
+                        ByMode::EagerInline(c)
+                    } else {
+                        ByMode::Eager(c)
+                    },
+                    core,
+                )
             }
         };
+        let evict_thread = dispatch!(&shared, _core, V => V::start(evictable));
         Ok(Cache {
             shared,
-            _evict_thread: (!inline).then(|| EvictThread::start(evictable)),
+            _evict_thread: evict_thread,
         })
     }
 }
@@ -175,7 +218,9 @@ impl<K: Key> Cache<K> {
     /// returns its own bytes to its callers but does not cache them: they may
     /// be older than these (a file layer writing back a block relies on this).
     pub fn insert(&self, key: K, data: Vec<u8>) -> Handle<'_, K> {
-        dispatch!(&self.shared, core => Handle::new(core, insert_entry(&**core, key, &data, None)))
+        dispatch!(&self.shared, core, V => {
+            Handle::new(core, insert_entry::<K, _, V>(&**core, key, &data, None))
+        })
     }
 
     /// Returns the cached buffer for `key`, or runs `loader` to produce it,
@@ -188,8 +233,8 @@ impl<K: Key> Cache<K> {
         F: FnOnce() -> Result<Vec<u8>, E>,
         E: Send + Sync + 'static,
     {
-        dispatch!(&self.shared, core => {
-            load::get_or_load(&**core, key, loader).map(|e| Handle::new(&**core, e))
+        dispatch!(&self.shared, core, V => {
+            load::get_or_load::<K, _, V, E, F>(&**core, key, loader).map(|e| Handle::new(&**core, e))
         })
     }
 
@@ -207,7 +252,10 @@ impl<K: Key> Cache<K> {
     /// resize never resets or pins the adaptation. Fails if `bytes` is 0 or
     /// below `min_bytes`.
     pub fn set_max_bytes(&self, bytes: u64) -> Result<(), ConfigError> {
-        fn set<K: Key, M: HitProtocol>(core: &Core<K, M>, bytes: u64) -> Result<(), ConfigError> {
+        fn set<K: Key, M: HitProtocol, V: Evictor>(
+            core: &Core<K, M>,
+            bytes: u64,
+        ) -> Result<(), ConfigError> {
             if bytes > crate::config::MAX_BYTES {
                 return Err(ConfigError::new(format!(
                     "max_bytes ({bytes}) is above the largest cache, {} bytes (4 EiB)",
@@ -227,34 +275,17 @@ impl<K: Key> Cache<K> {
                     Some(policy::rescale_p(p, old, bytes))
                 });
             if bytes < old {
-                if core.config.inline_eviction {
-                    evict_to_target(core, false);
-                    trim_ghosts(core);
-                } else {
-                    core.signal.request();
-                }
+                V::after_shrink(core);
             }
             Ok(())
         }
-        dispatch!(&self.shared, core => set(&**core, bytes))
+        dispatch!(&self.shared, core, V => set::<K, _, V>(&**core, bytes))
     }
 
     /// Blocks until eviction has brought the cache under its target (or
     /// cannot, because the rest is held). With inline eviction, evicts now.
     pub fn wait_for_eviction(&self) {
-        fn wait<K: Key, M: HitProtocol>(core: &Core<K, M>) {
-            if core.config.inline_eviction {
-                evict_to_target(core, false);
-                trim_ghosts(core);
-                return;
-            }
-            while core.needs_eviction() {
-                if !core.signal.wait_for_pass() {
-                    return;
-                }
-            }
-        }
-        dispatch!(&self.shared, core => wait(&**core))
+        dispatch!(&self.shared, core, V => V::wait(&**core))
     }
 
     /// A snapshot of the statistics.

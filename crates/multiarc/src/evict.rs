@@ -6,9 +6,13 @@
 //! under a list lock. Now inserts only account their bytes; when the cache is
 //! past its target they wake one dedicated thread that evicts in batches
 //! (how inserters talk to it: `signal.rs`). The thread drives the cache
-//! through a narrow interface, [`Evictable`]. With inline eviction (a
-//! builder choice, for tests and replay) there is no thread and each insert
-//! runs the walk itself.
+//! through a narrow interface, [`Evictable`].
+//!
+//! Who evicts is a type, as the hit mode is: an [`Evictor`], either
+//! [`Threaded`] (the evict thread) or [`Inline`] (no thread; each insert
+//! runs the walk itself, one buffer per decision, as the papers do: for
+//! tests and replay). The cache's insert, resize and wait paths are generic
+//! over it, so they do not branch on the choice at run time.
 
 use crate::counter::thread_random;
 use crate::entry::{EntryPtr, State};
@@ -55,22 +59,111 @@ impl<K: Key, M: HitProtocol> Evictable for Core<K, M> {
     }
 
     fn evict_pass(&self) -> EvictOutcome {
-        let outcome = evict_to_target(self, false);
+        let outcome = evict_to_target(self, false, false);
         trim_ghosts(self);
         self.collect_garbage();
         outcome
     }
 }
 
+/// Who evicts: the builder's choice, as a type (see the module comment).
+pub(crate) trait Evictor: Send + Sync + 'static {
+    /// Before an insert of `size` bytes installs them (they are already
+    /// counted as anonymous): makes room, or asks for it. `b2_hit`: the
+    /// insert is an MFU-ghost hit (the paper's tie-break).
+    fn make_room<K: Key, M: HitProtocol>(core: &Core<K, M>, size: u64, b2_hit: bool);
+
+    /// After an insert installed its buffer.
+    fn after_insert<K: Key, M: HitProtocol>(core: &Core<K, M>);
+
+    /// After `c` went down.
+    fn after_shrink<K: Key, M: HitProtocol>(core: &Core<K, M>);
+
+    /// Returns once eviction has brought the cache under its target (or
+    /// cannot, because the rest is held).
+    fn wait<K: Key, M: HitProtocol>(core: &Core<K, M>);
+
+    /// The evict thread, if this evictor has one.
+    fn start(core: Arc<dyn Evictable>) -> Option<EvictThread>;
+}
+
+/// The evict thread (OpenZFS's `arc_evict_thread`): inserts account their
+/// bytes and wake it; far past the target they wait for it (bounded).
+pub(crate) struct Threaded;
+
+impl Evictor for Threaded {
+    fn make_room<K: Key, M: HitProtocol>(core: &Core<K, M>, size: u64, _b2_hit: bool) {
+        let c = core.c();
+        let data_bytes = core.sizes().data();
+        if data_bytes > c {
+            if data_bytes > c + core.overflow(c) {
+                core.events.count(Event::OverflowWait);
+                core.signal.wait_for_freed(size, || {
+                    let c = core.c();
+                    core.sizes().data() > c + core.overflow(c)
+                });
+            } else {
+                core.signal.request();
+            }
+        }
+    }
+
+    fn after_insert<K: Key, M: HitProtocol>(_: &Core<K, M>) {}
+
+    fn after_shrink<K: Key, M: HitProtocol>(core: &Core<K, M>) {
+        core.signal.request();
+    }
+
+    fn wait<K: Key, M: HitProtocol>(core: &Core<K, M>) {
+        while core.needs_eviction() {
+            if !core.signal.wait_for_pass() {
+                return;
+            }
+        }
+    }
+
+    fn start(core: Arc<dyn Evictable>) -> Option<EvictThread> {
+        Some(EvictThread::start(core))
+    }
+}
+
+/// No thread: every insert evicts exactly enough, synchronously, one buffer
+/// per decision (deterministic: tests and replay).
+pub(crate) struct Inline;
+
+impl Evictor for Inline {
+    fn make_room<K: Key, M: HitProtocol>(core: &Core<K, M>, _size: u64, b2_hit: bool) {
+        evict_to_target(core, b2_hit, true);
+    }
+
+    fn after_insert<K: Key, M: HitProtocol>(core: &Core<K, M>) {
+        trim_ghosts(core);
+    }
+
+    fn after_shrink<K: Key, M: HitProtocol>(core: &Core<K, M>) {
+        evict_to_target(core, false, true);
+        trim_ghosts(core);
+    }
+
+    fn wait<K: Key, M: HitProtocol>(core: &Core<K, M>) {
+        Self::after_shrink(core);
+    }
+
+    fn start(_: Arc<dyn Evictable>) -> Option<EvictThread> {
+        None
+    }
+}
+
 /// Evicts until the cached data fits in `c` (the ARC's REPLACE, repeated;
 /// CAR's in the lazy mode). `b2_hit`: the miss being served was an
 /// MFU-ghost hit (the paper's tie-break; only meaningful with inline
-/// eviction).
+/// eviction). `inline`: one buffer per decision, as the papers do (the
+/// evict thread takes batches).
 pub(crate) fn evict_to_target<K: Key, M: HitProtocol>(
     core: &Core<K, M>,
     b2_hit: bool,
+    inline: bool,
 ) -> EvictOutcome {
-    let inline = core.config.inline_eviction;
     let mut outcome = EvictOutcome::default();
     // Bytes moved (lazy mode) since anything was freed. Once that exceeds
     // twice the cached bytes, every unheld buffer has lost its reference

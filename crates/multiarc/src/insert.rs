@@ -3,7 +3,7 @@
 //! evict thread), and the new entry is installed in the table.
 
 use crate::entry::{EntryPtr, State};
-use crate::evict::{evict_to_target, trim_ghosts};
+use crate::evict::Evictor;
 use crate::key::Key;
 use crate::pending::Pending;
 use crate::policy::GhostHit;
@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 /// Inserts `data` under `key`: returns the new entry with one hold for the
 /// caller plus one per waiter of `pending` (the load it completes).
-pub(crate) fn insert_entry<K: Key, M: HitProtocol>(
+pub(crate) fn insert_entry<K: Key, M: HitProtocol, V: Evictor>(
     core: &Core<K, M>,
     key: K,
     data: &[u8],
@@ -61,23 +61,7 @@ pub(crate) fn insert_entry<K: Key, M: HitProtocol>(
     //    anonymous meanwhile.
     core.bytes.add(idx, State::Anon as usize, size);
     let b2_hit = matches!(ghost_hit, Some((GhostHit::Mfu, _)));
-    if core.config.inline_eviction {
-        evict_to_target(core, b2_hit);
-    } else {
-        let c = core.c();
-        let data_bytes = core.sizes().data();
-        if data_bytes > c {
-            if data_bytes > c + core.overflow(c) {
-                core.events.count(Event::OverflowWait);
-                core.signal.wait_for_freed(size, || {
-                    let c = core.c();
-                    core.sizes().data() > c + core.overflow(c)
-                });
-            } else {
-                core.signal.request();
-            }
-        }
-    }
+    V::make_room(core, size, b2_hit);
 
     // CAR adapts after its REPLACE, with the hit key still counted in
     // its ghost list (it was taken out above, so add its bytes back).
@@ -124,9 +108,7 @@ pub(crate) fn insert_entry<K: Key, M: HitProtocol>(
         core.move_bytes(idx, State::Anon, state, size);
         core.events.count(Event::Insert);
     }
-    if core.config.inline_eviction {
-        trim_ghosts(core);
-    }
+    V::after_insert(core);
     entry
 }
 

@@ -3,6 +3,7 @@
 //! (`pending.rs` has the shared record).
 
 use crate::entry::EntryPtr;
+use crate::evict::Evictor;
 use crate::insert::insert_entry;
 use crate::key::Key;
 use crate::pending::{LoadResult, Pending};
@@ -14,7 +15,7 @@ use std::sync::Arc;
 
 /// The cached entry of `key` with a hold taken, or the result of `loader`,
 /// cached (see `Cache::get_or_load`).
-pub(crate) fn get_or_load<K, M, E, F>(
+pub(crate) fn get_or_load<K, M, V, E, F>(
     core: &Core<K, M>,
     key: K,
     loader: F,
@@ -22,6 +23,7 @@ pub(crate) fn get_or_load<K, M, E, F>(
 where
     K: Key,
     M: HitProtocol,
+    V: Evictor,
     F: FnOnce() -> Result<Vec<u8>, E>,
     E: Send + Sync + 'static,
 {
@@ -72,7 +74,7 @@ where
         let load = (loader.take().expect("loader runs once"))();
         match load {
             Ok(data) => {
-                let entry = insert_entry(core, key.clone(), &data, Some(&pending));
+                let entry = insert_entry::<K, M, V>(core, key.clone(), &data, Some(&pending));
                 guard.armed = false;
                 pending.complete(LoadResult::Done(entry));
                 return Ok(entry);

@@ -47,6 +47,9 @@ pub(crate) trait Evictable: Send + Sync {
     fn needs_eviction(&self) -> bool;
     /// Evicts to the target, then trims the ghost lists.
     fn evict_pass(&self) -> EvictOutcome;
+    /// Frees retired memory whose readers are gone (also when idle, so
+    /// that what the last pass retired does not wait for the next one).
+    fn collect_garbage(&self);
 }
 
 impl<K: Key, M: HitProtocol> Evictable for Core<K, M> {
@@ -61,8 +64,12 @@ impl<K: Key, M: HitProtocol> Evictable for Core<K, M> {
     fn evict_pass(&self) -> EvictOutcome {
         let outcome = evict_to_target(self, false, false);
         trim_ghosts(self);
-        self.collect_garbage();
+        Core::collect_garbage(self);
         outcome
+    }
+
+    fn collect_garbage(&self) {
+        Core::collect_garbage(self);
     }
 }
 
@@ -386,11 +393,16 @@ fn run(target: &dyn Evictable) {
                 if signal.requested.swap(false, Ordering::AcqRel) || target.needs_eviction() {
                     break;
                 }
-                p = signal
+                let (guard, waited) = signal
                     .wake
                     .wait_timeout(p, IDLE_CHECK)
-                    .unwrap_or_else(|e| e.into_inner())
-                    .0;
+                    .unwrap_or_else(|e| e.into_inner());
+                p = guard;
+                if waited.timed_out() {
+                    drop(p);
+                    target.collect_garbage();
+                    p = signal.lock();
+                }
             }
         }
         let outcome = target.evict_pass();

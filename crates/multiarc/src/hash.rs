@@ -185,6 +185,9 @@ pub(crate) struct Stripe<K, S> {
     /// Readers probe without the lock: retire replaced arrays instead of
     /// freeing them.
     lock_free_readers: bool,
+    /// Slot arrays waiting in `Inner::retired` (read without the lock, to
+    /// skip stripes with none).
+    retired_arrays: AtomicUsize,
 }
 
 /// Stripes start with room for at most this many entries and double as they
@@ -223,6 +226,7 @@ impl<K: Eq, S: Default> Stripe<K, S> {
                 side: S::default(),
             }),
             lock_free_readers,
+            retired_arrays: AtomicUsize::new(0),
         }
     }
 }
@@ -512,9 +516,11 @@ impl<K: Eq, S> StripeWrite<'_, K, S> {
             // advances: with no probe pinned meanwhile, the old array goes
             // at once instead of doubling the table's memory.
             // SAFETY: the limbo frees only arrays whose grace period passed.
-            self.inner
+            let left = self
+                .inner
                 .retired
                 .collect_advancing(2, |a| unsafe { a.free() });
+            self.stripe.retired_arrays.store(left, Ordering::Relaxed);
         } else {
             // SAFETY: nobody probes this table without its lock.
             unsafe { old.free() };
@@ -593,6 +599,23 @@ impl<K: Eq, S> HashTable<K, S> {
     #[inline]
     pub(crate) fn write(&self, hash: u64) -> StripeWrite<'_, K, S> {
         self.stripe(hash).write()
+    }
+
+    /// Frees the replaced slot arrays whose grace period has passed (a
+    /// stripe's growth tries at once; what a pinned reader held back then
+    /// goes here, from the evict thread). Skips stripes that are busy.
+    pub(crate) fn collect_retired(&self) {
+        for s in self.stripes.iter() {
+            if s.retired_arrays.load(Ordering::Relaxed) == 0 {
+                continue;
+            }
+            let Some(mut w) = s.try_write() else {
+                continue;
+            };
+            // SAFETY: the limbo frees only arrays whose grace period passed.
+            let left = w.inner.retired.collect(|a| unsafe { a.free() });
+            s.retired_arrays.store(left, Ordering::Relaxed);
+        }
     }
 
     pub(crate) fn figures(&self) -> HashFigures {

@@ -383,7 +383,9 @@ impl HitProtocol for Lazy {
     #[inline]
     fn lookup<K: Key>(core: &Core<K, Self>, hash: u64, key: &K) -> Option<(EntryPtr<K>, usize)> {
         let stripe = core.table.stripe(hash);
-        let _pinned = reclaim::pin();
+        let Some(_pinned) = reclaim::try_pin() else {
+            return Self::lookup_locked(core, hash, key);
+        };
         for _ in 0..2 {
             let Some(seq) = stripe.begin_probe() else {
                 break;

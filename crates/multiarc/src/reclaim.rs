@@ -184,28 +184,38 @@ pub(crate) struct Guard {
 }
 
 /// Pins this thread (see the module comment): a thread-local access, one
-/// load of the global epoch and one plain store.
+/// load of the global epoch and one plain store. `None` while the thread's
+/// locals are being destroyed (a lookup from another thread-local's
+/// destructor): the caller must then take its lock instead.
 #[inline]
-pub(crate) fn pin() -> Guard {
-    LOCAL.with(|l| {
-        let depth = l.depth.get();
-        if depth == 0 {
-            // Acquire: an epoch advanced past some retirement happens after
-            // that retirement's unlink; loads of the table that follow see
-            // the unlink (see `safe_to_free`).
-            let e = global_epoch().load(Ordering::Acquire);
-            l.record.state.store(e | 1, Ordering::Relaxed);
-            if l.asymmetric {
-                compiler_fence(Ordering::SeqCst);
-            } else {
-                fence(Ordering::SeqCst);
+pub(crate) fn try_pin() -> Option<Guard> {
+    LOCAL
+        .try_with(|l| {
+            let depth = l.depth.get();
+            if depth == 0 {
+                // Acquire: an epoch advanced past some retirement happens after
+                // that retirement's unlink; loads of the table that follow see
+                // the unlink (see `safe_to_free`).
+                let e = global_epoch().load(Ordering::Acquire);
+                l.record.state.store(e | 1, Ordering::Relaxed);
+                if l.asymmetric {
+                    compiler_fence(Ordering::SeqCst);
+                } else {
+                    fence(Ordering::SeqCst);
+                }
             }
-        }
-        l.depth.set(depth + 1);
-    });
-    Guard {
+            l.depth.set(depth + 1);
+        })
+        .ok()?;
+    Some(Guard {
         _not_send: PhantomData,
-    }
+    })
+}
+
+/// [`try_pin`] for callers that cannot run during thread-local destruction.
+#[cfg(test)]
+pub(crate) fn pin() -> Guard {
+    try_pin().expect("pinned outside thread-local destruction")
 }
 
 impl Drop for Guard {
@@ -231,20 +241,38 @@ pub(crate) fn epoch() -> u64 {
     global_epoch().load(Ordering::SeqCst)
 }
 
+/// How many times `try_advance` looks again at a reader pinned at an older
+/// epoch (a few hundred nanoseconds) before it gives up.
+#[cfg(not(loom))]
+const SPINS_FOR_A_READER: u32 = 256;
+#[cfg(loom)]
+const SPINS_FOR_A_READER: u32 = 1;
+
 /// Advances the global epoch if every pinned reader has seen the current
 /// one; returns the epoch after the attempt.
 pub(crate) fn try_advance() -> u64 {
     let reg = registry();
     heavy_fence(reg.asymmetric.load(Ordering::Relaxed));
     let current = global_epoch().load(Ordering::SeqCst);
+    // A reader pinned at an older epoch is usually in the middle of one
+    // lookup (tens of nanoseconds): wait a little for it to leave or pin
+    // again before giving up. Reading its record again after the fence is
+    // sound: a read section that starts after the fence sees every unlink
+    // made before it, so it cannot reach memory retired before this call.
     let all_current = reg
         .records
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .iter()
         .all(|r| {
-            let s = r.state.load(Ordering::Acquire);
-            s == 0 || s == (current | 1)
+            for _ in 0..SPINS_FOR_A_READER {
+                let s = r.state.load(Ordering::Acquire);
+                if s == 0 || s == (current | 1) {
+                    return true;
+                }
+                crate::sync::spin_loop();
+            }
+            false
         });
     if !all_current {
         return current;

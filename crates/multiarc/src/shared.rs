@@ -72,11 +72,13 @@ pub(crate) struct Core<K, M> {
     mode: PhantomData<fn() -> M>,
 }
 
-/// A garbage bin this full tries to free what it holds (one epoch scan and
-/// one `membarrier` per this many retired entries). Under loom, every
-/// retirement tries, so that the models meet frees racing with probes.
+/// A garbage bin tries to free what it holds every this many retirements
+/// (two epoch scans and two `membarrier`s per try: a retired entry needs two
+/// advances). What waits is then about a batch per bin, or a few while a
+/// pinned reader holds the epoch back. Under loom, every retirement tries,
+/// so that the models meet frees racing with probes.
 #[cfg(not(loom))]
-const RETIRE_BATCH: usize = 64;
+const RETIRE_BATCH: usize = 16;
 #[cfg(loom)]
 const RETIRE_BATCH: usize = 1;
 
@@ -118,6 +120,15 @@ impl<K: Eq + Hash, M> Core<K, M> {
     pub(crate) fn hash(&self, key: &K) -> u64 {
         self.hasher.hash_one(key)
     }
+
+    /// Frees what the garbage bins and the table's replaced slot arrays
+    /// may free now (the evict thread, after each pass).
+    pub(crate) fn collect_garbage(&self) {
+        for bin in self.garbage.iter() {
+            bin.lock().collect(|e| self.free_retired(e));
+        }
+        self.table.collect_retired();
+    }
 }
 
 impl<K, M> Core<K, M> {
@@ -132,16 +143,11 @@ impl<K, M> Core<K, M> {
     pub(crate) fn retire(&self, e: EntryPtr<K>) {
         let mut bin = self.garbage[self.sublist_of(e.hash)].lock();
         bin.retire(e);
-        if bin.len() >= RETIRE_BATCH {
-            bin.collect(|e| self.free_retired(e));
-        }
-    }
-
-    /// Frees what the garbage bins may free now (the evict thread, after
-    /// each pass).
-    pub(crate) fn collect_garbage(&self) {
-        for bin in self.garbage.iter() {
-            bin.lock().collect(|e| self.free_retired(e));
+        // Every RETIRE_BATCH retirements, not every one past it: while a
+        // reader stays pinned (preempted), the bin grows, and each attempt
+        // costs a membarrier.
+        if bin.len().is_multiple_of(RETIRE_BATCH) {
+            bin.collect_advancing(2, |e| self.free_retired(e));
         }
     }
 

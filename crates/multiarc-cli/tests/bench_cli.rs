@@ -58,7 +58,12 @@ fn every_row_produces_numbers_and_the_json_parses() {
                 assert_eq!(r["misses"], 0, "a fully cached run missed: {r}");
                 if cache.starts_with("multiarc") {
                     let share = r["lock_hottest_share"].as_f64().expect("lockstat figure");
-                    assert!(share > 0.0 && share <= 1.0, "{r}");
+                    assert!((0.0..=1.0).contains(&share), "{r}");
+                    if cache == "multiarc-eager" {
+                        // Eager hits take their stripe and sublist locks;
+                        // lazy hits take none, so their share may be 0.
+                        assert!(share > 0.0, "eager hits took no lock: {r}");
+                    }
                 }
             }
         }

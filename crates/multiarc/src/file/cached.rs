@@ -26,6 +26,7 @@
 //! them: the newest write of a block always wins. Each description has its
 //! own write-back error cursor (`errseq`).
 
+use super::blocks::Blocks;
 use super::dirty::{DirtyBlock, DirtyTable};
 use super::error::{os_error_code, with_context};
 use super::errseq::ErrSeq;
@@ -809,16 +810,14 @@ impl CachedFile {
         }
         let n = (len - offset).min(buf.len() as u64) as usize;
         let s = &*self.state;
-        let mut done = 0;
-        while done < n {
-            let pos = offset + done as u64;
-            let block = pos >> s.block_shift;
-            let at = (pos & (s.block_size as u64 - 1)) as usize;
-            let take = (s.block_size - at).min(n - done);
-            s.with_block(block, |b| {
-                buf[done..done + take].copy_from_slice(&b[at..at + take])
+        // Always some: `offset + n <= len`.
+        let Some(pieces) = Blocks::new(offset, n, s.block_shift) else {
+            return Ok(0);
+        };
+        for p in pieces {
+            s.with_block(p.block, |b| {
+                buf[p.buf_range()].copy_from_slice(&b[p.block_range()])
             })?;
-            done += take;
         }
         Ok(n)
     }
@@ -835,14 +834,15 @@ impl CachedFile {
         if buf.is_empty() {
             return Ok(0);
         }
-        let end = offset.checked_add(buf.len() as u64).ok_or_else(|| {
+        let s = &*self.state;
+        let pieces = Blocks::new(offset, buf.len(), s.block_shift).ok_or_else(|| {
             invalid(format!(
                 "{}: write of {} bytes at offset {offset} passes the largest file size",
-                self.state.name,
+                s.name,
                 buf.len()
             ))
         })?;
-        let s = &*self.state;
+        let end = offset + buf.len() as u64;
         if end > s.max_len.load(Ordering::Acquire) {
             return Err(with_context(
                 &io::Error::from_raw_os_error(libc::EFBIG),
@@ -853,7 +853,7 @@ impl CachedFile {
                 ),
             ));
         }
-        let blocks = ((end - 1) >> s.block_shift) - (offset >> s.block_shift) + 1;
+        let blocks = pieces.block_count();
         s.writeback
             .wait_for_room(blocks.saturating_mul(s.block_size as u64))
             .map_err(|e| {
@@ -872,16 +872,12 @@ impl CachedFile {
         let old_len = s.len.fetch_max(end, Ordering::AcqRel);
         let mut done = 0;
         let mut failed = None;
-        while done < buf.len() {
-            let pos = offset + done as u64;
-            let block = pos >> s.block_shift;
-            let at = (pos & (s.block_size as u64 - 1)) as usize;
-            let take = (s.block_size - at).min(buf.len() - done);
-            if let Err(e) = s.write_block(block, at, &buf[done..done + take], old_len) {
+        for p in pieces {
+            if let Err(e) = s.write_block(p.block, p.at, &buf[p.buf_range()], old_len) {
                 failed = Some(e);
                 break;
             }
-            done += take;
+            done += p.len;
         }
         if let Some(e) = failed {
             // Give back the length we took but did not write, unless another

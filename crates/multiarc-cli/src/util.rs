@@ -363,21 +363,6 @@ pub fn text_table<S: Into<comfy_table::Cell>>(
     table
 }
 
-/// SplitMix64: a fast, well-mixed per-thread generator for benchmark
-/// workloads (block numbers, offsets, lengths).
-pub struct SplitMix(pub u64);
-
-impl SplitMix {
-    /// The next 64 random bits.
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
-
 /// A progress line on stderr: rewritten in place on a terminal, printed at
 /// most every few seconds otherwise (CI logs), silent when disabled.
 pub struct Progress {

@@ -7,6 +7,7 @@
 //! and `bench` -> `harness`.
 
 use crate::util::meminfo;
+use crate::util::{unpoisoned, LockUnpoisoned};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 use std::io::IsTerminal;
@@ -171,17 +172,17 @@ impl StartLine {
 
     /// Waits for the start; true to run, false to give up.
     fn wait(&self) -> bool {
-        let mut g = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = self.state.lock_unpoisoned();
         loop {
             if let Some(go) = *g {
                 return go;
             }
-            g = self.cv.wait(g).unwrap_or_else(|e| e.into_inner());
+            g = unpoisoned(self.cv.wait(g));
         }
     }
 
     fn release(&self, go: bool) {
-        *self.state.lock().unwrap_or_else(|e| e.into_inner()) = Some(go);
+        *self.state.lock_unpoisoned() = Some(go);
         self.cv.notify_all();
     }
 }

@@ -419,6 +419,25 @@ impl Progress {
     }
 }
 
+/// Locking a std mutex, ignoring poisoning: a panicked thread (a bench
+/// worker, the mount's signal handler) must not make later callers panic.
+pub trait LockUnpoisoned<T: ?Sized> {
+    /// Locks, ignoring poisoning.
+    fn lock_unpoisoned(&self) -> std::sync::MutexGuard<'_, T>;
+}
+
+impl<T: ?Sized> LockUnpoisoned<T> for std::sync::Mutex<T> {
+    fn lock_unpoisoned(&self) -> std::sync::MutexGuard<'_, T> {
+        unpoisoned(self.lock())
+    }
+}
+
+/// The value of a lock operation whose lock may be poisoned: a condvar
+/// wait's guard, a mutex's inner value.
+pub fn unpoisoned<G>(r: std::sync::LockResult<G>) -> G {
+    r.unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

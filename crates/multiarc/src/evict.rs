@@ -17,6 +17,7 @@ use crate::protocol::{HitProtocol, Tail};
 use crate::shared::Core;
 use crate::signal::{EvictSignal, IDLE_CHECK};
 use crate::stats::Event;
+use crate::sync::unpoisoned;
 use crate::sync::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -293,11 +294,7 @@ fn run(target: &dyn Evictable) {
                 if signal.requested.swap(false, Ordering::AcqRel) || target.needs_eviction() {
                     break;
                 }
-                p = signal
-                    .wake
-                    .wait_timeout(p, IDLE_CHECK)
-                    .unwrap_or_else(|e| e.into_inner())
-                    .0;
+                p = unpoisoned(signal.wake.wait_timeout(p, IDLE_CHECK)).0;
             }
         }
         let outcome = target.evict_pass();

@@ -33,6 +33,7 @@ use super::errseq::ErrSeq;
 use super::range_lock::{FileRwSem, RangeGuard, RangeLock};
 use super::store::BackingStore;
 use super::writeback::{Flushable, Shared, WriteBack, WriteBackConfig};
+use crate::sync::LockUnpoisoned;
 use crate::{BlockKey, Cache};
 use std::collections::HashMap;
 use std::fmt;
@@ -185,7 +186,7 @@ static REGISTRY: LazyLock<Mutex<Registry>> = LazyLock::new(Default::default);
 impl Drop for FileState {
     fn drop(&mut self) {
         if let Some(id) = self.identity {
-            let mut reg = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
+            let mut reg = REGISTRY.lock_unpoisoned();
             if reg
                 .get(&id)
                 .is_some_and(|w| std::ptr::eq(w.as_ptr(), self as *const FileState))
@@ -343,7 +344,7 @@ impl FileState {
     /// `flush` without recording the error; also returns the newest write
     /// generation among the blocks it tried.
     fn flush_unrecorded(&self) -> (io::Result<()>, u64) {
-        let _one_at_a_time = self.flush_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let _one_at_a_time = self.flush_lock.lock_unpoisoned();
         let mut snapshot: Vec<(u64, u64, Arc<Vec<u8>>)> = Vec::new();
         self.dirty.each_shard(|s| {
             snapshot.extend(
@@ -606,7 +607,7 @@ impl<S: BackingStore> CachedFileBuilder<S> {
         let identity = self.store.identity();
         // Held while this open decides, so two opens of one file cannot both
         // make a state.
-        let mut registry = identity.map(|_| REGISTRY.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut registry = identity.map(|_| REGISTRY.lock_unpoisoned());
         if let (Some(id), Some(reg)) = (identity, registry.as_mut()) {
             // A state closed and clean (the flusher has not let go of it
             // yet) holds nothing newer than the store: start afresh.
@@ -687,7 +688,7 @@ impl CachedFile {
     /// A new description of `state`.
     fn describe(state: Arc<FileState>, writeback: Arc<WriteBack>) -> CachedFile {
         {
-            let mut registered = state.registered.lock().unwrap_or_else(|e| e.into_inner());
+            let mut registered = state.registered.lock_unpoisoned();
             state.descriptions.fetch_add(1, Ordering::AcqRel);
             if !*registered {
                 state
@@ -729,7 +730,7 @@ impl CachedFile {
     pub fn invalidate_clean(&self) -> io::Result<bool> {
         let s = &*self.state;
         let _held = s.lock.write(0, u64::MAX);
-        let _no_flush = s.flush_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let _no_flush = s.flush_lock.lock_unpoisoned();
         if s.dirty.blocks() > 0 {
             return Ok(false);
         }
@@ -900,7 +901,7 @@ impl CachedFile {
     pub fn set_len(&self, len: u64) -> io::Result<()> {
         let s = &*self.state;
         let _held = s.lock.write(0, u64::MAX);
-        let _no_flush = s.flush_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let _no_flush = s.flush_lock.lock_unpoisoned();
         let old = self.len();
         s.store
             .set_len(len)
@@ -961,7 +962,7 @@ impl CachedFile {
             })
         });
         let unseen = {
-            let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+            let mut seen = self.seen.lock_unpoisoned();
             s.errors.check_and_advance(&mut seen)
         };
         match (done, unseen) {
@@ -1004,8 +1005,8 @@ impl Drop for CachedFile {
         // Unlinked, nobody can read its dirty blocks again: they are dropped,
         // not written. Clean, there is nothing to write. (Unless a
         // description was opened meanwhile: then it stays.)
-        let _no_flush = s.flush_lock.lock().unwrap_or_else(|e| e.into_inner());
-        let mut registered = s.registered.lock().unwrap_or_else(|e| e.into_inner());
+        let _no_flush = s.flush_lock.lock_unpoisoned();
+        let mut registered = s.registered.lock_unpoisoned();
         if s.descriptions.load(Ordering::Acquire) != 0 {
             return;
         }

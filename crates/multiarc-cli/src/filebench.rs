@@ -17,6 +17,7 @@
 
 use crate::harness::{self, machine, measure, measure_median, Bar, Machine, Run};
 use crate::util::text_table;
+use crate::util::{unpoisoned, LockUnpoisoned};
 use anyhow::{bail, Context};
 use multiarc::file::{CachedFile, Locking, MemStore, RangeLock, WriteBack, WriteBackConfig};
 use multiarc::{BlockKey, Cache};
@@ -284,12 +285,12 @@ fn file_run(
                 file.read_at(&mut buf[..len], off)
             };
             if let Err(e) = res {
-                *failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+                *failed.lock_unpoisoned() = Some(e);
             }
             true
         },
     );
-    if let Some(e) = failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
+    if let Some(e) = unpoisoned(failed.into_inner()) {
         return Err(e.into());
     }
     Ok(run.rate())

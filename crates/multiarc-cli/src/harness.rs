@@ -6,7 +6,8 @@
 //! It depends on neither benchmark: `bench` -> `filebench` -> `harness`,
 //! and `bench` -> `harness`.
 
-use crate::util::{meminfo, SplitMix};
+use crate::util::meminfo;
+use crate::util::{unpoisoned, LockUnpoisoned};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 use std::io::IsTerminal;
@@ -171,17 +172,17 @@ impl StartLine {
 
     /// Waits for the start; true to run, false to give up.
     fn wait(&self) -> bool {
-        let mut g = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = self.state.lock_unpoisoned();
         loop {
             if let Some(go) = *g {
                 return go;
             }
-            g = self.cv.wait(g).unwrap_or_else(|e| e.into_inner());
+            g = unpoisoned(self.cv.wait(g));
         }
     }
 
     fn release(&self, go: bool) {
-        *self.state.lock().unwrap_or_else(|e| e.into_inner()) = Some(go);
+        *self.state.lock_unpoisoned() = Some(go);
         self.cv.notify_all();
     }
 }
@@ -204,12 +205,13 @@ where
                 if !start_line.wait() {
                     return (0, 0);
                 }
-                let mut rng = SplitMix(0x5EED ^ (t as u64) << 32);
+                // Xoshiro256++: uniform 64-bit draws, seeded per thread.
+                let mut rng = multiarc_sim::workload::rng(0x5EED ^ (t as u64) << 32);
                 let mut buf = vec![0u8; block];
                 let (mut n, mut missed) = (0u64, 0u64);
                 while !stop.load(Ordering::Relaxed) {
                     for _ in 0..64 {
-                        if !op(t, rng.next(), &mut buf) {
+                        if !op(t, rand::Rng::next_u64(&mut rng), &mut buf) {
                             missed += 1;
                         }
                     }

@@ -8,6 +8,7 @@
 //! size, and fairness (the fewest acquisitions of any thread divided by the
 //! most). Each configuration runs several times; the median run is reported.
 
+use crate::util::LockUnpoisoned;
 use crate::util::{self, Progress};
 use anyhow::{bail, Result};
 use multiarc::lock::bench_variants::SpinWakeAllMutex;
@@ -180,10 +181,10 @@ impl BenchLock for StdMutex {
         StdMutex(std::sync::Mutex::new(0))
     }
     fn increment(&self) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        *self.0.lock_unpoisoned() += 1;
     }
     fn count(&self) -> u64 {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner())
+        *self.0.lock_unpoisoned()
     }
 }
 

@@ -363,21 +363,6 @@ pub fn text_table<S: Into<comfy_table::Cell>>(
     table
 }
 
-/// SplitMix64: a fast, well-mixed per-thread generator for benchmark
-/// workloads (block numbers, offsets, lengths).
-pub struct SplitMix(pub u64);
-
-impl SplitMix {
-    /// The next 64 random bits.
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
-
 /// A progress line on stderr: rewritten in place on a terminal, printed at
 /// most every few seconds otherwise (CI logs), silent when disabled.
 pub struct Progress {
@@ -432,6 +417,25 @@ impl Progress {
             let _ = writeln!(err, "{msg}");
         }
     }
+}
+
+/// Locking a std mutex, ignoring poisoning: a panicked thread (a bench
+/// worker, the mount's signal handler) must not make later callers panic.
+pub trait LockUnpoisoned<T: ?Sized> {
+    /// Locks, ignoring poisoning.
+    fn lock_unpoisoned(&self) -> std::sync::MutexGuard<'_, T>;
+}
+
+impl<T: ?Sized> LockUnpoisoned<T> for std::sync::Mutex<T> {
+    fn lock_unpoisoned(&self) -> std::sync::MutexGuard<'_, T> {
+        unpoisoned(self.lock())
+    }
+}
+
+/// The value of a lock operation whose lock may be poisoned: a condvar
+/// wait's guard, a mutex's inner value.
+pub fn unpoisoned<G>(r: std::sync::LockResult<G>) -> G {
+    r.unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

@@ -24,7 +24,7 @@ use crate::load;
 use crate::policy;
 use crate::protocol::{Eager, HitProtocol, Lazy};
 use crate::shared::Core;
-use crate::stats::{Event, Stats};
+use crate::stats::{Event, Stats, Supplied};
 use crate::sync::Ordering;
 use std::fmt;
 use std::ops::Deref;
@@ -296,26 +296,11 @@ impl<K: Key> Cache<K> {
             let evictable = (s.mru + s.mfu).saturating_sub(held);
             let (mru_hits, mfu_hits) = M::hits(core);
             let h = core.table.figures();
-            let ev = |e| core.events.get(e);
-            Stats {
+            // The event counters are read by `Stats::collect`; the rest:
+            let supplied = Supplied {
                 hits: mru_hits + mfu_hits,
-                misses: ev(Event::Miss),
                 mru_hits,
                 mfu_hits,
-                mru_ghost_hits: ev(Event::MruGhostHit),
-                mfu_ghost_hits: ev(Event::MfuGhostHit),
-                inserts: ev(Event::Insert),
-                removes: ev(Event::Remove),
-                evictions: ev(Event::Eviction),
-                evicted_bytes: ev(Event::EvictedBytes),
-                evict_skip: ev(Event::EvictSkip),
-                evict_not_enough: ev(Event::EvictNotEnough),
-                overflow_waits: ev(Event::OverflowWait),
-                ghosts_dropped: ev(Event::GhostDropped),
-                loads: ev(Event::Load),
-                load_failures: ev(Event::LoadFailure),
-                loads_superseded: ev(Event::LoadSuperseded),
-                load_waits: ev(Event::LoadWait),
                 size: s.data(),
                 c: core.c.load(Ordering::Relaxed),
                 p: core.p.load(Ordering::Relaxed),
@@ -331,7 +316,8 @@ impl<K: Key> Cache<K> {
                 hash_collisions: h.collisions,
                 hash_chain_max: h.chain_max,
                 sublists: core.config.sublists as u64,
-            }
+            };
+            Stats::collect(&core.events, supplied)
         }
         dispatch!(&self.shared, core => stats(&**core))
     }

@@ -70,26 +70,26 @@ pub(crate) fn thread_stripe() -> usize {
     })
 }
 
-/// A cheap per-thread pseudo-random number (xorshift), for picking where an
-/// eviction pass starts. Not for anything that needs real randomness.
+/// A cheap per-thread pseudo-random number, for picking where an eviction
+/// pass starts. Not for anything that needs real randomness: it is a hash
+/// (foldhash, the hash table's own) of the thread's stripe number and of how
+/// many numbers the thread has drawn, not a generator of its own.
 pub(crate) fn thread_random() -> u64 {
+    use std::hash::BuildHasher;
     if cfg!(loom) {
         return 0;
     }
     thread_local! {
-        static STATE: Cell<u64> = const { Cell::new(0) };
+        static DRAWN: Cell<u64> = const { Cell::new(0) };
     }
-    STATE.with(|s| {
-        let mut x = s.get();
-        if x == 0 {
-            x = (thread_stripe() as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        }
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        s.set(x);
-        x
-    })
+    let n = DRAWN.with(|d| {
+        let n = d.get().wrapping_add(1);
+        d.set(n);
+        n
+    });
+    const MIX: foldhash::fast::FixedState =
+        foldhash::fast::FixedState::with_seed(0x6D75_6C74_6961_7263);
+    MIX.hash_one((thread_stripe() as u64, n))
 }
 
 #[cfg(all(test, not(loom)))]
@@ -106,5 +106,22 @@ mod tests {
         c.add(1, 1, 1);
         assert_eq!(c.sum(0), 13);
         assert_eq!(c.sum(1), 1);
+    }
+
+    /// Successive draws of one thread spread evenly over a few sublists
+    /// (the eviction walk takes them modulo the sublist count).
+    #[test]
+    fn thread_random_spreads_over_sublists() {
+        for n in [3u64, 8, 13] {
+            let mut seen = vec![0u32; n as usize];
+            for _ in 0..8000 {
+                seen[(thread_random() % n) as usize] += 1;
+            }
+            let expect = 8000 / n as u32;
+            for &c in &seen {
+                assert!(c > expect / 2 && c < expect * 3 / 2, "{n}: {seen:?}");
+            }
+        }
+        assert_ne!(thread_random(), thread_random());
     }
 }

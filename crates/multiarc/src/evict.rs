@@ -21,6 +21,7 @@ use crate::protocol::{HitProtocol, Tail};
 use crate::shared::Core;
 use crate::signal::{EvictSignal, IDLE_CHECK};
 use crate::stats::Event;
+use crate::sync::unpoisoned;
 use crate::sync::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -393,10 +394,7 @@ fn run(target: &dyn Evictable) {
                 if signal.requested.swap(false, Ordering::AcqRel) || target.needs_eviction() {
                     break;
                 }
-                let (guard, waited) = signal
-                    .wake
-                    .wait_timeout(p, IDLE_CHECK)
-                    .unwrap_or_else(|e| e.into_inner());
+                let (guard, waited) = unpoisoned(signal.wake.wait_timeout(p, IDLE_CHECK));
                 p = guard;
                 if waited.timed_out() {
                     drop(p);

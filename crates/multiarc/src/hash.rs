@@ -702,11 +702,10 @@ mod tests {
         use std::collections::HashMap;
         let s = Stripe::<u64, ()>::new(8, true);
         let mut model: HashMap<u64, u64> = HashMap::new();
-        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        use rand::Rng;
+        let mut rng = multiarc_sim::workload::rng(0x2545_F491_4F6C_DD1D);
         for step in 0..20_000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            let x = rng.next_u64();
             let k = x % 64;
             // Only 8 home slots, some near the table's end: many keys share
             // a run, and runs wrap around to the start.

@@ -4,6 +4,7 @@
 //! `side` value, under the stripe's lock.
 
 use crate::entry::EntryPtr;
+use crate::sync::{unpoisoned, LockUnpoisoned};
 use crate::sync::{AtomicBool, AtomicU32, Ordering};
 use std::any::Any;
 use std::sync::{Arc, Condvar, Mutex};
@@ -41,18 +42,18 @@ impl<K> Pending<K> {
     }
 
     pub(crate) fn complete(&self, result: LoadResult<K>) {
-        *self.result.lock().unwrap_or_else(|e| e.into_inner()) = Some(result);
+        *self.result.lock_unpoisoned() = Some(result);
         self.ready.notify_all();
     }
 
     pub(crate) fn wait(&self) -> LoadResult<K> {
-        let mut r = self.result.lock().unwrap_or_else(|e| e.into_inner());
+        let mut r = self.result.lock_unpoisoned();
         loop {
             match &*r {
                 Some(LoadResult::Done(e)) => return LoadResult::Done(*e),
                 Some(LoadResult::Failed(err)) => return LoadResult::Failed(Arc::clone(err)),
                 Some(LoadResult::Abandoned) => return LoadResult::Abandoned,
-                None => r = self.ready.wait(r).unwrap_or_else(|e| e.into_inner()),
+                None => r = unpoisoned(self.ready.wait(r)),
             }
         }
     }

@@ -30,6 +30,7 @@ use std::cell::Cell;
 use std::marker::PhantomData;
 use std::sync::atomic::compiler_fence;
 
+use crate::sync::LockUnpoisoned;
 #[cfg(loom)]
 use loom::sync::{Arc, Mutex};
 #[cfg(not(loom))]
@@ -144,10 +145,7 @@ impl Local {
         let record = Arc::new(Record {
             state: AtomicU64::new(0),
         });
-        reg.records
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(Arc::clone(&record));
+        reg.records.lock_unpoisoned().push(Arc::clone(&record));
         Local {
             record,
             depth: Cell::new(0),
@@ -162,7 +160,7 @@ impl Local {
 #[cfg(not(loom))]
 impl Drop for Local {
     fn drop(&mut self) {
-        let mut records = registry().records.lock().unwrap_or_else(|e| e.into_inner());
+        let mut records = registry().records.lock_unpoisoned();
         records.retain(|r| !Arc::ptr_eq(r, &self.record));
     }
 }
@@ -259,21 +257,16 @@ pub(crate) fn try_advance() -> u64 {
     // again before giving up. Reading its record again after the fence is
     // sound: a read section that starts after the fence sees every unlink
     // made before it, so it cannot reach memory retired before this call.
-    let all_current = reg
-        .records
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .iter()
-        .all(|r| {
-            for _ in 0..SPINS_FOR_A_READER {
-                let s = r.state.load(Ordering::Acquire);
-                if s == 0 || s == (current | 1) {
-                    return true;
-                }
-                crate::sync::spin_loop();
+    let all_current = reg.records.lock_unpoisoned().iter().all(|r| {
+        for _ in 0..SPINS_FOR_A_READER {
+            let s = r.state.load(Ordering::Acquire);
+            if s == 0 || s == (current | 1) {
+                return true;
             }
-            false
-        });
+            crate::sync::spin_loop();
+        }
+        false
+    });
     if !all_current {
         return current;
     }

@@ -9,6 +9,7 @@
 //! enough (everything is held) or a second passes, the waiter goes on and the
 //! cache overshoots rather than hangs.
 
+use crate::sync::{unpoisoned, LockUnpoisoned};
 use crate::sync::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -41,7 +42,7 @@ pub(crate) struct EvictSignal {
 
 impl EvictSignal {
     pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, Progress> {
-        self.progress.lock().unwrap_or_else(|e| e.into_inner())
+        self.progress.lock_unpoisoned()
     }
 
     /// Asks the evict thread for a pass (cheap when one is already asked for).
@@ -74,11 +75,7 @@ impl EvictSignal {
             if now >= deadline {
                 break;
             }
-            p = self
-                .done
-                .wait_timeout(p, deadline - now)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            p = unpoisoned(self.done.wait_timeout(p, deadline - now)).0;
         }
     }
 
@@ -91,11 +88,7 @@ impl EvictSignal {
         self.requested.store(true, Ordering::Release);
         self.wake.notify_one();
         while p.passes == passes && !p.shutdown {
-            p = self
-                .done
-                .wait_timeout(p, IDLE_CHECK)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            p = unpoisoned(self.done.wait_timeout(p, IDLE_CHECK)).0;
         }
         p.not_enough == not_enough
     }

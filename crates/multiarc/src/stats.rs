@@ -1,35 +1,187 @@
 //! Statistics: what [`Cache::stats`](crate::Cache::stats) reports (the
 //! counterpart of OpenZFS's `arcstats`).
 //!
+//! Every figure is declared once, in the `statistics!` table below, with
+//! its doc and its kind; the table generates the `Event` enum (the
+//! striped event counters), the fields of [`Stats`], the figures the cache
+//! supplies itself (`Supplied`) and [`Stats::to_pairs`]. Its order is the
+//! order of `arcstats` and `multiarc stats`.
+//!
 //! Event counters are striped per thread (see `counter.rs`), so counting a
 //! hit writes only the counting thread's own cache line.
 
 use crate::counter::{thread_stripe, Striped};
 
-/// Event counters, by index into the striped cells.
-#[derive(Clone, Copy)]
-#[repr(usize)]
-pub(crate) enum Event {
-    Miss,
-    MruHit,
-    MfuHit,
-    MruGhostHit,
-    MfuGhostHit,
-    Insert,
-    Remove,
-    Eviction,
-    EvictedBytes,
-    EvictSkip,
-    EvictNotEnough,
-    OverflowWait,
-    GhostDropped,
-    Load,
-    LoadFailure,
-    LoadWait,
-    LoadSuperseded,
+/// Declares the statistics, once each, in their output order. Each entry is
+/// `/// doc` then `name: kind`, the kind being one of
+/// - `event(Variant)`: an event counter, counted with `Events::count(Event::Variant)`
+///   and reported as its sum;
+/// - `counter`, or `counter(Variant)` when the cache counts it partly in
+///   the event `Variant`: a counter whose value the cache supplies
+///   (in `Supplied`);
+/// - `gauge`: a current figure (a size, a target) the cache supplies.
+///
+/// The entries are gathered one at a time (`@munch`) so that the event
+/// variants and the supplied figures can each be collected in order.
+macro_rules! statistics {
+    // All entries gathered: emit.
+    (@munch
+        events [$($ev:ident)*]
+        supplied [$($sup:ident)*]
+        fields [$([$(#[$doc:meta])* $field:ident $src:tt])*]
+    ) => {
+        /// Event counters, by index into the striped cells.
+        #[derive(Clone, Copy)]
+        #[repr(usize)]
+        pub(crate) enum Event {
+            $($ev,)*
+        }
+
+        /// The number of event counters.
+        pub(crate) const EVENTS: usize = [$(Event::$ev),*].len();
+
+        /// A snapshot of the cache's statistics. Counters count since the cache was
+        /// built; sizes are current. Taken without stopping the cache, so figures
+        /// that change meanwhile may not add up exactly.
+        ///
+        /// With the crate's `serde` feature, it implements `serde::Serialize`
+        /// (a map of the figures, in the order of [`Stats::to_pairs`]).
+        #[derive(Clone, Debug, Default, PartialEq, Eq)]
+        #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+        #[non_exhaustive]
+        pub struct Stats {
+            $($(#[$doc])* pub $field: u64,)*
+        }
+
+        /// The figures of [`Stats`] that are not plain event counters: the
+        /// cache computes them when it takes a snapshot.
+        pub(crate) struct Supplied {
+            $(pub(crate) $sup: u64,)*
+        }
+
+        impl Stats {
+            /// The snapshot of `events` and of the cache's own figures.
+            pub(crate) fn collect(events: &Events, supplied: Supplied) -> Stats {
+                Stats {
+                    $($field: statistics!(@value events supplied $field $src),)*
+                }
+            }
+
+            /// Every figure as `(name, value)`, in a stable order (for `arcstats`-style output).
+            pub fn to_pairs(&self) -> Vec<(&'static str, u64)> {
+                vec![$((stringify!($field), self.$field),)*]
+            }
+        }
+    };
+
+    (@value $events:ident $supplied:ident $field:ident [event $ev:ident]) => {
+        $events.get(Event::$ev)
+    };
+    (@value $events:ident $supplied:ident $field:ident [supplied]) => {
+        $supplied.$field
+    };
+
+    // One entry of each kind (the last one may lack its comma).
+    (@munch events [$($ev:ident)*] supplied [$($sup:ident)*] fields [$($f:tt)*]
+        $(#[$doc:meta])* $field:ident : event($var:ident) $(, $($rest:tt)*)?
+    ) => {
+        statistics!(@munch events [$($ev)* $var] supplied [$($sup)*]
+            fields [$($f)* [$(#[$doc])* $field [event $var]]] $($($rest)*)?);
+    };
+    (@munch events [$($ev:ident)*] supplied [$($sup:ident)*] fields [$($f:tt)*]
+        $(#[$doc:meta])* $field:ident : counter $(($var:ident))? $(, $($rest:tt)*)?
+    ) => {
+        statistics!(@munch events [$($ev)* $($var)?] supplied [$($sup)* $field]
+            fields [$($f)* [$(#[$doc])* $field [supplied]]] $($($rest)*)?);
+    };
+    (@munch events [$($ev:ident)*] supplied [$($sup:ident)*] fields [$($f:tt)*]
+        $(#[$doc:meta])* $field:ident : gauge $(, $($rest:tt)*)?
+    ) => {
+        statistics!(@munch events [$($ev)*] supplied [$($sup)* $field]
+            fields [$($f)* [$(#[$doc])* $field [supplied]]] $($($rest)*)?);
+    };
+
+    // Entry point.
+    ($($entries:tt)*) => {
+        statistics!(@munch events [] supplied [] fields [] $($entries)*);
+    };
 }
 
-pub(crate) const EVENTS: usize = Event::LoadSuperseded as usize + 1;
+statistics! {
+    /// `get`/`get_or_load` calls that found the buffer cached.
+    hits: counter,
+    /// Lookups that did not (including ghost hits).
+    misses: event(Miss),
+    /// Hits on buffers in the MRU state (seen once recently).
+    mru_hits: counter(MruHit),
+    /// Hits on buffers in the MFU state (seen twice or more).
+    mfu_hits: counter(MfuHit),
+    /// Inserts of a key remembered in the MRU ghost list (the MRU target `p` grows).
+    mru_ghost_hits: event(MruGhostHit),
+    /// Inserts of a key remembered in the MFU ghost list (`p` shrinks).
+    mfu_ghost_hits: event(MfuGhostHit),
+    /// Buffers inserted (by `insert` or by a completed load).
+    inserts: event(Insert),
+    /// Buffers removed by `remove` or replaced by a new insert of their key.
+    removes: event(Remove),
+    /// Buffers evicted.
+    evictions: event(Eviction),
+    /// Bytes evicted.
+    evicted_bytes: event(EvictedBytes),
+    /// Buffers eviction passed over because a thread was taking a hold on
+    /// them at that moment (held buffers themselves are not on the lists).
+    evict_skip: event(EvictSkip),
+    /// Eviction passes that could not bring the cache under its target
+    /// (everything left was held).
+    evict_not_enough: event(EvictNotEnough),
+    /// Inserts that had to wait for the evict thread (cache past
+    /// `c + c >> overflow_shift`).
+    overflow_waits: event(OverflowWait),
+    /// Ghost entries dropped to keep the history within its bounds.
+    ghosts_dropped: event(GhostDropped),
+    /// Loader runs by `get_or_load`.
+    loads: event(Load),
+    /// Loader runs that failed.
+    load_failures: event(LoadFailure),
+    /// Loads whose bytes were returned but not cached, because the key was
+    /// inserted or removed while they ran (their bytes may predate it).
+    loads_superseded: event(LoadSuperseded),
+    /// `get_or_load` calls that waited for another thread's load of the same key.
+    load_waits: event(LoadWait),
+    /// Bytes of cached data: `mru_bytes + mfu_bytes + anon_bytes`.
+    size: gauge,
+    /// The target size `c` (the current `max_bytes`).
+    c: gauge,
+    /// The adaptive target for the MRU state's bytes, `0 <= p <= c`.
+    p: gauge,
+    /// The floor for `set_max_bytes`.
+    min_bytes: gauge,
+    /// Bytes in the MRU state (held or not).
+    mru_bytes: gauge,
+    /// Bytes in the MFU state (held or not).
+    mfu_bytes: gauge,
+    /// Bytes of evicted MRU buffers remembered by the MRU ghost list.
+    mru_ghost_bytes: gauge,
+    /// Bytes of evicted MFU buffers remembered by the MFU ghost list.
+    mfu_ghost_bytes: gauge,
+    /// Bytes not in any state: buffers being inserted and removed buffers
+    /// still held (OpenZFS's anonymous state).
+    anon_bytes: gauge,
+    /// Bytes of MRU/MFU buffers currently held by handles (off the lists, so
+    /// not evictable).
+    held_bytes: gauge,
+    /// Bytes of MRU/MFU buffers on the lists (evictable now).
+    evictable_bytes: gauge,
+    /// Entries in the hash table (cached buffers and ghosts).
+    hash_elements: gauge,
+    /// Hash inserts whose home slot was already taken.
+    hash_collisions: counter,
+    /// The longest probe run seen in the (open-addressed) hash table: the
+    /// counterpart of ZFS's longest hash chain.
+    hash_chain_max: gauge,
+    /// Sublists per state list.
+    sublists: gauge,
+}
 
 /// Per-thread striped event counters.
 pub(crate) struct Events(Striped<EVENTS>);
@@ -54,87 +206,6 @@ impl Events {
     }
 }
 
-/// A snapshot of the cache's statistics. Counters count since the cache was
-/// built; sizes are current. Taken without stopping the cache, so figures
-/// that change meanwhile may not add up exactly.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Stats {
-    /// `get`/`get_or_load` calls that found the buffer cached.
-    pub hits: u64,
-    /// Lookups that did not (including ghost hits).
-    pub misses: u64,
-    /// Hits on buffers in the MRU state (seen once recently).
-    pub mru_hits: u64,
-    /// Hits on buffers in the MFU state (seen twice or more).
-    pub mfu_hits: u64,
-    /// Inserts of a key remembered in the MRU ghost list (the MRU target `p` grows).
-    pub mru_ghost_hits: u64,
-    /// Inserts of a key remembered in the MFU ghost list (`p` shrinks).
-    pub mfu_ghost_hits: u64,
-    /// Buffers inserted (by `insert` or by a completed load).
-    pub inserts: u64,
-    /// Buffers removed by `remove` or replaced by a new insert of their key.
-    pub removes: u64,
-    /// Buffers evicted.
-    pub evictions: u64,
-    /// Bytes evicted.
-    pub evicted_bytes: u64,
-    /// Buffers eviction passed over because a thread was taking a hold on
-    /// them at that moment (held buffers themselves are not on the lists).
-    pub evict_skip: u64,
-    /// Eviction passes that could not bring the cache under its target
-    /// (everything left was held).
-    pub evict_not_enough: u64,
-    /// Inserts that had to wait for the evict thread (cache past
-    /// `c + c >> overflow_shift`).
-    pub overflow_waits: u64,
-    /// Ghost entries dropped to keep the history within its bounds.
-    pub ghosts_dropped: u64,
-    /// Loader runs by `get_or_load`.
-    pub loads: u64,
-    /// Loader runs that failed.
-    pub load_failures: u64,
-    /// Loads whose bytes were returned but not cached, because the key was
-    /// inserted or removed while they ran (their bytes may predate it).
-    pub loads_superseded: u64,
-    /// `get_or_load` calls that waited for another thread's load of the same key.
-    pub load_waits: u64,
-    /// Bytes of cached data: `mru_bytes + mfu_bytes + anon_bytes`.
-    pub size: u64,
-    /// The target size `c` (the current `max_bytes`).
-    pub c: u64,
-    /// The adaptive target for the MRU state's bytes, `0 <= p <= c`.
-    pub p: u64,
-    /// The floor for `set_max_bytes`.
-    pub min_bytes: u64,
-    /// Bytes in the MRU state (held or not).
-    pub mru_bytes: u64,
-    /// Bytes in the MFU state (held or not).
-    pub mfu_bytes: u64,
-    /// Bytes of evicted MRU buffers remembered by the MRU ghost list.
-    pub mru_ghost_bytes: u64,
-    /// Bytes of evicted MFU buffers remembered by the MFU ghost list.
-    pub mfu_ghost_bytes: u64,
-    /// Bytes not in any state: buffers being inserted and removed buffers
-    /// still held (OpenZFS's anonymous state).
-    pub anon_bytes: u64,
-    /// Bytes of MRU/MFU buffers currently held by handles (off the lists, so
-    /// not evictable).
-    pub held_bytes: u64,
-    /// Bytes of MRU/MFU buffers on the lists (evictable now).
-    pub evictable_bytes: u64,
-    /// Entries in the hash table (cached buffers and ghosts).
-    pub hash_elements: u64,
-    /// Hash inserts whose home slot was already taken.
-    pub hash_collisions: u64,
-    /// The longest probe run seen in the (open-addressed) hash table: the
-    /// counterpart of ZFS's longest hash chain.
-    pub hash_chain_max: u64,
-    /// Sublists per state list.
-    pub sublists: u64,
-}
-
 impl Stats {
     /// Hits divided by lookups (0 when there were none).
     pub fn hit_ratio(&self) -> f64 {
@@ -145,43 +216,91 @@ impl Stats {
             self.hits as f64 / total as f64
         }
     }
+}
 
-    /// Every figure as `(name, value)`, in a stable order (for `arcstats`-style output).
-    pub fn to_pairs(&self) -> Vec<(&'static str, u64)> {
-        vec![
-            ("hits", self.hits),
-            ("misses", self.misses),
-            ("mru_hits", self.mru_hits),
-            ("mfu_hits", self.mfu_hits),
-            ("mru_ghost_hits", self.mru_ghost_hits),
-            ("mfu_ghost_hits", self.mfu_ghost_hits),
-            ("inserts", self.inserts),
-            ("removes", self.removes),
-            ("evictions", self.evictions),
-            ("evicted_bytes", self.evicted_bytes),
-            ("evict_skip", self.evict_skip),
-            ("evict_not_enough", self.evict_not_enough),
-            ("overflow_waits", self.overflow_waits),
-            ("ghosts_dropped", self.ghosts_dropped),
-            ("loads", self.loads),
-            ("load_failures", self.load_failures),
-            ("loads_superseded", self.loads_superseded),
-            ("load_waits", self.load_waits),
-            ("size", self.size),
-            ("c", self.c),
-            ("p", self.p),
-            ("min_bytes", self.min_bytes),
-            ("mru_bytes", self.mru_bytes),
-            ("mfu_bytes", self.mfu_bytes),
-            ("mru_ghost_bytes", self.mru_ghost_bytes),
-            ("mfu_ghost_bytes", self.mfu_ghost_bytes),
-            ("anon_bytes", self.anon_bytes),
-            ("held_bytes", self.held_bytes),
-            ("evictable_bytes", self.evictable_bytes),
-            ("hash_elements", self.hash_elements),
-            ("hash_collisions", self.hash_collisions),
-            ("hash_chain_max", self.hash_chain_max),
-            ("sublists", self.sublists),
-        ]
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// The names and order of `arcstats` (and `multiarc stats`): tools
+    /// parse them, so the table must not reorder or rename them.
+    #[test]
+    fn pairs_keep_the_arcstats_names_and_order() {
+        let names: Vec<&str> = Stats::default().to_pairs().iter().map(|p| p.0).collect();
+        assert_eq!(
+            names,
+            [
+                "hits",
+                "misses",
+                "mru_hits",
+                "mfu_hits",
+                "mru_ghost_hits",
+                "mfu_ghost_hits",
+                "inserts",
+                "removes",
+                "evictions",
+                "evicted_bytes",
+                "evict_skip",
+                "evict_not_enough",
+                "overflow_waits",
+                "ghosts_dropped",
+                "loads",
+                "load_failures",
+                "loads_superseded",
+                "load_waits",
+                "size",
+                "c",
+                "p",
+                "min_bytes",
+                "mru_bytes",
+                "mfu_bytes",
+                "mru_ghost_bytes",
+                "mfu_ghost_bytes",
+                "anon_bytes",
+                "held_bytes",
+                "evictable_bytes",
+                "hash_elements",
+                "hash_collisions",
+                "hash_chain_max",
+                "sublists",
+            ]
+        );
+    }
+
+    /// Each pair carries its own field's value, and event counters are
+    /// read from their own event.
+    #[test]
+    fn collect_reads_each_event_into_its_field() {
+        let events = Events::new(2);
+        events.add(Event::LoadWait, 3);
+        events.add(Event::LoadSuperseded, 5);
+        events.count(Event::Miss);
+        let supplied = Supplied {
+            hits: 1,
+            mru_hits: 2,
+            mfu_hits: 3,
+            size: 4,
+            c: 5,
+            p: 6,
+            min_bytes: 7,
+            mru_bytes: 8,
+            mfu_bytes: 9,
+            mru_ghost_bytes: 10,
+            mfu_ghost_bytes: 11,
+            anon_bytes: 12,
+            held_bytes: 13,
+            evictable_bytes: 14,
+            hash_elements: 15,
+            hash_collisions: 16,
+            hash_chain_max: 17,
+            sublists: 18,
+        };
+        let s = Stats::collect(&events, supplied);
+        assert_eq!((s.misses, s.load_waits, s.loads_superseded), (1, 3, 5));
+        assert_eq!((s.hits, s.sublists, s.hash_collisions), (1, 18, 16));
+        let pairs = s.to_pairs();
+        assert!(pairs.contains(&("load_waits", 3)));
+        assert!(pairs.contains(&("c", 5)));
+        assert_eq!(EVENTS, 17);
     }
 }

@@ -17,6 +17,7 @@ mod inodes;
 
 pub use ctl::{run_set, run_stats, SetArgs, StatsArgs};
 
+use crate::util::LockUnpoisoned;
 use crate::util::{count_arg, size_arg};
 use anyhow::{anyhow, bail, Context};
 use fs::{FsConfig, MultiarcFs};
@@ -98,7 +99,7 @@ impl Ready {
             eprintln!("multiarc: {msg}");
             return;
         }
-        let pipe = self.pipe.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let pipe = self.pipe.lock_unpoisoned().take();
         if let Some(mut pipe) = pipe {
             let _ = pipe.write_all(b"ok\n");
             drop(pipe);
@@ -109,7 +110,7 @@ impl Ready {
     /// The mount failed before it was ready: tell the parent, which prints
     /// it and exits non-zero. Returns whether the parent was told.
     fn fail(&self, e: &anyhow::Error) -> bool {
-        let pipe = self.pipe.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let pipe = self.pipe.lock_unpoisoned().take();
         match pipe {
             Some(mut pipe) => {
                 let line = format!("{e:#}").replace('\n', " ");

@@ -26,12 +26,14 @@
 //! them: the newest write of a block always wins. Each description has its
 //! own write-back error cursor (`errseq`).
 
+use super::blocks::Blocks;
 use super::dirty::{DirtyBlock, DirtyTable};
 use super::error::{os_error_code, with_context};
 use super::errseq::ErrSeq;
 use super::range_lock::{FileRwSem, RangeGuard, RangeLock};
 use super::store::BackingStore;
 use super::writeback::{Flushable, Shared, WriteBack, WriteBackConfig};
+use crate::sync::LockUnpoisoned;
 use crate::{BlockKey, Cache};
 use std::collections::HashMap;
 use std::fmt;
@@ -184,7 +186,7 @@ static REGISTRY: LazyLock<Mutex<Registry>> = LazyLock::new(Default::default);
 impl Drop for FileState {
     fn drop(&mut self) {
         if let Some(id) = self.identity {
-            let mut reg = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
+            let mut reg = REGISTRY.lock_unpoisoned();
             if reg
                 .get(&id)
                 .is_some_and(|w| std::ptr::eq(w.as_ptr(), self as *const FileState))
@@ -342,7 +344,7 @@ impl FileState {
     /// `flush` without recording the error; also returns the newest write
     /// generation among the blocks it tried.
     fn flush_unrecorded(&self) -> (io::Result<()>, u64) {
-        let _one_at_a_time = self.flush_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let _one_at_a_time = self.flush_lock.lock_unpoisoned();
         let mut snapshot: Vec<(u64, u64, Arc<Vec<u8>>)> = Vec::new();
         self.dirty.each_shard(|s| {
             snapshot.extend(
@@ -605,7 +607,7 @@ impl<S: BackingStore> CachedFileBuilder<S> {
         let identity = self.store.identity();
         // Held while this open decides, so two opens of one file cannot both
         // make a state.
-        let mut registry = identity.map(|_| REGISTRY.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut registry = identity.map(|_| REGISTRY.lock_unpoisoned());
         if let (Some(id), Some(reg)) = (identity, registry.as_mut()) {
             // A state closed and clean (the flusher has not let go of it
             // yet) holds nothing newer than the store: start afresh.
@@ -686,7 +688,7 @@ impl CachedFile {
     /// A new description of `state`.
     fn describe(state: Arc<FileState>, writeback: Arc<WriteBack>) -> CachedFile {
         {
-            let mut registered = state.registered.lock().unwrap_or_else(|e| e.into_inner());
+            let mut registered = state.registered.lock_unpoisoned();
             state.descriptions.fetch_add(1, Ordering::AcqRel);
             if !*registered {
                 state
@@ -728,7 +730,7 @@ impl CachedFile {
     pub fn invalidate_clean(&self) -> io::Result<bool> {
         let s = &*self.state;
         let _held = s.lock.write(0, u64::MAX);
-        let _no_flush = s.flush_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let _no_flush = s.flush_lock.lock_unpoisoned();
         if s.dirty.blocks() > 0 {
             return Ok(false);
         }
@@ -809,16 +811,14 @@ impl CachedFile {
         }
         let n = (len - offset).min(buf.len() as u64) as usize;
         let s = &*self.state;
-        let mut done = 0;
-        while done < n {
-            let pos = offset + done as u64;
-            let block = pos >> s.block_shift;
-            let at = (pos & (s.block_size as u64 - 1)) as usize;
-            let take = (s.block_size - at).min(n - done);
-            s.with_block(block, |b| {
-                buf[done..done + take].copy_from_slice(&b[at..at + take])
+        // Always some: `offset + n <= len`.
+        let Some(pieces) = Blocks::new(offset, n, s.block_shift) else {
+            return Ok(0);
+        };
+        for p in pieces {
+            s.with_block(p.block, |b| {
+                buf[p.buf_range()].copy_from_slice(&b[p.block_range()])
             })?;
-            done += take;
         }
         Ok(n)
     }
@@ -835,14 +835,15 @@ impl CachedFile {
         if buf.is_empty() {
             return Ok(0);
         }
-        let end = offset.checked_add(buf.len() as u64).ok_or_else(|| {
+        let s = &*self.state;
+        let pieces = Blocks::new(offset, buf.len(), s.block_shift).ok_or_else(|| {
             invalid(format!(
                 "{}: write of {} bytes at offset {offset} passes the largest file size",
-                self.state.name,
+                s.name,
                 buf.len()
             ))
         })?;
-        let s = &*self.state;
+        let end = offset + buf.len() as u64;
         if end > s.max_len.load(Ordering::Acquire) {
             return Err(with_context(
                 &io::Error::from_raw_os_error(libc::EFBIG),
@@ -853,7 +854,7 @@ impl CachedFile {
                 ),
             ));
         }
-        let blocks = ((end - 1) >> s.block_shift) - (offset >> s.block_shift) + 1;
+        let blocks = pieces.block_count();
         s.writeback
             .wait_for_room(blocks.saturating_mul(s.block_size as u64))
             .map_err(|e| {
@@ -872,16 +873,12 @@ impl CachedFile {
         let old_len = s.len.fetch_max(end, Ordering::AcqRel);
         let mut done = 0;
         let mut failed = None;
-        while done < buf.len() {
-            let pos = offset + done as u64;
-            let block = pos >> s.block_shift;
-            let at = (pos & (s.block_size as u64 - 1)) as usize;
-            let take = (s.block_size - at).min(buf.len() - done);
-            if let Err(e) = s.write_block(block, at, &buf[done..done + take], old_len) {
+        for p in pieces {
+            if let Err(e) = s.write_block(p.block, p.at, &buf[p.buf_range()], old_len) {
                 failed = Some(e);
                 break;
             }
-            done += take;
+            done += p.len;
         }
         if let Some(e) = failed {
             // Give back the length we took but did not write, unless another
@@ -904,7 +901,7 @@ impl CachedFile {
     pub fn set_len(&self, len: u64) -> io::Result<()> {
         let s = &*self.state;
         let _held = s.lock.write(0, u64::MAX);
-        let _no_flush = s.flush_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let _no_flush = s.flush_lock.lock_unpoisoned();
         let old = self.len();
         s.store
             .set_len(len)
@@ -965,7 +962,7 @@ impl CachedFile {
             })
         });
         let unseen = {
-            let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+            let mut seen = self.seen.lock_unpoisoned();
             s.errors.check_and_advance(&mut seen)
         };
         match (done, unseen) {
@@ -1008,8 +1005,8 @@ impl Drop for CachedFile {
         // Unlinked, nobody can read its dirty blocks again: they are dropped,
         // not written. Clean, there is nothing to write. (Unless a
         // description was opened meanwhile: then it stays.)
-        let _no_flush = s.flush_lock.lock().unwrap_or_else(|e| e.into_inner());
-        let mut registered = s.registered.lock().unwrap_or_else(|e| e.into_inner());
+        let _no_flush = s.flush_lock.lock_unpoisoned();
+        let mut registered = s.registered.lock_unpoisoned();
         if s.descriptions.load(Ordering::Acquire) != 0 {
             return;
         }

@@ -16,6 +16,7 @@
 //! retry that later succeeds does not hide the error from one that has not
 //! looked yet.
 
+use crate::sync::LockUnpoisoned;
 use std::io;
 use std::sync::Mutex;
 
@@ -53,7 +54,7 @@ impl ErrSeq {
     /// write-back fails). New data failing, or a new kind of failure, is.
     pub(crate) fn set(&self, e: &io::Error, generation: u64) {
         let code = super::error::os_error_code(e);
-        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut s = self.state.lock_unpoisoned();
         let same = s
             .error
             .as_ref()
@@ -76,7 +77,7 @@ impl ErrSeq {
     /// The cursor of a description opened now: behind by one if an error is
     /// pending that no description has seen.
     pub(crate) fn sample(&self) -> u64 {
-        let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let s = self.state.lock_unpoisoned();
         if s.error.is_some() && !s.seen {
             s.seq - 1
         } else {
@@ -87,7 +88,7 @@ impl ErrSeq {
     /// The error a description whose cursor is `*cursor` has not seen yet,
     /// if any; moves the cursor past it and marks it seen.
     pub(crate) fn check_and_advance(&self, cursor: &mut u64) -> Option<io::Error> {
-        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut s = self.state.lock_unpoisoned();
         if *cursor == s.seq {
             return None;
         }
@@ -101,7 +102,7 @@ impl ErrSeq {
 
     /// The newest error's text, for logs.
     pub(crate) fn latest_text(&self) -> Option<String> {
-        let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let s = self.state.lock_unpoisoned();
         s.error.as_ref().map(|e| e.message.clone())
     }
 }

@@ -3,6 +3,7 @@
 //! short reads and tolerates slow I/O.
 
 use super::store::BackingStore;
+use crate::sync::LockUnpoisoned;
 use std::io;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
@@ -59,19 +60,16 @@ impl FaultPlan {
     }
 
     fn push(&self, bytes: Range<u64>, fault: Fault, remaining: Option<u64>) {
-        self.rules
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(Rule {
-                bytes,
-                fault,
-                remaining,
-            });
+        self.rules.lock_unpoisoned().push(Rule {
+            bytes,
+            fault,
+            remaining,
+        });
     }
 
     /// Removes every fault.
     pub fn clear(&self) {
-        self.rules.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.rules.lock_unpoisoned().clear();
     }
 
     /// How many faults have fired.
@@ -83,7 +81,7 @@ impl FaultPlan {
     /// `want`, consuming one of its firings.
     fn take(&self, offset: u64, len: usize, want: impl Fn(&Fault) -> bool) -> Option<Fault> {
         let end = offset.saturating_add(len.max(1) as u64);
-        let mut rules = self.rules.lock().unwrap_or_else(|e| e.into_inner());
+        let mut rules = self.rules.lock_unpoisoned();
         let i = rules
             .iter()
             .position(|r| want(&r.fault) && r.bytes.start < end && offset < r.bytes.end)?;

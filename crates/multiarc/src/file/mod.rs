@@ -16,9 +16,11 @@
 //! - `dirty`: the per-file table of dirty blocks, outside the cache's
 //!   eviction domain;
 //! - `writeback`: the dirty budget and the flusher thread;
+//! - `blocks`: splitting a read or write into per-block pieces;
 //! - `cached`: [`CachedFile`] itself, and the invariant that keeps cached
 //!   copies, dirty blocks and the store consistent.
 
+mod blocks;
 mod cached;
 mod dirty;
 mod error;

@@ -232,11 +232,10 @@ mod tests {
             for t in 0..3u64 {
                 let (l, cells) = (&l, &cells);
                 s.spawn(move || {
-                    let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ t;
+                    use rand::Rng;
+                    let mut rng = multiarc_sim::workload::rng(0x9e37_79b9_7f4a_7c15u64 ^ t);
                     for _ in 0..20_000 {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
+                        let x = rng.next_u64();
                         let start = x % (64 * 512);
                         let len = 1 + (x >> 20) % 4096;
                         let end = (start + len).min(64 * 512);

@@ -5,6 +5,7 @@
 //! fails on purpose (`fault.rs`).
 
 use super::error::with_context;
+use crate::sync::RwLockUnpoisoned;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -219,13 +220,13 @@ impl MemStore {
 
     /// A copy of the store's contents.
     pub fn to_vec(&self) -> Vec<u8> {
-        self.bytes.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.bytes.read_unpoisoned().clone()
     }
 }
 
 impl BackingStore for MemStore {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        let bytes = self.bytes.read().unwrap_or_else(|e| e.into_inner());
+        let bytes = self.bytes.read_unpoisoned();
         let start = usize::try_from(offset)
             .unwrap_or(usize::MAX)
             .min(bytes.len());
@@ -240,7 +241,7 @@ impl BackingStore for MemStore {
         let end = start
             .checked_add(buf.len())
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "offset too large"))?;
-        let mut bytes = self.bytes.write().unwrap_or_else(|e| e.into_inner());
+        let mut bytes = self.bytes.write_unpoisoned();
         if bytes.len() < end {
             if end as u64 > self.capacity() {
                 return Err(io::Error::from_raw_os_error(libc::ENOSPC));
@@ -252,16 +253,13 @@ impl BackingStore for MemStore {
     }
 
     fn len(&self) -> io::Result<u64> {
-        Ok(self.bytes.read().unwrap_or_else(|e| e.into_inner()).len() as u64)
+        Ok(self.bytes.read_unpoisoned().len() as u64)
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {
         let len = usize::try_from(len)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "length too large"))?;
-        self.bytes
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .resize(len, 0);
+        self.bytes.write_unpoisoned().resize(len, 0);
         Ok(())
     }
 

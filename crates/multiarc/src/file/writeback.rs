@@ -20,6 +20,7 @@
 //! This module knows files only through [`Flushable`], which the file layer
 //! implements: the dependency points one way.
 
+use crate::sync::{unpoisoned, LockUnpoisoned};
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -59,12 +60,12 @@ struct Entry {
 
 impl Entry {
     fn due(&self, now: Instant) -> bool {
-        let b = self.backoff.lock().unwrap_or_else(|e| e.into_inner());
+        let b = self.backoff.lock_unpoisoned();
         b.1.is_none_or(|t| now >= t)
     }
 
     fn outcome(&self, ok: bool) {
-        let mut b = self.backoff.lock().unwrap_or_else(|e| e.into_inner());
+        let mut b = self.backoff.lock_unpoisoned();
         if ok {
             *b = (0, None);
         } else {
@@ -169,13 +170,13 @@ impl Shared {
         self.dirty_bytes.fetch_sub(bytes, Ordering::Relaxed);
         // Taking the lock orders this against a writer between its check
         // and its wait, so the wake-up cannot be lost.
-        drop(self.room.lock().unwrap_or_else(|e| e.into_inner()));
+        drop(self.room.lock_unpoisoned());
         self.room_cv.notify_all();
     }
 
     /// Records the outcome of one store write of write-back.
     pub(crate) fn note_write(&self, result: Result<(), &io::Error>) {
-        let mut f = self.failing.lock().unwrap_or_else(|e| e.into_inner());
+        let mut f = self.failing.lock_unpoisoned();
         *f = result.err().map(|e| Failing {
             kind: e.kind(),
             code: super::error::os_error_code(e),
@@ -184,13 +185,13 @@ impl Shared {
         if result.is_err() {
             drop(f);
             // Waiting writers may now take the error.
-            drop(self.room.lock().unwrap_or_else(|e| e.into_inner()));
+            drop(self.room.lock_unpoisoned());
             self.room_cv.notify_all();
         }
     }
 
     fn failing_error(&self) -> Option<io::Error> {
-        let f = self.failing.lock().unwrap_or_else(|e| e.into_inner());
+        let f = self.failing.lock_unpoisoned();
         f.as_ref()
             .map(|f| super::error::rebuilt(f.kind, f.code, f.message.clone()))
     }
@@ -205,7 +206,7 @@ impl Shared {
             return Ok(());
         }
         self.writer_waits.fetch_add(1, Ordering::Relaxed);
-        let mut g = self.room.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = self.room.lock_unpoisoned();
         let mut progress = self.flushed_blocks.load(Ordering::Relaxed);
         let mut since = Instant::now();
         loop {
@@ -225,39 +226,31 @@ impl Shared {
             self.kick();
             // Woken by every block cleaned and every failed write; the
             // timeout bounds how long a writer goes without looking.
-            g = self
-                .room_cv
-                .wait_timeout(g, WRITER_PATIENCE / 4)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            g = unpoisoned(self.room_cv.wait_timeout(g, WRITER_PATIENCE / 4)).0;
         }
     }
 
     pub(crate) fn kick(&self) {
-        self.wake.lock().unwrap_or_else(|e| e.into_inner()).0 = true;
+        self.wake.lock_unpoisoned().0 = true;
         self.wake_cv.notify_one();
     }
 
     pub(crate) fn register(&self, file: Arc<dyn Flushable>) {
-        self.files
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(Arc::new(Entry {
-                file,
-                backoff: Mutex::new((0, None)),
-            }));
+        self.files.lock_unpoisoned().push(Arc::new(Entry {
+            file,
+            backoff: Mutex::new((0, None)),
+        }));
     }
 
     /// Forgets `file` (whose dirty blocks its owner has dropped).
     pub(crate) fn deregister(&self, file: &Arc<dyn Flushable>) {
         self.files
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .lock_unpoisoned()
             .retain(|e| !same_file(&e.file, file));
     }
 
     fn entries(&self) -> Vec<Arc<Entry>> {
-        self.files.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.files.lock_unpoisoned().clone()
     }
 
     /// One pass over every file; files in back-off are skipped unless
@@ -268,8 +261,7 @@ impl Shared {
         self.passes.fetch_add(1, Ordering::Relaxed);
         let first = self.write_back_files(force);
         self.files
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .lock_unpoisoned()
             .retain(|e| !(e.file.is_closed() && e.file.dirty_blocks() == 0));
         first
     }
@@ -383,7 +375,7 @@ impl WriteBack {
 
 impl Drop for WriteBack {
     fn drop(&mut self) {
-        self.shared.wake.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
+        self.shared.wake.lock_unpoisoned().1 = true;
         self.shared.wake_cv.notify_one();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
@@ -394,13 +386,9 @@ impl Drop for WriteBack {
 fn flusher(shared: Arc<Shared>) {
     loop {
         let stopping = {
-            let mut w = shared.wake.lock().unwrap_or_else(|e| e.into_inner());
+            let mut w = shared.wake.lock_unpoisoned();
             if !w.0 && !w.1 {
-                w = shared
-                    .wake_cv
-                    .wait_timeout(w, shared.config.interval)
-                    .unwrap_or_else(|e| e.into_inner())
-                    .0;
+                w = unpoisoned(shared.wake_cv.wait_timeout(w, shared.config.interval)).0;
             }
             w.0 = false;
             w.1
@@ -410,8 +398,7 @@ fn flusher(shared: Arc<Shared>) {
             // Last pass done; what could not be written is reported, since
             // no one is left to call sync_all. The files are let go (they
             // hold this service's state: keeping them would be a cycle).
-            let files =
-                std::mem::take(&mut *shared.files.lock().unwrap_or_else(|e| e.into_inner()));
+            let files = std::mem::take(&mut *shared.files.lock_unpoisoned());
             for e in files {
                 let n = e.file.dirty_blocks();
                 if n > 0 {

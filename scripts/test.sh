@@ -2,8 +2,10 @@
 # The whole test suite: what the README's test command runs and what CI runs.
 #   1. formatting, lints and the library's docs (warnings are errors),
 #   2. every unit, integration and doc test of the workspace (debug build),
-#   3. the release-only checks that are too slow unoptimised (memory overhead),
-#   4. the loom model checks, built with --cfg loom in their own target dir.
+#   3. the lean CLI (--no-default-features: no peer caches, no tokio, no
+#      plotters): its lints, its dependency tree and its fast tests,
+#   4. the release-only checks that are too slow unoptimised (memory overhead),
+#   5. the loom model checks, built with --cfg loom in their own target dir.
 # Tests that need ../shared (traces) find it beside the checkout and skip with
 # a message where it is absent.
 set -euo pipefail
@@ -22,6 +24,21 @@ RUSTDOCFLAGS="-D warnings" cargo doc -p multiarc --no-deps
 
 step "cargo test (workspace)"
 cargo test --workspace
+
+step "lean CLI: cargo clippy -p multiarc-cli --no-default-features"
+cargo clippy -p multiarc-cli --no-default-features --all-targets -- -D warnings
+
+step "lean CLI: no peer cache, tokio or plotters in its dependencies"
+if cargo tree -p multiarc-cli --no-default-features -e normal --prefix none |
+  grep -i -E '^(tokio|moka|foyer|quick_cache|tinyufo|concread|lru|plotters) '; then
+  echo "the lean multiarc-cli depends on the packages above" >&2
+  exit 1
+fi
+
+step "lean CLI: build and fast tests (not the FUSE mount tests again)"
+cargo build -p multiarc-cli --no-default-features
+cargo test -p multiarc-cli --no-default-features --bins \
+  --test bench_cli --test hitratio_cli --test hardening_cli
 
 step "release-only tests"
 cargo test --release -p multiarc --test memory_overhead

@@ -472,10 +472,18 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             args.block_size
         );
     }
+    if args.plot.is_some() {
+        plot::available()?;
+    }
     let modes = args.modes.clone();
     let rows: Vec<RowName> = match &args.caches {
         Some(rows) => rows.clone(),
-        None => <RowName as clap::ValueEnum>::value_variants().to_vec(),
+        // Every row this binary has (no peers without the `peers` feature).
+        None => <RowName as clap::ValueEnum>::value_variants()
+            .iter()
+            .copied()
+            .filter(|r| !peers::is_missing_peer(r.name()))
+            .collect(),
     };
     let names: Vec<String> = rows.iter().map(|r| r.name().to_string()).collect();
     let max_threads = *args.threads.iter().max().expect("clap requires a value");

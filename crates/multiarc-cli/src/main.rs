@@ -10,6 +10,11 @@ mod harness;
 mod lockbench;
 mod mount;
 mod peers;
+#[cfg(feature = "plot")]
+mod plot;
+/// Without the `plot` feature: the same types, and charts that are errors.
+#[cfg(not(feature = "plot"))]
+#[path = "plot_stub.rs"]
 mod plot;
 mod poison;
 mod replay;

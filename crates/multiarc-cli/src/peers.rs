@@ -4,10 +4,18 @@
 //! in entries where it only counts), the same values (`Arc<[u8]>` copies of
 //! the block, so a hit hands out a reference-counted pointer, not a copy),
 //! and its own default sharding.
+//!
+//! The peers are compiled in with the `peers` feature (on by default). A
+//! build without it knows their names (so `--caches moka` is recognised) but
+//! refuses to build them with one line saying why.
 
-use anyhow::{bail, Context};
+use anyhow::bail;
+#[cfg(feature = "peers")]
+use anyhow::Context;
 use multiarc::{Cache, HitMode};
+#[cfg(feature = "peers")]
 use std::num::NonZeroUsize;
+#[cfg(feature = "peers")]
 use std::sync::{Arc, Mutex};
 
 /// A cache under test.
@@ -26,6 +34,7 @@ pub trait BenchCache: Send + Sync {
 }
 
 /// Calls `f` with the value's bytes if there is one; returns whether there was.
+#[cfg(feature = "peers")]
 fn on_hit<V: AsRef<[u8]>>(value: Option<V>, f: &mut dyn FnMut(&[u8])) -> bool {
     value.map(|v| f(v.as_ref())).is_some()
 }
@@ -46,6 +55,27 @@ pub const PEER_NAMES: &[&str] = &[
     "concread-arc",
     "mutex-lru",
 ];
+
+/// The peer rows this binary can build: [`PEER_NAMES`] with the `peers`
+/// feature, none without it. The commands' default row lists use these.
+pub const BUILT_PEERS: &[&str] = if cfg!(feature = "peers") {
+    PEER_NAMES
+} else {
+    &[]
+};
+
+/// Whether `name` is a peer row this binary was built without.
+pub fn is_missing_peer(name: &str) -> bool {
+    PEER_NAMES.contains(&name) && !BUILT_PEERS.contains(&name)
+}
+
+/// The error for a peer row asked of a build without the `peers` feature.
+pub fn missing_peer_error(name: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "{name}: this multiarc was built without the `peers` feature (no peer caches); \
+         rebuild with default features to compare against {name}"
+    )
+}
 
 /// The largest capacity a row is built with: 2^48 bytes (256 TiB). Past
 /// it multiarc's byte arithmetic overflows (`2c` near 2^64); the commands
@@ -76,6 +106,9 @@ pub fn build_with(
     value_size: usize,
     sublists: Option<usize>,
 ) -> anyhow::Result<Box<dyn BenchCache>> {
+    if is_missing_peer(name) {
+        return Err(missing_peer_error(name));
+    }
     let value_size = value_size.max(1);
     if capacity_bytes > MAX_CAPACITY_BYTES {
         bail!("{name}: a capacity of {capacity_bytes} bytes is past the limit of 2^48 bytes (256 TiB)");
@@ -87,6 +120,7 @@ pub fn build_with(
             entries.saturating_mul(PREALLOCATED_BYTES_PER_ENTRY),
         )?;
     }
+    #[cfg(feature = "peers")]
     let entries = entries as usize;
     Ok(match name {
         "multiarc" => Box::new(Multiarc::new(capacity_bytes, sublists, None)?),
@@ -107,32 +141,38 @@ pub fn build_with(
             Some(1),
             Some(HitMode::Eager),
         )?),
+        #[cfg(feature = "peers")]
         "moka" => Box::new(Moka(
             moka::sync::Cache::builder()
                 .max_capacity(capacity_bytes)
                 .weigher(|_k: &u64, v: &Arc<[u8]>| v.len().try_into().unwrap_or(u32::MAX))
                 .build(),
         )),
+        #[cfg(feature = "peers")]
         "quick_cache" => Box::new(QuickCache(quick_cache::sync::Cache::with_weighter(
             entries,
             capacity_bytes,
             LenWeighter,
         ))),
+        #[cfg(feature = "peers")]
         "foyer" => Box::new(Foyer(
             foyer::Cache::builder(capacity_bytes as usize)
                 .with_weighter(|_k: &u64, v: &Arc<[u8]>| v.len())
                 .build(),
         )),
+        #[cfg(feature = "peers")]
         "tinyufo" => Box::new(TinyUfo(tinyufo::TinyUfo::new(
             capacity_bytes as usize,
             entries,
         ))),
+        #[cfg(feature = "peers")]
         "concread-arc" => Box::new(Concread(
             concread::arcache::ARCacheBuilder::new()
                 .set_size(entries, 0)
                 .build()
                 .context("concread ARCache refused the configuration")?,
         )),
+        #[cfg(feature = "peers")]
         "mutex-lru" => Box::new(MutexLru(Mutex::new(lru::LruCache::new(
             NonZeroUsize::new(entries).expect("at least one entry"),
         )))),
@@ -196,8 +236,10 @@ impl BenchCache for Multiarc {
     }
 }
 
+#[cfg(feature = "peers")]
 struct Moka(moka::sync::Cache<u64, Arc<[u8]>>);
 
+#[cfg(feature = "peers")]
 impl BenchCache for Moka {
     fn policy(&self) -> &'static str {
         "TinyLFU admission + LRU (W-TinyLFU), sharded"
@@ -210,17 +252,21 @@ impl BenchCache for Moka {
     }
 }
 
+#[cfg(feature = "peers")]
 #[derive(Clone)]
 struct LenWeighter;
 
+#[cfg(feature = "peers")]
 impl quick_cache::Weighter<u64, Arc<[u8]>> for LenWeighter {
     fn weight(&self, _key: &u64, val: &Arc<[u8]>) -> u64 {
         val.len() as u64
     }
 }
 
+#[cfg(feature = "peers")]
 struct QuickCache(quick_cache::sync::Cache<u64, Arc<[u8]>, LenWeighter>);
 
+#[cfg(feature = "peers")]
 impl BenchCache for QuickCache {
     fn policy(&self) -> &'static str {
         "CLOCK-PRO, sharded"
@@ -233,8 +279,10 @@ impl BenchCache for QuickCache {
     }
 }
 
+#[cfg(feature = "peers")]
 struct Foyer(foyer::Cache<u64, Arc<[u8]>>);
 
+#[cfg(feature = "peers")]
 impl BenchCache for Foyer {
     fn policy(&self) -> &'static str {
         "LRU (foyer's default in-memory policy), 8 shards"
@@ -253,8 +301,10 @@ impl BenchCache for Foyer {
     }
 }
 
+#[cfg(feature = "peers")]
 struct TinyUfo(tinyufo::TinyUfo<u64, Arc<[u8]>>);
 
+#[cfg(feature = "peers")]
 impl BenchCache for TinyUfo {
     fn policy(&self) -> &'static str {
         "S3-FIFO + TinyLFU, lock-free"
@@ -268,8 +318,10 @@ impl BenchCache for TinyUfo {
     }
 }
 
+#[cfg(feature = "peers")]
 struct Concread(concread::arcache::ARCache<u64, Arc<[u8]>>);
 
+#[cfg(feature = "peers")]
 impl BenchCache for Concread {
     fn policy(&self) -> &'static str {
         "ARC with transactional (copy-on-write) reads"
@@ -291,8 +343,10 @@ impl BenchCache for Concread {
     }
 }
 
+#[cfg(feature = "peers")]
 struct MutexLru(Mutex<lru::LruCache<u64, Arc<[u8]>>>);
 
+#[cfg(feature = "peers")]
 impl BenchCache for MutexLru {
     fn policy(&self) -> &'static str {
         "LRU behind one std Mutex"
@@ -314,7 +368,7 @@ mod tests {
 
     #[test]
     fn every_row_stores_and_returns_values() {
-        for name in MULTIARC_NAMES.iter().chain(PEER_NAMES) {
+        for name in MULTIARC_NAMES.iter().chain(BUILT_PEERS) {
             let c = build(name, 1 << 20, 8).unwrap();
             for k in 0..100u64 {
                 c.insert(k, &k.to_le_bytes());
@@ -338,7 +392,7 @@ mod tests {
 
     #[test]
     fn huge_capacities_are_errors_not_aborts() {
-        for name in MULTIARC_NAMES.iter().chain(PEER_NAMES) {
+        for name in MULTIARC_NAMES.iter().chain(BUILT_PEERS) {
             for capacity in [u64::MAX, MAX_CAPACITY_BYTES + 1] {
                 let e = build(name, capacity, 1).err().map(|e| e.to_string());
                 let e = e.unwrap_or_else(|| panic!("{name}: built with {capacity} bytes"));
@@ -347,6 +401,7 @@ mod tests {
         }
         // tinyufo and mutex-lru allocate by capacity: more entries than
         // memory is an error (2^48 entries, 16 PiB at 64 bytes each).
+        #[cfg(feature = "peers")]
         if crate::util::machine_memory_bytes().is_some() {
             for name in PREALLOCATING {
                 let e = build(name, MAX_CAPACITY_BYTES, 1)
@@ -355,6 +410,30 @@ mod tests {
                 let e = e.unwrap_or_else(|| panic!("{name}: no memory check"));
                 assert!(e.contains("memory") && e.contains("entries"), "{e}");
             }
+        }
+    }
+
+    #[test]
+    fn peer_rows_are_built_exactly_with_the_peers_feature() {
+        assert_eq!(
+            BUILT_PEERS.len(),
+            if cfg!(feature = "peers") { 6 } else { 0 }
+        );
+        for name in PEER_NAMES {
+            let built = build(name, 1 << 20, 8);
+            assert_eq!(built.is_ok(), cfg!(feature = "peers"), "{name}");
+            if let Err(e) = built {
+                let e = e.to_string();
+                assert!(
+                    e.contains(name) && e.contains("without the `peers` feature"),
+                    "{e}"
+                );
+                assert!(!e.contains('\n'), "{e}");
+            }
+            assert_eq!(is_missing_peer(name), !cfg!(feature = "peers"));
+        }
+        for name in MULTIARC_NAMES.iter().chain(["nope", "pagecache"].iter()) {
+            assert!(!is_missing_peer(name), "{name}");
         }
     }
 }

@@ -7,6 +7,11 @@ use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use std::path::Path;
 
+/// Whether `--plot` can draw: always, with the `plot` feature.
+pub fn available() -> anyhow::Result<()> {
+    Ok(())
+}
+
 /// One line of a chart: a name for the legend and its (x, y) points.
 pub struct Series {
     /// Legend label.

@@ -22,7 +22,7 @@
 //! `multiarc_sim::trace`; the page-based policies (`arc`, `car`, `lru`) and
 //! Belady's `opt` are `multiarc_sim`'s too.
 
-use crate::peers::{self, BenchCache, PEER_NAMES};
+use crate::peers::{self, BenchCache};
 use crate::plot;
 use crate::util::{
     check_fits, check_fits_in_memory, machine_memory_bytes, name_arg, out, outln, parse_size,
@@ -554,10 +554,13 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
     }
     let source = TraceFile::new(&args.trace)?;
     let format = parse_format(&args, &source)?;
+    if args.plot.is_some() {
+        plot::available()?;
+    }
     let policies: Vec<String> = args.policy.clone().unwrap_or_else(|| {
         ["multiarc", "arc", "lru", "opt"]
             .iter()
-            .chain(PEER_NAMES)
+            .chain(peers::BUILT_PEERS)
             .map(|s| s.to_string())
             .collect()
     });
@@ -703,7 +706,13 @@ mod tests {
         // changes after the count (opt's pass sees it) or after opt's pass
         // (a capacity pass sees it, with next uses for 40 requests only:
         // index 40 was out of bounds).
-        for (policies, passes) in [(&["opt", "lru"][..], 4), (&["lru", "moka"][..], 3)] {
+        // A concurrent cache's row: a peer where there are peers.
+        let cache = if cfg!(feature = "peers") {
+            "moka"
+        } else {
+            "multiarc"
+        };
+        for (policies, passes) in [(&["opt", "lru"][..], 4), (&["lru", cache][..], 3)] {
             for changed in [&grown, &shrunk, &other] {
                 for at in 1..passes {
                     let mut texts = vec![same.clone(); at];
@@ -794,7 +803,7 @@ mod tests {
         let next = NextUse::Wide(multiarc_sim::opt::next_uses(&trace));
         for name in ["multiarc", "multiarc-eager", "arc", "car", "lru", "opt"]
             .iter()
-            .chain(PEER_NAMES)
+            .chain(peers::BUILT_PEERS)
         {
             let built = built_capacity(name, u64::MAX, distinct);
             assert!(built >= distinct, "{name}");

@@ -7,7 +7,7 @@
 //! scan (which only ever enters MRU) should not reach them; LRU lets the scan
 //! flush them.
 
-use crate::peers::PEER_NAMES;
+use crate::peers;
 use crate::replay::{build_policy, NextUse, POLICY_BYTES_PER_BLOCK};
 use crate::util::{check_fits_in_memory, human_bytes, name_arg, outln, size_arg, Progress};
 use anyhow::bail;
@@ -124,10 +124,14 @@ pub fn run(args: ScanArgs) -> anyhow::Result<()> {
     let policies: Vec<String> = args.policy.clone().unwrap_or_else(|| {
         ["multiarc", "multiarc-eager", "arc", "lru"]
             .iter()
-            .chain(PEER_NAMES)
+            .chain(peers::BUILT_PEERS)
             .map(|s| s.to_string())
             .collect()
     });
+    // A peer this binary lacks fails before any policy runs.
+    if let Some(p) = policies.iter().find(|p| peers::is_missing_peer(p)) {
+        return Err(peers::missing_peer_error(p));
+    }
     // Before: warm up (10 passes' worth of hot reads), then measure as many.
     let phase_reads = 10 * hot_blocks;
     let mut progress = Progress::new(true);

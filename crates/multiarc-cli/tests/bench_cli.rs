@@ -39,6 +39,9 @@ fn every_row_produces_numbers_and_the_json_parses() {
         "multiarc-eager",
         "multiarc-lazy",
         "multiarc-1list",
+    ];
+    // The default rows: every peer with the `peers` feature, none without.
+    let peers = [
         "moka",
         "quick_cache",
         "foyer",
@@ -46,7 +49,19 @@ fn every_row_produces_numbers_and_the_json_parses() {
         "concread-arc",
         "mutex-lru",
     ];
-    for cache in caches {
+    for peer in peers {
+        assert_eq!(
+            results.iter().any(|r| r["cache"] == peer),
+            cfg!(feature = "peers"),
+            "{peer}"
+        );
+    }
+    let peers = if cfg!(feature = "peers") {
+        &peers[..]
+    } else {
+        &[]
+    };
+    for &cache in caches.iter().chain(peers) {
         for mode in ["hold", "copy"] {
             for threads in [1, 2] {
                 let r = results
@@ -92,10 +107,23 @@ fn tables_and_plot_without_json() {
         "--threads",
         "1",
         "--caches",
-        "multiarc,multiarc-1list,mutex-lru,memcpy",
+        if cfg!(feature = "peers") {
+            "multiarc,multiarc-1list,mutex-lru,memcpy"
+        } else {
+            "multiarc,multiarc-1list,memcpy"
+        },
         "--plot",
         svg.to_str().unwrap(),
     ]);
+    if !cfg!(feature = "plot") {
+        // Refused before the run, in one line.
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{err}");
+        assert!(err.contains("without the `plot` feature"), "{err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(out.stdout.is_empty());
+        return;
+    }
     assert!(
         out.status.success(),
         "{}",
@@ -153,6 +181,47 @@ fn bad_arguments_fail_with_one_clear_line() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(needle), "{args:?}: {err}");
         assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    }
+}
+
+/// A peer row works in a build with the `peers` feature; in one without
+/// it (`--no-default-features`) it is refused in one line saying so.
+#[test]
+fn peer_rows_need_the_peers_feature() {
+    for cache in ["quick_cache", "moka", "mutex-lru"] {
+        let out = multiarc(&[
+            "bench",
+            "--file-bytes",
+            "256KiB",
+            "--seconds",
+            "0.02",
+            "--threads",
+            "1",
+            "--repeat",
+            "1",
+            "--caches",
+            &format!("multiarc,{cache}"),
+            "--json",
+        ]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        if cfg!(feature = "peers") {
+            assert!(out.status.success(), "{cache}: {err}");
+            let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            let results = doc["results"].as_array().unwrap();
+            assert!(results.iter().any(|r| r["cache"] == cache), "{doc}");
+        } else {
+            assert!(!out.status.success(), "{cache}: succeeded");
+            assert!(
+                err.contains(cache) && err.contains("built without the `peers` feature"),
+                "{cache}: {err}"
+            );
+            assert!(
+                !err.contains("unknown cache") && !err.contains("panic"),
+                "{err}"
+            );
+            assert_eq!(err.trim().lines().count(), 1, "{cache}: {err}");
+            assert!(out.stdout.is_empty());
+        }
     }
 }
 

@@ -59,19 +59,114 @@ fn replay_ids_trace_all_policies() {
     };
     assert_eq!(get("lru", 100), 0.0, "LRU on a loop larger than the cache");
     assert!(get("opt", 100) > 0.5);
-    for p in [
-        "multiarc",
-        "arc",
+    // The default policies: the peers with the `peers` feature, none without.
+    let peers = [
         "moka",
         "quick_cache",
         "foyer",
         "tinyufo",
         "concread-arc",
         "mutex-lru",
-    ] {
+    ];
+    for p in peers {
+        assert_eq!(
+            results.iter().any(|r| r["policy"] == p),
+            cfg!(feature = "peers"),
+            "{p}"
+        );
+    }
+    let peers = if cfg!(feature = "peers") {
+        &peers[..]
+    } else {
+        &[]
+    };
+    for &p in ["multiarc", "arc"].iter().chain(peers) {
         assert!(get(p, 100) <= get("opt", 100) + 1e-9, "{p} beat OPT");
         assert!(get(p, 75) >= 0.0);
     }
+}
+
+/// Peer policies and `--plot` work in the default build; a build without
+/// the `peers` or `plot` feature refuses them at once, in one line saying
+/// so (not "unknown policy", not a panic).
+#[test]
+fn replay_and_scan_peers_and_plot_need_their_features() {
+    let text: String = (0..300).map(|i| format!("{}\n", i % 30)).collect();
+    let path = temp("features.ids", &text);
+    let trace = path.to_str().unwrap();
+    let svg = path.with_extension("svg");
+    let runs: [(Vec<&str>, bool, &str); 4] = [
+        (
+            vec![
+                "replay",
+                trace,
+                "--capacity",
+                "10",
+                "--policy",
+                "lru,moka",
+                "--json",
+            ],
+            cfg!(feature = "peers"),
+            "moka: this multiarc was built without the `peers` feature",
+        ),
+        (
+            vec![
+                "replay",
+                trace,
+                "--capacity",
+                "10",
+                "--policy",
+                "quick_cache",
+            ],
+            cfg!(feature = "peers"),
+            "quick_cache: this multiarc was built without the `peers` feature",
+        ),
+        (
+            vec![
+                "scan",
+                "--cache-bytes",
+                "1MiB",
+                "--scan-multiple",
+                "1",
+                "--policy",
+                "arc,tinyufo",
+                "--json",
+            ],
+            cfg!(feature = "peers"),
+            "tinyufo: this multiarc was built without the `peers` feature",
+        ),
+        (
+            vec![
+                "replay",
+                trace,
+                "--capacity",
+                "10",
+                "--policy",
+                "lru",
+                "--plot",
+                svg.to_str().unwrap(),
+            ],
+            cfg!(feature = "plot"),
+            "built without the `plot` feature",
+        ),
+    ];
+    for (args, works, needle) in runs {
+        let out = multiarc(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        if works {
+            assert!(out.status.success(), "{args:?}: {err}");
+        } else {
+            assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+            let lines: Vec<&str> = err.trim().lines().collect();
+            assert_eq!(lines.len(), 1, "{args:?}: {err}");
+            assert!(
+                lines[0].starts_with("multiarc: error: ") && lines[0].contains(needle),
+                "{args:?}: {err}"
+            );
+            assert!(out.stdout.is_empty(), "{args:?}");
+        }
+    }
+    assert_eq!(svg.exists(), cfg!(feature = "plot"));
 }
 
 #[test]

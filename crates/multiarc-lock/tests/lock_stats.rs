@@ -1,8 +1,8 @@
 //! Lock statistics counted by traced locks. Each test uses its own lock
 //! classes (the statistics are process-wide and the tests run in parallel).
 
-use multiarc::lock::lockstat::{self, Report};
-use multiarc::lock::{LockId, Mutex, RwLock};
+use multiarc_lock::lockstat::{self, Report};
+use multiarc_lock::{LockId, Mutex, RwLock};
 use std::sync::{mpsc, Arc, Barrier};
 use std::thread;
 use std::time::Duration;

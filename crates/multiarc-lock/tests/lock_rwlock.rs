@@ -1,6 +1,6 @@
 //! The futex `RwLock`: size, exclusion, writer preference, wake-ups.
 
-use multiarc::lock::RwLock;
+use multiarc_lock::RwLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;

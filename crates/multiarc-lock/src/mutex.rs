@@ -5,10 +5,10 @@
 //! Between an unlock's two steps the word may briefly be `WAITERS` without
 //! `LOCKED`: free, and lockable like any free word.
 
-use super::futex::{Futex, PlatformFutex};
-use super::lockstat;
-use super::sync::{spin_hint, AtomicU32, Ordering::*};
-use super::LockId;
+use crate::futex::{Futex, PlatformFutex};
+use crate::lockstat;
+use crate::sync::{spin_hint, AtomicU32, Ordering::*};
+use crate::LockId;
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::marker::PhantomData;
@@ -143,7 +143,7 @@ impl<F: Futex> RawMutex<F> {
     /// section so that tracing does not lengthen it.
     fn lock_contended(&self, mut word: u32, timed: bool) -> Option<Instant> {
         let clock = || timed.then(Instant::now);
-        for _ in 0..super::spin_count() {
+        for _ in 0..crate::spin_count() {
             if word & LOCKED == 0 {
                 let before = clock();
                 match self
@@ -338,8 +338,8 @@ impl<T: ?Sized + fmt::Display> fmt::Display for MutexGuard<'_, T> {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use super::super::parking::ParkingFutex;
     use super::*;
+    use crate::parking::ParkingFutex;
     use std::sync::Arc;
 
     /// Increments a non-atomic counter under the raw lock from many threads.

@@ -1,8 +1,8 @@
 //! Lock variants that exist only to be measured against [`super::Mutex`] by
 //! `multiarc lockbench`; the cache does not use them.
 
-use super::futex::{Futex, PlatformFutex};
-use super::sync::{spin_hint, AtomicU32, Ordering::*};
+use crate::futex::{Futex, PlatformFutex};
+use crate::sync::{spin_hint, AtomicU32, Ordering::*};
 use std::cell::UnsafeCell;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};

@@ -9,10 +9,10 @@
 //! `WRITERS_WAITING`; bits 18..32 the lockstat slot (0 = not traced). Readers
 //! do not take the lock while a writer waits, so writers are not starved.
 
-use super::futex::{Futex, PlatformFutex};
-use super::lockstat;
-use super::sync::{spin_hint, AtomicU32, Ordering::*};
-use super::LockId;
+use crate::futex::{Futex, PlatformFutex};
+use crate::lockstat;
+use crate::sync::{spin_hint, AtomicU32, Ordering::*};
+use crate::LockId;
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::marker::PhantomData;
@@ -377,7 +377,7 @@ impl<F: Futex> RawRwLock<F> {
     }
 
     fn spin_until(&self, done: impl Fn(u32) -> bool) -> u32 {
-        let mut spins = super::spin_count();
+        let mut spins = crate::spin_count();
         loop {
             let state = self.state.load(Relaxed);
             if done(state) || spins == 0 {
@@ -583,8 +583,8 @@ impl<T: ?Sized + fmt::Debug> fmt::Debug for RwLockWriteGuard<'_, T> {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use super::super::parking::ParkingFutex;
     use super::*;
+    use crate::parking::ParkingFutex;
     use std::sync::Arc;
 
     /// Writers keep two counters equal; readers check they are.

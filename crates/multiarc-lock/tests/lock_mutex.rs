@@ -1,7 +1,7 @@
 //! The futex `Mutex`: size, mutual exclusion, wake-ups, API behaviour.
 
-use multiarc::lock::bench_variants::SpinWakeAllMutex;
-use multiarc::lock::{set_spin_count, spin_count, Mutex};
+use multiarc_lock::bench_variants::SpinWakeAllMutex;
+use multiarc_lock::{set_spin_count, spin_count, Mutex};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread;

@@ -10,7 +10,7 @@
 //! locked instruction, no shared cache line); [`snapshot`] merges the tables
 //! of all threads. A contended traced acquisition also reads the clock twice.
 
-use super::LockId;
+use crate::LockId;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

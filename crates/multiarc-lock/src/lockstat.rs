@@ -3,7 +3,8 @@
 //! in the layout of illumos `lockstat(8)` or as JSON.
 //!
 //! Tracing is switched on per lock instance with `set_lockstat(Some(id))`
-//! ([`super::Mutex::set_lockstat`], [`super::RwLock::set_lockstat`]). Each
+//! ([`crate::LockstatExt::set_lockstat`], or `set_lockstat` of
+//! [`crate::RawMutex`] and [`crate::RawRwLock`]). Each
 //! distinct [`LockId`] gets a *slot* (a small integer stored in the traced
 //! lock's state word). A traced acquisition adds to the counters of its slot
 //! in a table owned by the acquiring thread, with plain loads and stores (no

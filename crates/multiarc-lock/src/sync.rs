@@ -1,11 +1,43 @@
 //! The atomics the locks are built on: `std`'s, or loom's under `--cfg loom`
 //! so that loom can explore the interleavings of the lock state machines.
 
-#[cfg(loom)]
-pub(crate) use loom::sync::atomic::AtomicU32;
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::AtomicU32;
 pub(crate) use std::sync::atomic::Ordering;
+
+/// Under loom: a loom `AtomicU32` created on first use, so that a lock can
+/// still be built in a `const` context (`lock_api`'s `RawMutex::INIT` and
+/// `RawRwLock::INIT` are constants; loom's atomics have no `const fn new`).
+/// Loom runs a model's threads one at a time on one OS thread, and creating
+/// a loom atomic is not a scheduling point, so the `OnceLock` never blocks.
+/// A lock must be created inside the loom model that uses it (as any loom
+/// object must).
+#[cfg(loom)]
+pub(crate) struct AtomicU32 {
+    init: u32,
+    atomic: std::sync::OnceLock<loom::sync::atomic::AtomicU32>,
+}
+
+#[cfg(loom)]
+impl AtomicU32 {
+    /// An atomic holding `init` once first used.
+    pub(crate) const fn new(init: u32) -> Self {
+        AtomicU32 {
+            init,
+            atomic: std::sync::OnceLock::new(),
+        }
+    }
+}
+
+#[cfg(loom)]
+impl std::ops::Deref for AtomicU32 {
+    type Target = loom::sync::atomic::AtomicU32;
+
+    fn deref(&self) -> &Self::Target {
+        self.atomic
+            .get_or_init(|| loom::sync::atomic::AtomicU32::new(self.init))
+    }
+}
 
 /// Called once per iteration of a spin-wait loop. Under loom it yields, so
 /// that the model checker lets the lock holder run.

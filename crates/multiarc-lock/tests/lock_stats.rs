@@ -2,7 +2,7 @@
 //! classes (the statistics are process-wide and the tests run in parallel).
 
 use multiarc_lock::lockstat::{self, Report};
-use multiarc_lock::{LockId, Mutex, RwLock};
+use multiarc_lock::{LockId, LockstatExt, Mutex, RwLock};
 use std::sync::{mpsc, Arc, Barrier};
 use std::thread;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! so the two tests run one after the other inside one test function).
 
 use multiarc_lock::lockstat;
-use multiarc_lock::{LockId, Mutex};
+use multiarc_lock::{LockId, LockstatExt, Mutex};
 use std::sync::mpsc;
 use std::sync::Arc;
 

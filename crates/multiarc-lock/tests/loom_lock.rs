@@ -11,7 +11,7 @@
 use loom::cell::UnsafeCell;
 use loom::sync::Arc;
 use loom::thread;
-use multiarc_lock::{LockId, Mutex, RwLock};
+use multiarc_lock::{LockId, LockstatExt, Mutex, RwLock};
 
 fn model(preemption_bound: usize, f: impl Fn() + Sync + Send + 'static) {
     let mut builder = loom::model::Builder::new();

@@ -40,7 +40,7 @@
 //! itself knows nothing about it.
 
 use crate::entry::{EntryPtr, Header};
-use crate::lock::{LockId, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use crate::lock::{LockId, LockstatExt, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use crate::reclaim::Limbo;
 use crate::sync::{fence, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use crossbeam_utils::CachePadded;

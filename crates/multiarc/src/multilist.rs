@@ -25,7 +25,7 @@
 //! meanwhile are not disturbed.
 
 use crate::entry::{EntryPtr, Header, NO_SLOT};
-use crate::lock::{LockId, Mutex};
+use crate::lock::{LockId, LockstatExt, Mutex};
 use crossbeam_utils::CachePadded;
 
 const NIL: u32 = u32::MAX;

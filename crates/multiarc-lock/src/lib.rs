@@ -81,6 +81,8 @@
 //!   measured against [`Mutex`] by `multiarc lockbench`.
 
 mod futex;
+#[cfg(loom)]
+mod loom_types;
 mod mutex;
 mod parking;
 mod rwlock;
@@ -93,9 +95,13 @@ pub mod lockstat;
 pub use mutex::RawMutex;
 pub use rwlock::RawRwLock;
 
+#[cfg(loom)]
+pub use loom_types::{Mutex, RwLock};
+
 /// A mutual-exclusion lock in 4 bytes, with optional lock statistics
 /// ([`LockstatExt::set_lockstat`]). No poisoning: a panic while the lock is
 /// held just releases it.
+#[cfg(not(loom))]
 pub type Mutex<T> = lock_api::Mutex<RawMutex, T>;
 /// Exclusive access to a [`Mutex`]'s data; unlocks when dropped.
 pub type MutexGuard<'a, T> = lock_api::MutexGuard<'a, RawMutex, T>;
@@ -103,6 +109,7 @@ pub type MutexGuard<'a, T> = lock_api::MutexGuard<'a, RawMutex, T>;
 /// statistics ([`LockstatExt::set_lockstat`]). No poisoning.
 ///
 /// [`RwLock::read`] panics if 65534 read guards of one lock are alive at once.
+#[cfg(not(loom))]
 pub type RwLock<T> = lock_api::RwLock<RawRwLock, T>;
 /// Shared access to an [`RwLock`]'s data; releases it when dropped.
 pub type RwLockReadGuard<'a, T> = lock_api::RwLockReadGuard<'a, RawRwLock, T>;
@@ -118,7 +125,7 @@ pub trait LockstatExt {
     fn set_lockstat(&self, id: Option<LockId>);
 }
 
-impl<T: ?Sized> LockstatExt for Mutex<T> {
+impl<T: ?Sized> LockstatExt for lock_api::Mutex<RawMutex, T> {
     fn set_lockstat(&self, id: Option<LockId>) {
         // SAFETY: `set_lockstat` only changes the statistics slot bits of the
         // state word; it never locks or unlocks, so every live guard and
@@ -127,7 +134,7 @@ impl<T: ?Sized> LockstatExt for Mutex<T> {
     }
 }
 
-impl<T: ?Sized> LockstatExt for RwLock<T> {
+impl<T: ?Sized> LockstatExt for lock_api::RwLock<RawRwLock, T> {
     fn set_lockstat(&self, id: Option<LockId>) {
         // SAFETY: as for `Mutex`: only the slot bits change.
         unsafe { self.raw() }.set_lockstat(id);
@@ -188,6 +195,7 @@ impl<T> From<T> for CachePadded<T> {
 ///
 /// Two locks traced under the same `LockId` share one row of statistics.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct LockId {
     /// The lock's class: what kind of data it guards.
     pub class: &'static str,

@@ -196,6 +196,17 @@ impl RawMutex {
     }
 }
 
+#[cfg(loom)]
+impl RawMutex {
+    /// An unlocked mutex whose loom atomic is created now (see `sync.rs`).
+    pub(crate) fn new_loom() -> RawMutex {
+        RawMutex(FutexMutex {
+            word: AtomicU32::new_now(0),
+            futex: PhantomData,
+        })
+    }
+}
+
 impl fmt::Debug for RawMutex {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RawMutex").finish_non_exhaustive()

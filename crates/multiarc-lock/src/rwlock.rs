@@ -401,6 +401,18 @@ impl RawRwLock {
     }
 }
 
+#[cfg(loom)]
+impl RawRwLock {
+    /// An unlocked lock whose loom atomics are created now (see `sync.rs`).
+    pub(crate) fn new_loom() -> RawRwLock {
+        RawRwLock(FutexRwLock {
+            state: AtomicU32::new_now(0),
+            writer_notify: AtomicU32::new_now(0),
+            futex: PhantomData,
+        })
+    }
+}
+
 impl fmt::Debug for RawRwLock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RawRwLock").finish_non_exhaustive()

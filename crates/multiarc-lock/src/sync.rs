@@ -5,13 +5,15 @@
 pub(crate) use std::sync::atomic::AtomicU32;
 pub(crate) use std::sync::atomic::Ordering;
 
-/// Under loom: a loom `AtomicU32` created on first use, so that a lock can
-/// still be built in a `const` context (`lock_api`'s `RawMutex::INIT` and
+/// Under loom: a loom `AtomicU32`, created by [`AtomicU32::new_now`] or, in
+/// a `const` context, on first use (`lock_api`'s `RawMutex::INIT` and
 /// `RawRwLock::INIT` are constants; loom's atomics have no `const fn new`).
 /// Loom runs a model's threads one at a time on one OS thread, and creating
 /// a loom atomic is not a scheduling point, so the `OnceLock` never blocks.
-/// A lock must be created inside the loom model that uses it (as any loom
-/// object must).
+/// Loom requires an atomic's creation to happen-before every access, which
+/// a creation on first use in some thread does not guarantee: that is why
+/// the crate's `Mutex::new` and `RwLock::new` under loom (`loom_types`)
+/// create the atomics at once.
 #[cfg(loom)]
 pub(crate) struct AtomicU32 {
     init: u32,
@@ -25,6 +27,15 @@ impl AtomicU32 {
         AtomicU32 {
             init,
             atomic: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// An atomic holding `init`, created now: a lock created this way may be
+    /// used by threads that do not happen-after its first use.
+    pub(crate) fn new_now(init: u32) -> Self {
+        AtomicU32 {
+            init,
+            atomic: std::sync::OnceLock::from(loom::sync::atomic::AtomicU32::new(init)),
         }
     }
 }

@@ -19,8 +19,8 @@ cargo fmt --all -- --check
 step "cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets -- -D warnings
 
-step "cargo doc (library; broken links are errors)"
-RUSTDOCFLAGS="-D warnings" cargo doc -p multiarc --no-deps
+step "cargo doc (library and lock crate; broken links are errors)"
+RUSTDOCFLAGS="-D warnings" cargo doc -p multiarc -p multiarc-lock --no-deps
 
 step "cargo test (workspace)"
 cargo test --workspace
@@ -50,5 +50,8 @@ LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}" RUSTFLAGS="--cfg loom" \
 LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}" RUSTFLAGS="--cfg loom" \
   CARGO_TARGET_DIR="${LOOM_TARGET_DIR:-target/loom}" \
   cargo test --release -p multiarc --lib loom_tests
+LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}" RUSTFLAGS="--cfg loom" \
+  CARGO_TARGET_DIR="${LOOM_TARGET_DIR:-target/loom}" \
+  cargo test --release -p multiarc-lock --test 'loom_*'
 
 step "all tests passed"

@@ -332,7 +332,7 @@ fn run_once(
                     .iter()
                     .max_by_key(|row| row.acquisitions)
                     .map(|row| row.id.to_string());
-                r.lock_table = Some(rep.to_table(8));
+                r.lock_table = Some(crate::lockstat::table(&rep, 8));
             }
             r
         }

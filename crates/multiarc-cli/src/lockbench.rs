@@ -11,7 +11,8 @@
 use crate::util::LockUnpoisoned;
 use crate::util::{self, Progress};
 use anyhow::{bail, Result};
-use multiarc::lock::bench_variants::SpinWakeAllMutex;
+use multiarc_lock::bench_variants::SpinWakeAllMutex;
+use multiarc_lock::LockstatExt;
 use serde::Serialize;
 use std::cell::UnsafeCell;
 use std::fmt::Write as _;
@@ -110,12 +111,12 @@ trait BenchLock: Send + Sync + 'static {
     }
 }
 
-struct OurMutex(multiarc::lock::Mutex<u64>);
+struct OurMutex(multiarc_lock::Mutex<u64>);
 
 impl BenchLock for OurMutex {
-    const SIZE: usize = std::mem::size_of::<multiarc::lock::Mutex<()>>();
+    const SIZE: usize = std::mem::size_of::<multiarc_lock::Mutex<()>>();
     fn new() -> Self {
-        OurMutex(multiarc::lock::Mutex::new(0))
+        OurMutex(multiarc_lock::Mutex::new(0))
     }
     fn increment(&self) {
         *self.0.lock() += 1;
@@ -126,16 +127,16 @@ impl BenchLock for OurMutex {
 }
 
 /// Our mutex with lock statistics on: what tracing costs.
-struct OurTracedMutex(multiarc::lock::Mutex<u64>);
+struct OurTracedMutex(multiarc_lock::Mutex<u64>);
 
 const TRACED_CLASS: &str = "lockbench.mutex";
 
 impl BenchLock for OurTracedMutex {
-    const SIZE: usize = std::mem::size_of::<multiarc::lock::Mutex<()>>();
+    const SIZE: usize = std::mem::size_of::<multiarc_lock::Mutex<()>>();
     fn new() -> Self {
-        multiarc::lock::lockstat::reset();
-        let lock = multiarc::lock::Mutex::new(0);
-        lock.set_lockstat(Some(multiarc::lock::LockId::new(TRACED_CLASS, 0)));
+        multiarc_lock::lockstat::reset();
+        let lock = multiarc_lock::Mutex::new(0);
+        lock.set_lockstat(Some(multiarc_lock::LockId::new(TRACED_CLASS, 0)));
         OurTracedMutex(lock)
     }
     fn increment(&self) {
@@ -145,7 +146,7 @@ impl BenchLock for OurTracedMutex {
         *self.0.lock()
     }
     fn check(&self, acquisitions: u64) -> Result<()> {
-        let report = multiarc::lock::lockstat::snapshot().filter_class_prefix(TRACED_CLASS);
+        let report = multiarc_lock::lockstat::snapshot().filter_class_prefix(TRACED_CLASS);
         // The threads' acquisitions plus the one in `count`.
         let recorded = report.total_acquisitions();
         if recorded != acquisitions + 1 {
@@ -418,16 +419,16 @@ pub fn run(args: LockbenchArgs) -> Result<()> {
         let name = lock.name();
         match lock {
             LockName::Multiarc => {
-                let before = multiarc::lock::spin_count();
+                let before = multiarc_lock::spin_count();
                 for &spins in &args.spins {
-                    multiarc::lock::set_spin_count(spins);
+                    multiarc_lock::set_spin_count(spins);
                     let row = if spins == 0 {
                         "multiarc".to_string()
                     } else {
                         format!("multiarc-spin{spins}")
                     };
                     let measured = measure::<OurMutex>(&row, &args, &mut progress, &mut results);
-                    multiarc::lock::set_spin_count(before);
+                    multiarc_lock::set_spin_count(before);
                     measured?;
                 }
             }

@@ -8,6 +8,7 @@ mod bench;
 mod filebench;
 mod harness;
 mod lockbench;
+mod lockstat;
 mod mount;
 mod peers;
 #[cfg(feature = "plot")]

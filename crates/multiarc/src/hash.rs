@@ -40,10 +40,10 @@
 //! itself knows nothing about it.
 
 use crate::entry::{EntryPtr, Header};
-use crate::lock::{LockId, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use crate::lock::CachePadded;
+use crate::lock::{LockId, LockstatExt, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use crate::reclaim::Limbo;
 use crate::sync::{fence, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
-use crossbeam_utils::CachePadded;
 use std::ptr;
 
 /// A slot: empty (null `entry`), or an entry, the high half of its key's

@@ -35,7 +35,6 @@ mod hash;
 mod insert;
 mod key;
 mod load;
-pub mod lock;
 mod multilist;
 mod pending;
 mod policy;
@@ -45,6 +44,9 @@ mod shared;
 mod signal;
 mod stats;
 mod sync;
+
+/// The cache's locks and lock statistics: the [`multiarc_lock`] crate.
+pub use multiarc_lock as lock;
 
 pub use cache::{Cache, Handle};
 pub use config::{default_sublists, Builder, ConfigError, HitMode, MAX_BYTES};

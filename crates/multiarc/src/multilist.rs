@@ -25,8 +25,8 @@
 //! meanwhile are not disturbed.
 
 use crate::entry::{EntryPtr, Header, NO_SLOT};
-use crate::lock::{LockId, Mutex};
-use crossbeam_utils::CachePadded;
+use crate::lock::CachePadded;
+use crate::lock::{LockId, LockstatExt, Mutex};
 
 const NIL: u32 = u32::MAX;
 

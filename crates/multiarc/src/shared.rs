@@ -26,6 +26,7 @@ use crate::config::{Config, HitMode};
 use crate::counter::Striped;
 use crate::entry::{EntryPtr, State};
 use crate::hash::HashTable;
+use crate::lock::CachePadded;
 use crate::lock::Mutex;
 use crate::multilist::Multilist;
 use crate::pending::Loads;
@@ -34,7 +35,6 @@ use crate::reclaim::Limbo;
 use crate::signal::EvictSignal;
 use crate::stats::Events;
 use crate::sync::{AtomicU64, Ordering};
-use crossbeam_utils::CachePadded;
 use std::hash::{BuildHasher, Hash};
 use std::marker::PhantomData;
 

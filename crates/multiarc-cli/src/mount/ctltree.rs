@@ -137,7 +137,7 @@ impl CtlTree {
             INO_ARCSTATS => Ok(self.arcstats(extra)),
             INO_MAX_BYTES => Ok(format!("{}\n", self.cache.stats().c)),
             INO_LOCKSTAT => Ok(if self.lockstat_on.load(Ordering::Relaxed) {
-                multiarc::lock::lockstat::snapshot().to_table(20)
+                crate::lockstat::table(&multiarc::lock::lockstat::snapshot(), 20)
             } else {
                 "lock statistics are off: echo 1 > .multiarc/tunables/lockstat\n".into()
             }),

@@ -2,9 +2,9 @@
 //!
 //! The locks are written against the [`Futex`] trait so the same state machine
 //! runs on the Linux system call, on the portable fallback
-//! ([`super::parking::ParkingFutex`], testable on Linux too), and on loom.
+//! ([`crate::parking::ParkingFutex`], testable on Linux too), and on loom.
 
-use super::sync::AtomicU32;
+use crate::sync::AtomicU32;
 
 /// Futex semantics: `wait` sleeps only if the word still holds `expected`
 /// (checked atomically with respect to `wake_*`), and may return spuriously;
@@ -24,7 +24,7 @@ pub(crate) trait Futex {
 pub(crate) type PlatformFutex = LinuxFutex;
 /// The futex the locks use on this target.
 #[cfg(all(not(target_os = "linux"), not(loom)))]
-pub(crate) type PlatformFutex = super::parking::ParkingFutex;
+pub(crate) type PlatformFutex = crate::parking::ParkingFutex;
 /// The futex the locks use under loom.
 #[cfg(loom)]
 pub(crate) type PlatformFutex = loom_futex::LoomFutex;

@@ -5,14 +5,12 @@
 //! Between an unlock's two steps the word may briefly be `WAITERS` without
 //! `LOCKED`: free, and lockable like any free word.
 
-use super::futex::{Futex, PlatformFutex};
-use super::lockstat;
-use super::sync::{spin_hint, AtomicU32, Ordering::*};
-use super::LockId;
-use std::cell::UnsafeCell;
+use crate::futex::{Futex, PlatformFutex};
+use crate::lockstat;
+use crate::sync::{spin_hint, AtomicU32, Ordering::*};
+use crate::LockId;
 use std::fmt;
 use std::marker::PhantomData;
-use std::ops::{Deref, DerefMut};
 use std::time::Instant;
 
 const LOCKED: u32 = 1;
@@ -27,25 +25,15 @@ pub(crate) const MAX_SLOT: u32 = u32::MAX >> SLOT_SHIFT;
 
 /// The lock without data: the state machine, over a [`Futex`] implementation
 /// (a type parameter so the portable fallback can be tested on Linux).
-pub(crate) struct RawMutex<F: Futex = PlatformFutex> {
+pub(crate) struct FutexMutex<F: Futex = PlatformFutex> {
     word: AtomicU32,
     futex: PhantomData<fn() -> F>,
 }
 
-impl<F: Futex> RawMutex<F> {
+impl<F: Futex> FutexMutex<F> {
     /// An unlocked, untraced mutex.
-    #[cfg(not(loom))]
     pub(crate) const fn new() -> Self {
-        RawMutex {
-            word: AtomicU32::new(0),
-            futex: PhantomData,
-        }
-    }
-
-    /// An unlocked, untraced mutex.
-    #[cfg(loom)]
-    pub(crate) fn new() -> Self {
-        RawMutex {
+        FutexMutex {
             word: AtomicU32::new(0),
             futex: PhantomData,
         }
@@ -143,7 +131,7 @@ impl<F: Futex> RawMutex<F> {
     /// section so that tracing does not lengthen it.
     fn lock_contended(&self, mut word: u32, timed: bool) -> Option<Instant> {
         let clock = || timed.then(Instant::now);
-        for _ in 0..super::spin_count() {
+        for _ in 0..crate::spin_count() {
             if word & LOCKED == 0 {
                 let before = clock();
                 match self
@@ -185,83 +173,15 @@ impl<F: Futex> RawMutex<F> {
     }
 }
 
-/// A mutual-exclusion lock in 4 bytes, with optional lock statistics.
+/// The raw 4-byte mutex, for [`lock_api::Mutex`]: [`crate::Mutex<T>`] is
+/// `lock_api::Mutex<RawMutex, T>`.
 ///
 /// Like `std::sync::Mutex` but without poisoning: a panic while the lock is
-/// held just releases it. Locking never spins unless [`super::set_spin_count`]
+/// held just releases it. Locking never spins unless [`crate::set_spin_count`]
 /// says so.
-pub struct Mutex<T: ?Sized> {
-    raw: RawMutex,
-    data: UnsafeCell<T>,
-}
+pub struct RawMutex(FutexMutex);
 
-// SAFETY: the mutex hands out access to `T` to one thread at a time, so it
-// can be sent and shared whenever `T` can be sent (as `std::sync::Mutex`).
-unsafe impl<T: ?Sized + Send> Send for Mutex<T> {}
-// SAFETY: as above: shared access only ever yields exclusive access to `T`.
-unsafe impl<T: ?Sized + Send> Sync for Mutex<T> {}
-
-/// Exclusive access to a [`Mutex`]'s data; unlocks when dropped.
-#[must_use = "the lock is released at once if the guard is not kept"]
-pub struct MutexGuard<'a, T: ?Sized> {
-    mutex: &'a Mutex<T>,
-    /// Not `Send`, like `std`'s guard: unlock on the locking thread.
-    not_send: PhantomData<*const ()>,
-}
-
-// SAFETY: sharing the guard only shares `&T`.
-unsafe impl<T: ?Sized + Sync> Sync for MutexGuard<'_, T> {}
-
-impl<T> Mutex<T> {
-    /// A new unlocked mutex holding `value`.
-    #[cfg(not(loom))]
-    pub const fn new(value: T) -> Self {
-        Mutex {
-            raw: RawMutex::new(),
-            data: UnsafeCell::new(value),
-        }
-    }
-
-    /// A new unlocked mutex holding `value`.
-    #[cfg(loom)]
-    pub fn new(value: T) -> Self {
-        Mutex {
-            raw: RawMutex::new(),
-            data: UnsafeCell::new(value),
-        }
-    }
-
-    /// Consumes the mutex and returns its data.
-    pub fn into_inner(self) -> T {
-        self.data.into_inner()
-    }
-}
-
-impl<T: ?Sized> Mutex<T> {
-    /// Acquires the lock, sleeping while another thread holds it.
-    #[inline]
-    pub fn lock(&self) -> MutexGuard<'_, T> {
-        self.raw.lock();
-        MutexGuard {
-            mutex: self,
-            not_send: PhantomData,
-        }
-    }
-
-    /// Acquires the lock if it is free, without waiting.
-    #[inline]
-    pub fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
-        self.raw.try_lock().then(|| MutexGuard {
-            mutex: self,
-            not_send: PhantomData,
-        })
-    }
-
-    /// Mutable access to the data without locking (the borrow proves exclusivity).
-    pub fn get_mut(&mut self) -> &mut T {
-        self.data.get_mut()
-    }
-
+impl RawMutex {
     /// Starts (`Some`) or stops (`None`) recording [`lockstat`] statistics
     /// for this lock instance under `id`.
     ///
@@ -272,86 +192,81 @@ impl<T: ?Sized> Mutex<T> {
             Some(id) => lockstat::slot_for(id, MAX_SLOT).unwrap_or(0),
             None => 0,
         };
-        self.raw.set_slot(slot);
+        self.0.set_slot(slot);
     }
 }
 
-impl<T: Default> Default for Mutex<T> {
-    fn default() -> Self {
-        Mutex::new(T::default())
+#[cfg(loom)]
+impl RawMutex {
+    /// An unlocked mutex whose loom atomic is created now (see `sync.rs`).
+    pub(crate) fn new_loom() -> RawMutex {
+        RawMutex(FutexMutex {
+            word: AtomicU32::new_now(0),
+            futex: PhantomData,
+        })
     }
 }
 
-impl<T> From<T> for Mutex<T> {
-    fn from(value: T) -> Self {
-        Mutex::new(value)
-    }
-}
-
-impl<T: ?Sized + fmt::Debug> fmt::Debug for Mutex<T> {
+impl fmt::Debug for RawMutex {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut d = f.debug_struct("Mutex");
-        match self.try_lock() {
-            Some(guard) => d.field("data", &&*guard),
-            None => d.field("data", &format_args!("<locked>")),
-        };
-        d.finish_non_exhaustive()
+        f.debug_struct("RawMutex").finish_non_exhaustive()
     }
 }
 
-impl<T: ?Sized> Deref for MutexGuard<'_, T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        // SAFETY: the guard proves this thread holds the lock, so no other
-        // reference to the data exists mutably.
-        unsafe { &*self.mutex.data.get() }
-    }
-}
+// SAFETY: `lock`/`try_lock` return a guard only once the LOCKED bit was set
+// by this thread's successful compare-exchange or `fetch_or` (Acquire), and
+// no other thread can set it until `unlock` clears it (Release): mutual
+// exclusion with acquire/release ordering. A panic in `lock` (none is
+// expected: lockstat recording only appends to thread-local tables) could
+// only come after the acquisition, from `lockstat::record`, which cannot
+// fail in practice. Forgetting a guard leaves the lock held, which is safe;
+// the lock holds no pointers, so moving or dropping it while held is safe.
+unsafe impl lock_api::RawMutex for RawMutex {
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: RawMutex = RawMutex(FutexMutex::new());
 
-impl<T: ?Sized> DerefMut for MutexGuard<'_, T> {
-    fn deref_mut(&mut self) -> &mut T {
-        // SAFETY: the guard proves exclusive access, and `&mut self` makes
-        // this the only reference derived from it.
-        unsafe { &mut *self.mutex.data.get() }
-    }
-}
+    /// Guards are not `Send`, like `std`'s: unlock on the locking thread.
+    type Guard = lock_api::GuardNoSend;
 
-impl<T: ?Sized> Drop for MutexGuard<'_, T> {
     #[inline]
-    fn drop(&mut self) {
-        // SAFETY: the guard exists only while its thread holds the lock.
-        unsafe { self.mutex.raw.unlock() }
+    fn lock(&self) -> Self::Guard {
+        self.0.lock();
+        lock_api::GuardNoSend::new()
     }
-}
 
-impl<T: ?Sized + fmt::Debug> fmt::Debug for MutexGuard<'_, T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&**self, f)
+    #[inline]
+    fn try_lock(&self) -> Option<Self::Guard> {
+        self.0.try_lock().then(lock_api::GuardNoSend::new)
     }
-}
 
-impl<T: ?Sized + fmt::Display> fmt::Display for MutexGuard<'_, T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&**self, f)
+    #[inline]
+    unsafe fn unlock(&self, _guard: Self::Guard) {
+        // SAFETY: the caller hands back the state of a held acquisition.
+        unsafe { self.0.unlock() }
+    }
+
+    fn is_locked(&self) -> bool {
+        self.0.word.load(Relaxed) & LOCKED != 0
     }
 }
 
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use super::super::parking::ParkingFutex;
     use super::*;
+    use crate::parking::ParkingFutex;
+    use std::cell::UnsafeCell;
     use std::sync::Arc;
 
     /// Increments a non-atomic counter under the raw lock from many threads.
     fn hammer<F: Futex + 'static>(threads: usize, iterations: usize) {
         struct Shared<F: Futex> {
-            lock: RawMutex<F>,
+            lock: FutexMutex<F>,
             counter: UnsafeCell<usize>,
         }
         // SAFETY: `counter` is only accessed while `lock` is held.
         unsafe impl<F: Futex> Sync for Shared<F> {}
         let shared = Arc::new(Shared::<F> {
-            lock: RawMutex::new(),
+            lock: FutexMutex::new(),
             counter: UnsafeCell::new(0),
         });
         let handles: Vec<_> = (0..threads)
@@ -388,7 +303,7 @@ mod tests {
 
     #[test]
     fn unlock_keeps_the_slot_bits() {
-        let raw = RawMutex::<PlatformFutex>::new();
+        let raw = FutexMutex::<PlatformFutex>::new();
         raw.set_slot(5);
         raw.lock();
         assert_eq!(raw.word.load(Relaxed), (5 << SLOT_SHIFT) | LOCKED);
@@ -405,7 +320,7 @@ mod tests {
 
     #[test]
     fn a_waiter_marks_the_word_contended() {
-        let raw = Arc::new(RawMutex::<PlatformFutex>::new());
+        let raw = Arc::new(FutexMutex::<PlatformFutex>::new());
         raw.lock();
         let waiter = {
             let raw = Arc::clone(&raw);

@@ -5,13 +5,13 @@
 //! release and the next acquisition is reported as a data race.
 //!
 //! Run with:
-//! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=/work/target-loom cargo test -p multiarc --release --test loom_lock
+//! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=/work/target-loom cargo test -p multiarc-lock --release --test loom_lock
 #![cfg(loom)]
 
 use loom::cell::UnsafeCell;
 use loom::sync::Arc;
 use loom::thread;
-use multiarc::lock::{LockId, Mutex, RwLock};
+use multiarc_lock::{LockId, LockstatExt, Mutex, RwLock};
 
 fn model(preemption_bound: usize, f: impl Fn() + Sync + Send + 'static) {
     let mut builder = loom::model::Builder::new();

@@ -14,7 +14,7 @@
 #![cfg_attr(all(target_os = "linux", not(test)), allow(dead_code))]
 #![cfg(not(loom))]
 
-use super::futex::Futex;
+use crate::futex::Futex;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 

@@ -9,14 +9,12 @@
 //! `WRITERS_WAITING`; bits 18..32 the lockstat slot (0 = not traced). Readers
 //! do not take the lock while a writer waits, so writers are not starved.
 
-use super::futex::{Futex, PlatformFutex};
-use super::lockstat;
-use super::sync::{spin_hint, AtomicU32, Ordering::*};
-use super::LockId;
-use std::cell::UnsafeCell;
+use crate::futex::{Futex, PlatformFutex};
+use crate::lockstat;
+use crate::sync::{spin_hint, AtomicU32, Ordering::*};
+use crate::LockId;
 use std::fmt;
 use std::marker::PhantomData;
-use std::ops::{Deref, DerefMut};
 use std::time::Instant;
 
 const READ_LOCKED: u32 = 1;
@@ -58,28 +56,17 @@ fn slot(state: u32) -> u32 {
 }
 
 /// The lock without data, over a [`Futex`] implementation.
-pub(crate) struct RawRwLock<F: Futex = PlatformFutex> {
+pub(crate) struct FutexRwLock<F: Futex = PlatformFutex> {
     state: AtomicU32,
     /// Incremented to wake a writer; writers sleep on it.
     writer_notify: AtomicU32,
     futex: PhantomData<fn() -> F>,
 }
 
-impl<F: Futex> RawRwLock<F> {
+impl<F: Futex> FutexRwLock<F> {
     /// An unlocked, untraced lock.
-    #[cfg(not(loom))]
     pub(crate) const fn new() -> Self {
-        RawRwLock {
-            state: AtomicU32::new(0),
-            writer_notify: AtomicU32::new(0),
-            futex: PhantomData,
-        }
-    }
-
-    /// An unlocked, untraced lock.
-    #[cfg(loom)]
-    pub(crate) fn new() -> Self {
-        RawRwLock {
+        FutexRwLock {
             state: AtomicU32::new(0),
             writer_notify: AtomicU32::new(0),
             futex: PhantomData,
@@ -377,7 +364,7 @@ impl<F: Futex> RawRwLock<F> {
     }
 
     fn spin_until(&self, done: impl Fn(u32) -> bool) -> u32 {
-        let mut spins = super::spin_count();
+        let mut spins = crate::spin_count();
         loop {
             let state = self.state.load(Relaxed);
             if done(state) || spins == 0 {
@@ -389,215 +376,127 @@ impl<F: Futex> RawRwLock<F> {
     }
 }
 
-/// A writer-preferring reader-writer lock in 8 bytes, with optional lock
-/// statistics. No poisoning.
-pub struct RwLock<T: ?Sized> {
-    raw: RawRwLock,
-    data: UnsafeCell<T>,
-}
+/// The raw 8-byte writer-preferring reader-writer lock, for
+/// [`lock_api::RwLock`]: [`crate::RwLock<T>`] is `lock_api::RwLock<RawRwLock, T>`.
+/// No poisoning.
+///
+/// # Panics
+/// A shared acquisition panics if 65534 shared acquisitions of this lock are
+/// held at once.
+pub struct RawRwLock(FutexRwLock);
 
-// SAFETY: like `std::sync::RwLock`: moving the lock moves `T`.
-unsafe impl<T: ?Sized + Send> Send for RwLock<T> {}
-// SAFETY: shared access hands out `&T` to several threads (needs `T: Sync`)
-// and `&mut T` to one (needs `T: Send`).
-unsafe impl<T: ?Sized + Send + Sync> Sync for RwLock<T> {}
-
-/// Shared access to an [`RwLock`]'s data; releases it when dropped.
-#[must_use = "the lock is released at once if the guard is not kept"]
-pub struct RwLockReadGuard<'a, T: ?Sized> {
-    lock: &'a RwLock<T>,
-    not_send: PhantomData<*const ()>,
-}
-
-/// Exclusive access to an [`RwLock`]'s data; releases it when dropped.
-#[must_use = "the lock is released at once if the guard is not kept"]
-pub struct RwLockWriteGuard<'a, T: ?Sized> {
-    lock: &'a RwLock<T>,
-    not_send: PhantomData<*const ()>,
-}
-
-// SAFETY: sharing a guard only shares `&T`.
-unsafe impl<T: ?Sized + Sync> Sync for RwLockReadGuard<'_, T> {}
-// SAFETY: sharing a guard only shares `&T`.
-unsafe impl<T: ?Sized + Sync> Sync for RwLockWriteGuard<'_, T> {}
-
-impl<T> RwLock<T> {
-    /// A new unlocked lock holding `value`.
-    #[cfg(not(loom))]
-    pub const fn new(value: T) -> Self {
-        RwLock {
-            raw: RawRwLock::new(),
-            data: UnsafeCell::new(value),
-        }
-    }
-
-    /// A new unlocked lock holding `value`.
-    #[cfg(loom)]
-    pub fn new(value: T) -> Self {
-        RwLock {
-            raw: RawRwLock::new(),
-            data: UnsafeCell::new(value),
-        }
-    }
-
-    /// Consumes the lock and returns its data.
-    pub fn into_inner(self) -> T {
-        self.data.into_inner()
-    }
-}
-
-impl<T: ?Sized> RwLock<T> {
-    /// Acquires shared access, sleeping while a writer holds or awaits the lock.
-    ///
-    /// # Panics
-    /// If 65534 read guards of this lock are alive at once.
-    #[inline]
-    pub fn read(&self) -> RwLockReadGuard<'_, T> {
-        self.raw.read();
-        RwLockReadGuard {
-            lock: self,
-            not_send: PhantomData,
-        }
-    }
-
-    /// Acquires exclusive access, sleeping while others hold the lock.
-    #[inline]
-    pub fn write(&self) -> RwLockWriteGuard<'_, T> {
-        self.raw.write();
-        RwLockWriteGuard {
-            lock: self,
-            not_send: PhantomData,
-        }
-    }
-
-    /// Acquires shared access if that needs no waiting.
-    pub fn try_read(&self) -> Option<RwLockReadGuard<'_, T>> {
-        self.raw.try_read().then(|| RwLockReadGuard {
-            lock: self,
-            not_send: PhantomData,
-        })
-    }
-
-    /// Acquires exclusive access if the lock is free.
-    pub fn try_write(&self) -> Option<RwLockWriteGuard<'_, T>> {
-        self.raw.try_write().then(|| RwLockWriteGuard {
-            lock: self,
-            not_send: PhantomData,
-        })
-    }
-
-    /// Mutable access to the data without locking (the borrow proves exclusivity).
-    pub fn get_mut(&mut self) -> &mut T {
-        self.data.get_mut()
-    }
-
+impl RawRwLock {
     /// Starts (`Some`) or stops (`None`) recording [`lockstat`] statistics
     /// for this lock instance under `id` (read and write acquisitions alike).
     ///
     /// The state word has room for 16383 slots (one per distinct [`LockId`]
-    /// ever traced, shared with [`super::Mutex`]); past that the lock stays
+    /// ever traced, shared with [`crate::RawMutex`]); past that the lock stays
     /// untraced.
     pub fn set_lockstat(&self, id: Option<LockId>) {
         let slot = match id {
             Some(id) => lockstat::slot_for(id, MAX_SLOT).unwrap_or(0),
             None => 0,
         };
-        self.raw.set_slot(slot);
+        self.0.set_slot(slot);
     }
 }
 
-impl<T: Default> Default for RwLock<T> {
-    fn default() -> Self {
-        RwLock::new(T::default())
+#[cfg(loom)]
+impl RawRwLock {
+    /// An unlocked lock whose loom atomics are created now (see `sync.rs`).
+    pub(crate) fn new_loom() -> RawRwLock {
+        RawRwLock(FutexRwLock {
+            state: AtomicU32::new_now(0),
+            writer_notify: AtomicU32::new_now(0),
+            futex: PhantomData,
+        })
     }
 }
 
-impl<T> From<T> for RwLock<T> {
-    fn from(value: T) -> Self {
-        RwLock::new(value)
-    }
-}
-
-impl<T: ?Sized + fmt::Debug> fmt::Debug for RwLock<T> {
+impl fmt::Debug for RawRwLock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut d = f.debug_struct("RwLock");
-        match self.try_read() {
-            Some(guard) => d.field("data", &&*guard),
-            None => d.field("data", &format_args!("<locked>")),
-        };
-        d.finish_non_exhaustive()
+        f.debug_struct("RawRwLock").finish_non_exhaustive()
     }
 }
 
-impl<T: ?Sized> Deref for RwLockReadGuard<'_, T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        // SAFETY: a read guard proves no writer holds the lock.
-        unsafe { &*self.lock.data.get() }
-    }
-}
+// SAFETY: a shared acquisition succeeds only by a compare-exchange (Acquire)
+// that adds a reader to a count that is not `WRITE_LOCKED`, an exclusive one
+// only by a compare-exchange (Acquire) from a zero count to `WRITE_LOCKED`;
+// the unlocks undo exactly that with a Release `fetch_sub`. So readers share,
+// a writer excludes everyone, with acquire/release ordering. The only panic
+// (too many readers) happens before any acquisition. Forgetting a guard
+// leaves the lock held, which is safe; the lock holds no pointers, so moving
+// or dropping it while held is safe.
+unsafe impl lock_api::RawRwLock for RawRwLock {
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: RawRwLock = RawRwLock(FutexRwLock::new());
 
-impl<T: ?Sized> Drop for RwLockReadGuard<'_, T> {
+    /// Guards are not `Send`, like `std`'s.
+    type SharedGuard = lock_api::GuardNoSend;
+    /// Guards are not `Send`, like `std`'s.
+    type ExclusiveGuard = lock_api::GuardNoSend;
+
     #[inline]
-    fn drop(&mut self) {
-        // SAFETY: the guard exists only while its thread holds a shared lock.
-        unsafe { self.lock.raw.read_unlock() }
+    fn lock_shared(&self) -> Self::SharedGuard {
+        self.0.read();
+        lock_api::GuardNoSend::new()
     }
-}
 
-impl<T: ?Sized> Deref for RwLockWriteGuard<'_, T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        // SAFETY: a write guard proves exclusive access.
-        unsafe { &*self.lock.data.get() }
-    }
-}
-
-impl<T: ?Sized> DerefMut for RwLockWriteGuard<'_, T> {
-    fn deref_mut(&mut self) -> &mut T {
-        // SAFETY: a write guard proves exclusive access, and `&mut self`
-        // makes this the only reference derived from it.
-        unsafe { &mut *self.lock.data.get() }
-    }
-}
-
-impl<T: ?Sized> Drop for RwLockWriteGuard<'_, T> {
     #[inline]
-    fn drop(&mut self) {
-        // SAFETY: the guard exists only while its thread holds the lock.
-        unsafe { self.lock.raw.write_unlock() }
+    fn try_lock_shared(&self) -> Option<Self::SharedGuard> {
+        self.0.try_read().then(lock_api::GuardNoSend::new)
     }
-}
 
-impl<T: ?Sized + fmt::Debug> fmt::Debug for RwLockReadGuard<'_, T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&**self, f)
+    #[inline]
+    unsafe fn unlock_shared(&self, _guard: Self::SharedGuard) {
+        // SAFETY: the caller hands back the state of a held shared acquisition.
+        unsafe { self.0.read_unlock() }
     }
-}
 
-impl<T: ?Sized + fmt::Debug> fmt::Debug for RwLockWriteGuard<'_, T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&**self, f)
+    #[inline]
+    fn lock_exclusive(&self) -> Self::ExclusiveGuard {
+        self.0.write();
+        lock_api::GuardNoSend::new()
+    }
+
+    #[inline]
+    fn try_lock_exclusive(&self) -> Option<Self::ExclusiveGuard> {
+        self.0.try_write().then(lock_api::GuardNoSend::new)
+    }
+
+    #[inline]
+    unsafe fn unlock_exclusive(&self, _guard: Self::ExclusiveGuard) {
+        // SAFETY: the caller hands back the state of the held exclusive acquisition.
+        unsafe { self.0.write_unlock() }
+    }
+
+    fn is_locked(&self) -> bool {
+        !is_unlocked(self.0.state.load(Relaxed))
+    }
+
+    fn is_locked_exclusive(&self) -> bool {
+        is_write_locked(self.0.state.load(Relaxed))
     }
 }
 
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use super::super::parking::ParkingFutex;
     use super::*;
+    use crate::parking::ParkingFutex;
+    use std::cell::UnsafeCell;
     use std::sync::Arc;
 
     /// Writers keep two counters equal; readers check they are.
     fn hammer<F: Futex + 'static>(readers: usize, writers: usize, iterations: usize) {
         struct Shared<F: Futex> {
-            lock: RawRwLock<F>,
+            lock: FutexRwLock<F>,
             pair: UnsafeCell<(usize, usize)>,
         }
         // SAFETY: `pair` is written only under the write lock, read only
         // under a lock.
         unsafe impl<F: Futex> Sync for Shared<F> {}
         let shared = Arc::new(Shared::<F> {
-            lock: RawRwLock::new(),
+            lock: FutexRwLock::new(),
             pair: UnsafeCell::new((0, 0)),
         });
         let mut handles = Vec::new();
@@ -646,7 +545,7 @@ mod tests {
 
     #[test]
     fn unlock_keeps_the_slot_bits() {
-        let raw = RawRwLock::<PlatformFutex>::new();
+        let raw = FutexRwLock::<PlatformFutex>::new();
         raw.set_slot(MAX_SLOT);
         raw.read();
         raw.read();
@@ -666,7 +565,7 @@ mod tests {
 
     #[test]
     fn a_waiting_writer_blocks_new_readers() {
-        let raw = Arc::new(RawRwLock::<PlatformFutex>::new());
+        let raw = Arc::new(FutexRwLock::<PlatformFutex>::new());
         raw.read();
         let writer = {
             let raw = Arc::clone(&raw);

@@ -1,8 +1,8 @@
 //! `lockstat::reset` (alone in its test binary: it clears process-wide state,
 //! so the two tests run one after the other inside one test function).
 
-use multiarc::lock::lockstat;
-use multiarc::lock::{LockId, Mutex};
+use multiarc_lock::lockstat;
+use multiarc_lock::{LockId, LockstatExt, Mutex};
 use std::sync::mpsc;
 use std::sync::Arc;
 

@@ -1,19 +1,20 @@
 //! Lock statistics: per lock instance, how often it was acquired, how often
-//! it was contended, and how long the contended acquisitions waited; reported
-//! in the layout of illumos `lockstat(8)` or as JSON.
+//! it was contended, and how long the contended acquisitions waited. The
+//! figures are returned as data ([`Report`]); presenting them (the `multiarc`
+//! command prints the layout of illumos `lockstat(8)`) is the caller's job.
 //!
 //! Tracing is switched on per lock instance with `set_lockstat(Some(id))`
-//! ([`super::Mutex::set_lockstat`], [`super::RwLock::set_lockstat`]). Each
+//! ([`crate::LockstatExt::set_lockstat`], or `set_lockstat` of
+//! [`crate::RawMutex`] and [`crate::RawRwLock`]). Each
 //! distinct [`LockId`] gets a *slot* (a small integer stored in the traced
 //! lock's state word). A traced acquisition adds to the counters of its slot
 //! in a table owned by the acquiring thread, with plain loads and stores (no
 //! locked instruction, no shared cache line); [`snapshot`] merges the tables
 //! of all threads. A contended traced acquisition also reads the clock twice.
 
-use super::LockId;
+use crate::LockId;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering::*};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -225,6 +226,7 @@ pub fn snapshot() -> Report {
 
 /// Lock statistics of a set of lock instances (see [`snapshot`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Report {
     /// One row per lock instance (or per class, from [`Report::by_class`]).
     pub rows: Vec<LockRow>,
@@ -232,6 +234,7 @@ pub struct Report {
 
 /// The statistics of one traced lock instance.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct LockRow {
     /// The instance (in [`Report::by_class`] rows: the class, with `index`
     /// the number of instances summed).
@@ -318,127 +321,6 @@ impl Report {
                 .collect(),
         }
     }
-
-    /// The rows by decreasing contended count (then acquisitions, then id).
-    fn sorted_rows(&self) -> Vec<LockRow> {
-        let mut rows = self.rows.clone();
-        rows.sort_by(|a, b| {
-            b.contended
-                .cmp(&a.contended)
-                .then(b.acquisitions.cmp(&a.acquisitions))
-                .then(a.id.cmp(&b.id))
-        });
-        rows
-    }
-
-    /// The report in the layout of `lockstat(8)`: a summary, then the `top`
-    /// most contended instances with their count of contended acquisitions,
-    /// its share of all contended acquisitions (`indv`) and the running sum
-    /// (`cuml`), the mean wait in ns, the instance index (`Lock`) and class.
-    pub fn to_table(&self, top: usize) -> String {
-        let total = self.total_contended();
-        let acquisitions = self.total_acquisitions();
-        let mut out = String::new();
-        let _ = writeln!(
-            out,
-            "Lock contention: {total} of {acquisitions} acquisitions contended ({:.2}%), {} lock instances",
-            share(total, acquisitions) * 100.0,
-            self.rows.len(),
-        );
-        let _ = writeln!(
-            out,
-            "Hottest lock instance: {:.1}% of contended acquisitions, {:.1}% of acquisitions",
-            self.hottest_contended_share() * 100.0,
-            self.hottest_acquisition_share() * 100.0,
-        );
-        let _ = writeln!(out);
-        let _ = writeln!(
-            out,
-            "{:>10} {:>4} {:>4} {:>10} {:>8} Class",
-            "Count", "indv", "cuml", "avg nsec", "Lock"
-        );
-        let _ = writeln!(out, "{}", "-".repeat(60));
-        let mut cumulative = 0;
-        let contended_rows = self.sorted_rows().into_iter().filter(|r| r.contended > 0);
-        for row in contended_rows.take(top) {
-            cumulative += row.contended;
-            let _ = writeln!(
-                out,
-                "{:>10} {:>3.0}% {:>3.0}% {:>10} {:>8} {}",
-                row.contended,
-                share(row.contended, total) * 100.0,
-                share(cumulative, total) * 100.0,
-                row.wait_ns_avg(),
-                format!("#{}", row.id.index),
-                row.id.class,
-            );
-        }
-        if total == 0 {
-            let _ = writeln!(out, "(no contended acquisitions)");
-        }
-        out
-    }
-
-    /// The report as one JSON object: totals, the two hottest-instance shares
-    /// and every row (sorted as in [`Report::to_table`]).
-    pub fn to_json(&self) -> String {
-        let mut out = String::new();
-        let _ = write!(
-            out,
-            "{{\"total_acquisitions\":{},\"total_contended\":{},\"hottest_contended_share\":{},\"hottest_acquisition_share\":{},\"rows\":[",
-            self.total_acquisitions(),
-            self.total_contended(),
-            json_number(self.hottest_contended_share()),
-            json_number(self.hottest_acquisition_share()),
-        );
-        for (i, row) in self.sorted_rows().iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            out.push_str("{\"class\":");
-            json_string(&mut out, row.id.class);
-            let _ = write!(
-                out,
-                ",\"index\":{},\"acquisitions\":{},\"contended\":{},\"wait_ns_total\":{},\"wait_ns_max\":{},\"wait_ns_avg\":{}}}",
-                row.id.index,
-                row.acquisitions,
-                row.contended,
-                row.wait_ns_total,
-                row.wait_ns_max,
-                row.wait_ns_avg(),
-            );
-        }
-        out.push_str("]}");
-        out
-    }
-}
-
-/// A finite f64 as a JSON number (shares are always finite).
-fn json_number(x: f64) -> String {
-    if x.is_finite() {
-        format!("{x}")
-    } else {
-        "null".to_string()
-    }
-}
-
-/// Appends `s` as a JSON string literal.
-fn json_string(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
 }
 
 #[cfg(test)]
@@ -479,41 +361,5 @@ mod tests {
         assert_eq!(mru.rows.len(), 2);
         assert_eq!(mru.hottest_contended_share(), 0.75);
         assert_eq!(Report::default().hottest_contended_share(), 0.0);
-    }
-
-    #[test]
-    fn table_is_sorted_by_contention_with_cumulative_shares() {
-        let report = Report {
-            rows: vec![row("a", 0, 10, 10), row("b", 1, 10, 0), row("c", 2, 90, 30)],
-        };
-        let table = report.to_table(10);
-        let lines: Vec<&str> = table.lines().collect();
-        assert!(lines[0].contains("40 of 110 acquisitions"), "{table}");
-        assert!(lines[1].contains("75.0% of contended"), "{table}");
-        let rows: Vec<Vec<&str>> = lines[5..]
-            .iter()
-            .map(|l| l.split_whitespace().collect())
-            .collect();
-        assert_eq!(
-            rows,
-            vec![
-                vec!["30", "75%", "75%", "100", "#2", "c"],
-                vec!["10", "25%", "100%", "100", "#0", "a"],
-            ]
-        );
-        assert_eq!(report.to_table(1).lines().count(), 6);
-    }
-
-    #[test]
-    fn json_escapes_class_names() {
-        let report = Report {
-            rows: vec![row("we\"ird\\\n", 3, 4, 2)],
-        };
-        assert_eq!(
-            report.to_json(),
-            "{\"total_acquisitions\":4,\"total_contended\":2,\"hottest_contended_share\":1,\
-             \"hottest_acquisition_share\":1,\"rows\":[{\"class\":\"we\\\"ird\\\\\\n\",\"index\":3,\
-             \"acquisitions\":4,\"contended\":2,\"wait_ns_total\":200,\"wait_ns_max\":20,\"wait_ns_avg\":100}]}"
-        );
     }
 }

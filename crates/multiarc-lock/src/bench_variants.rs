@@ -2,7 +2,8 @@
 //! `multiarc lockbench`; the cache does not use them. Compiled with the
 //! `bench-variants` feature only.
 
-use crate::futex::{Futex, PlatformFutex};
+use crate::futex::Futex;
+use crate::platform::PlatformFutex;
 use crate::sync::{spin_hint, AtomicU32, Ordering::*};
 
 /// How many times [`SpinWakeAllMutex`] re-checks a held lock before sleeping.

@@ -1,8 +1,9 @@
 //! Sleeping on, and waking threads sleeping on, a 32-bit word.
 //!
 //! The locks are written against the [`Futex`] trait so the same state machine
-//! runs on the Linux system call, on the portable fallback
-//! ([`crate::parking::ParkingFutex`], testable on Linux too), and on loom.
+//! runs on the Linux system call, on the portable fallback (`parking.rs`,
+//! testable on Linux too), and on loom. Which one the locks use is chosen in
+//! `platform.rs`.
 
 use crate::sync::AtomicU32;
 
@@ -18,16 +19,6 @@ pub(crate) trait Futex {
     /// Wakes every thread sleeping on `word`.
     fn wake_all(word: &AtomicU32);
 }
-
-/// The futex the locks use on this target.
-#[cfg(all(target_os = "linux", not(loom)))]
-pub(crate) type PlatformFutex = LinuxFutex;
-/// The futex the locks use on this target.
-#[cfg(all(not(target_os = "linux"), not(loom)))]
-pub(crate) type PlatformFutex = crate::parking::ParkingFutex;
-/// The futex the locks use under loom.
-#[cfg(loom)]
-pub(crate) type PlatformFutex = loom_futex::LoomFutex;
 
 /// The Linux `futex(2)` system call, process-private.
 #[cfg(all(target_os = "linux", not(loom)))]

@@ -85,6 +85,7 @@ mod futex;
 mod loom_types;
 mod mutex;
 mod parking;
+mod platform;
 mod rwlock;
 mod sync;
 

@@ -5,8 +5,9 @@
 //! Between an unlock's two steps the word may briefly be `WAITERS` without
 //! `LOCKED`: free, and lockable like any free word.
 
-use crate::futex::{Futex, PlatformFutex};
+use crate::futex::Futex;
 use crate::lockstat;
+use crate::platform::PlatformFutex;
 use crate::sync::{spin_hint, AtomicU32, Ordering::*};
 use crate::LockId;
 use std::fmt;

@@ -9,8 +9,9 @@
 //! `WRITERS_WAITING`; bits 18..32 the lockstat slot (0 = not traced). Readers
 //! do not take the lock while a writer waits, so writers are not starved.
 
-use crate::futex::{Futex, PlatformFutex};
+use crate::futex::Futex;
 use crate::lockstat;
+use crate::platform::PlatformFutex;
 use crate::sync::{spin_hint, AtomicU32, Ordering::*};
 use crate::LockId;
 use std::fmt;

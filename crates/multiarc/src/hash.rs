@@ -255,6 +255,17 @@ impl<K: Eq, S> Stripe<K, S> {
     /// unless [`Stripe::unchanged`] says so afterwards.
     #[inline]
     pub(crate) fn probe(&self, hash: u64, key: &K) -> Probe<K> {
+        match self.search(hash, key) {
+            Some((_, e, len)) => Probe::Found(e, len),
+            None => Probe::Absent,
+        }
+    }
+
+    /// The probe loop, for readers without the lock ([`Stripe::probe`]) and
+    /// for writers (who also need the slot index): the slot index, entry and
+    /// data length of `key`, if its run holds it.
+    #[inline]
+    fn search(&self, hash: u64, key: &K) -> Option<(usize, EntryPtr<K>, usize)> {
         let p = &self.published;
         let mask = p.mask.load(Ordering::Acquire);
         let base = p.slots.load(Ordering::Acquire);
@@ -266,9 +277,7 @@ impl<K: Eq, S> Stripe<K, S> {
             // SAFETY: `mask` read before `base` (see the module comment);
             // the caller is pinned or holds the lock.
             let slot = unsafe { Published::slot(base, mask, i) };
-            let Some(e) = slot.get() else {
-                return Probe::Absent;
-            };
+            let e = slot.get()?;
             #[cfg(loom)]
             assert!(
                 !e.freed.load(Ordering::Relaxed),
@@ -280,11 +289,11 @@ impl<K: Eq, S> Stripe<K, S> {
                     LEN_IN_ENTRY => e.data_len(),
                     n => n as usize,
                 };
-                return Probe::Found(e, len);
+                return Some((i & mask, e, len));
             }
             i = i.wrapping_add(1);
         }
-        Probe::Absent
+        None
     }
 
     /// Locks the stripe exclusively.
@@ -386,27 +395,17 @@ impl<K: Eq, S> StripeWrite<'_, K, S> {
 
     /// The slot index of `key`, if present.
     fn position(&self, hash: u64, key: &K) -> Option<usize> {
-        let mask = self.mask();
-        let tag = tag_of(hash);
-        let mut i = tag as usize & mask;
-        loop {
-            let slot = self.slot(i);
-            let e = slot.get()?;
-            if slot.tag() == tag && e.key == *key {
-                return Some(i);
-            }
-            i = (i + 1) & mask;
-        }
+        self.stripe.search(hash, key).map(|(i, _, _)| i)
     }
 
     /// The entry for `key`, if any.
     pub(crate) fn find(&self, hash: u64, key: &K) -> Option<EntryPtr<K>> {
-        self.position(hash, key).and_then(|i| self.slot(i).get())
+        self.stripe.search(hash, key).map(|(_, e, _)| e)
     }
 
     /// The entry for `key`, if any, and its data length.
     pub(crate) fn find_with_len(&self, hash: u64, key: &K) -> Option<(EntryPtr<K>, usize)> {
-        self.find(hash, key).map(|e| (e, e.data_len()))
+        self.stripe.search(hash, key).map(|(_, e, len)| (e, len))
     }
 
     /// The first empty slot of `tag`'s probe run, and the slots examined.

@@ -34,6 +34,7 @@ pub mod file;
 mod hash;
 mod insert;
 mod key;
+mod l2;
 mod load;
 mod multilist;
 mod pending;
@@ -50,7 +51,7 @@ pub use multiarc_lock as lock;
 
 pub use cache::{Cache, Handle};
 pub use config::{default_sublists, Builder, ConfigError, HitMode, MAX_BYTES};
-pub use key::{BlockKey, Key};
+pub use key::{BlockKey, Key, PersistentKey};
 pub use stats::Stats;
 
 /// The README's examples, compiled and run as doctests.

@@ -18,8 +18,10 @@
 use crate::config::{Builder, ConfigError, HitMode};
 use crate::entry::{self, EntryPtr, HOLD, HOLD_LIMIT};
 use crate::evict::{EvictThread, Evictable, Evictor, Inline, Threaded};
+use crate::feed::{self, FeedThread, Feedable};
 use crate::insert::{insert_entry, remove_key};
 use crate::key::Key;
+use crate::l2::{Presence, Tier};
 use crate::load;
 use crate::policy;
 use crate::protocol::{Eager, HitProtocol, Lazy};
@@ -49,6 +51,8 @@ pub struct Cache<K: Key> {
     /// Stopped (and joined) before the core goes: declared after `shared`,
     /// dropped after it, but the thread keeps its own `Arc` of the core.
     _evict_thread: Option<EvictThread>,
+    /// The second tier's feed thread, if any (threaded eviction only).
+    _feed_thread: Option<FeedThread>,
 }
 
 /// The core, in the hit mode and with the evictor the builder chose.
@@ -89,6 +93,24 @@ macro_rules! dispatch {
             }
         }
     };
+}
+
+/// A memory miss of `get`: the second tier's copy, if it holds one (read
+/// single-flight, like a load, and cached again in memory).
+#[cold]
+fn l2_get<'a, K: Key, M: Mode, V: Evictor>(
+    core: &'a Core<K, M>,
+    tier: &Tier<K>,
+    key: &K,
+) -> Option<Handle<'a, K>> {
+    if tier.presence(key) != Presence::Cached {
+        core.events.count(Event::Miss);
+        return None;
+    }
+    type NoLoader = fn() -> Result<Vec<u8>, std::convert::Infallible>;
+    load::get_or_load::<K, M, V, _, NoLoader>(core, key.clone(), None)
+        .ok()
+        .map(|e| Handle::new(core, e))
 }
 
 /// A borrowed core, in its mode: what a handle releases its hold to.
@@ -149,50 +171,104 @@ impl<K: Key> Builder<K> {
     pub fn build(self) -> Result<Cache<K>, ConfigError> {
         let config = self.config()?;
         let inline = config.inline_eviction;
-        let (shared, evictable): (ByMode<K>, Arc<dyn Evictable>) = match config.hit_mode {
-            HitMode::Lazy => {
-                let core = Arc::new(Core::new(config));
-                let c = Arc::clone(&core);
-                (
-                    if inline {
-                        ByMode::LazyInline(c)
-                    } else {
-                        ByMode::Lazy(c)
-                    },
-                    core,
-                )
-            }
-            HitMode::Eager => {
-                let core = Arc::new(Core::new(config));
-                let c = Arc::clone(&core);
-                (
-                    if inline {
-                        ByMode::EagerInline(c)
-                    } else {
-                        ByMode::Eager(c)
-                    },
-                    core,
-                )
-            }
+        let tier = match (&config.l2, self.key_codec) {
+            (Some(l2), Some(codec)) => Some(
+                Tier::open(l2.clone(), codec).map_err(|e| ConfigError::new(format!("l2: {e}")))?,
+            ),
+            _ => None,
         };
+        let feeding = tier
+            .as_ref()
+            .map(|t| t.config().clone())
+            .filter(|_| !inline);
+        let (shared, evictable, feedable): (ByMode<K>, Arc<dyn Evictable>, Arc<dyn Feedable>) =
+            match config.hit_mode {
+                HitMode::Lazy => {
+                    let core = Arc::new(Core::new(config, tier));
+                    let c = Arc::clone(&core);
+                    (
+                        if inline {
+                            ByMode::LazyInline(c)
+                        } else {
+                            ByMode::Lazy(c)
+                        },
+                        core.clone(),
+                        core,
+                    )
+                }
+                HitMode::Eager => {
+                    let core = Arc::new(Core::new(config, tier));
+                    let c = Arc::clone(&core);
+                    (
+                        if inline {
+                            ByMode::EagerInline(c)
+                        } else {
+                            ByMode::Eager(c)
+                        },
+                        core.clone(),
+                        core,
+                    )
+                }
+            };
         let evict_thread = dispatch!(&shared, _core, V => V::start(evictable));
+        let feed_thread = feeding.map(|l2| {
+            FeedThread::start(
+                feedable,
+                l2.feed_interval,
+                l2.feed_min_interval,
+                l2.write_max / 2,
+            )
+        });
         Ok(Cache {
             shared,
             _evict_thread: evict_thread,
+            _feed_thread: feed_thread,
+        })
+    }
+}
+
+impl<K: Key> Drop for Cache<K> {
+    fn drop(&mut self) {
+        // Stops a rebuild of the second tier's index still running (the
+        // feed thread stops with its field).
+        dispatch!(&self.shared, core => if let Some(tier) = &core.l2 {
+            tier.shutdown();
         })
     }
 }
 
 impl<K: Key> Cache<K> {
+    /// Runs one feed of the second tier now, in this thread, and returns
+    /// the bytes it wrote (0 without a second tier). The feed thread (or,
+    /// with inline eviction, the inserts) feed on their own: this is for
+    /// tests and tools that want the tier's contents settled.
+    pub fn l2_feed(&self) -> u64 {
+        dispatch!(&self.shared, core => feed::feed_once(&**core))
+    }
+
+    /// True while the second tier is rebuilding its index from the device
+    /// (reads are served meanwhile; feeding waits).
+    pub fn l2_rebuilding(&self) -> bool {
+        dispatch!(&self.shared, core => core.l2.as_ref().is_some_and(|t| t.rebuilding()))
+    }
+
+    /// Blocks until the second tier's rebuild (if any) is over.
+    pub fn l2_wait_rebuild(&self) {
+        dispatch!(&self.shared, core => if let Some(tier) = &core.l2 {
+            tier.wait_rebuild();
+        })
+    }
+
     /// A [`Builder`] for a cache.
     pub fn builder() -> Builder<K> {
         Builder::new()
     }
 
-    /// Looks `key` up. On a hit returns a hold on the buffer (and counts the
-    /// access: a buffer seen a second time moves from MRU to MFU).
+    /// Looks `key` up in memory only: never does I/O, even with a second
+    /// tier (for callers that must not block on a device, and to tell the
+    /// tiers apart). Otherwise as [`Cache::get`].
     #[inline]
-    pub fn get(&self, key: &K) -> Option<Handle<'_, K>> {
+    pub fn get_in_memory(&self, key: &K) -> Option<Handle<'_, K>> {
         #[inline(always)]
         fn get<'a, K: Key, M: Mode>(core: &'a Core<K, M>, key: &K) -> Option<Handle<'a, K>> {
             match M::lookup(core, core.hash(key), key) {
@@ -204,6 +280,31 @@ impl<K: Key> Cache<K> {
             }
         }
         dispatch!(&self.shared, core => get(core, key))
+    }
+
+    /// Looks `key` up. On a hit returns a hold on the buffer (and counts the
+    /// access: a buffer seen a second time moves from MRU to MFU). With a
+    /// second tier, a memory miss of a key the tier holds reads it from the
+    /// device (verified) and caches it in memory again.
+    #[inline]
+    pub fn get(&self, key: &K) -> Option<Handle<'_, K>> {
+        #[inline(always)]
+        fn get<'a, K: Key, M: Mode, V: Evictor>(
+            core: &'a Core<K, M>,
+            key: &K,
+        ) -> Option<Handle<'a, K>> {
+            match M::lookup(core, core.hash(key), key) {
+                Some((e, len)) => Some(Handle::with_len(core, e, len)),
+                None => match &core.l2 {
+                    Some(tier) => l2_get::<K, M, V>(core, tier, key),
+                    None => {
+                        core.events.count(Event::Miss);
+                        None
+                    }
+                },
+            }
+        }
+        dispatch!(&self.shared, core, V => get::<K, _, V>(core, key))
     }
 
     /// Caches `data` under `key`, replacing any buffer cached for it (holders
@@ -219,7 +320,7 @@ impl<K: Key> Cache<K> {
     /// be older than these (a file layer writing back a block relies on this).
     pub fn insert(&self, key: K, data: Vec<u8>) -> Handle<'_, K> {
         dispatch!(&self.shared, core, V => {
-            Handle::new(core, insert_entry::<K, _, V>(&**core, key, &data, None))
+            Handle::new(core, insert_entry::<K, _, V>(&**core, key, &data, None, None))
         })
     }
 
@@ -234,7 +335,9 @@ impl<K: Key> Cache<K> {
         E: Send + Sync + 'static,
     {
         dispatch!(&self.shared, core, V => {
-            load::get_or_load::<K, _, V, E, F>(&**core, key, loader).map(|e| Handle::new(&**core, e))
+            load::get_or_load::<K, _, V, E, F>(&**core, key, Some(loader))
+                .map(|e| Handle::new(&**core, e))
+                .map_err(|e| e.expect("a load with a loader fails with its error"))
         })
     }
 
@@ -296,6 +399,7 @@ impl<K: Key> Cache<K> {
             let evictable = (s.mru + s.mfu).saturating_sub(held);
             let (mru_hits, mfu_hits) = M::hits(core);
             let h = core.table.figures();
+            let l2 = core.l2.as_ref().map(|t| t.figures()).unwrap_or_default();
             // The event counters are read by `Stats::collect`; the rest:
             let supplied = Supplied {
                 hits: mru_hits + mfu_hits,
@@ -316,6 +420,17 @@ impl<K: Key> Cache<K> {
                 hash_collisions: h.collisions,
                 hash_chain_max: h.chain_max,
                 sublists: core.config.sublists as u64,
+                l2_hits: l2.hits,
+                l2_misses: l2.misses,
+                l2_size: l2.size,
+                l2_writes: l2.writes,
+                l2_write_bytes: l2.write_bytes,
+                l2_evictions: l2.evictions,
+                l2_cksum_bad: l2.cksum_bad,
+                l2_io_errors: l2.io_errors,
+                l2_hdr_bytes: l2.hdr_bytes,
+                l2_rebuild_blocks: l2.rebuild_blocks,
+                l2_rebuild_ms: l2.rebuild_ms,
             };
             Stats::collect(&core.events, supplied)
         }

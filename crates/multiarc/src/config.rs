@@ -2,8 +2,12 @@
 //! cache builds itself from a validated [`Config`] (`Builder::build` is in
 //! `cache.rs`).
 
+use crate::key::PersistentKey;
+use crate::l2::{KeyCodec, L2Config};
 use std::fmt;
 use std::marker::PhantomData;
+use std::path::PathBuf;
+use std::time::Duration;
 
 /// Why a configuration was refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -56,6 +60,8 @@ pub(crate) struct Config {
     pub(crate) hash_stripes: usize,
     pub(crate) inline_eviction: bool,
     pub(crate) hit_mode: HitMode,
+    /// The second tier, if any (`Builder::l2`).
+    pub(crate) l2: Option<L2Config>,
 }
 
 /// The largest `max_bytes` a cache takes (4 EiB): the ARC's arithmetic on
@@ -78,6 +84,10 @@ pub struct Builder<K> {
     hash_stripes: Option<usize>,
     inline_eviction: bool,
     hit_mode: HitMode,
+    l2: Option<L2Config>,
+    /// Set by `l2` (which needs `K: PersistentKey`); `build` hands it to
+    /// the tier.
+    pub(crate) key_codec: Option<KeyCodec<K>>,
 }
 
 /// The default number of sublists per state: `max(available parallelism, 4)`.
@@ -92,7 +102,16 @@ impl<K> Clone for Builder<K> {
     fn clone(&self) -> Self {
         Builder {
             _key: PhantomData,
-            ..*self
+            max_bytes: self.max_bytes,
+            min_bytes: self.min_bytes,
+            sublists: self.sublists,
+            evict_batch_limit: self.evict_batch_limit,
+            overflow_shift: self.overflow_shift,
+            hash_stripes: self.hash_stripes,
+            inline_eviction: self.inline_eviction,
+            hit_mode: self.hit_mode,
+            l2: self.l2.clone(),
+            key_codec: self.key_codec.clone(),
         }
     }
 }
@@ -108,6 +127,7 @@ impl<K> fmt::Debug for Builder<K> {
             .field("hash_stripes", &self.hash_stripes)
             .field("inline_eviction", &self.inline_eviction)
             .field("hit_mode", &self.hit_mode)
+            .field("l2", &self.l2)
             .finish()
     }
 }
@@ -124,6 +144,8 @@ impl<K> Default for Builder<K> {
             hash_stripes: None,
             inline_eviction: false,
             hit_mode: HitMode::default(),
+            l2: None,
+            key_codec: None,
         }
     }
 }
@@ -250,7 +272,135 @@ impl<K> Builder<K> {
             hash_stripes: hash_stripes.next_power_of_two(),
             inline_eviction: self.inline_eviction,
             hit_mode: self.hit_mode,
+            l2: self.l2_config()?,
         })
+    }
+
+    fn l2_config(&self) -> Result<Option<L2Config>, ConfigError> {
+        let Some(l2) = &self.l2 else {
+            return Ok(None);
+        };
+        let path = l2.path.display();
+        if l2.bytes == 0 {
+            return Err(ConfigError::new(format!(
+                "l2 size for {path} must be greater than 0"
+            )));
+        }
+        if l2.write_max == 0 || l2.write_max > l2.bytes / 2 {
+            return Err(ConfigError::new(format!(
+                "l2_write_max ({}) must be between 1 and half the l2 size ({})",
+                l2.write_max,
+                l2.bytes / 2
+            )));
+        }
+        if l2.headroom == 0 || l2.headroom > 1024 {
+            return Err(ConfigError::new(format!(
+                "l2_headroom ({}) must be between 1 and 1024",
+                l2.headroom
+            )));
+        }
+        if l2.feed_interval.is_zero() || l2.feed_min_interval.is_zero() {
+            return Err(ConfigError::new("l2 feed intervals must be greater than 0"));
+        }
+        if l2.feed_min_interval > l2.feed_interval {
+            return Err(ConfigError::new(format!(
+                "l2_feed_min_interval ({:?}) is longer than l2_feed_interval ({:?})",
+                l2.feed_min_interval, l2.feed_interval
+            )));
+        }
+        Ok(Some(l2.clone()))
+    }
+
+    fn l2_mut(&mut self) -> &mut L2Config {
+        self.l2.get_or_insert_with(|| L2Config {
+            path: PathBuf::new(),
+            bytes: 0,
+            write_max: 8 << 20,
+            headroom: 2,
+            feed_interval: Duration::from_secs(1),
+            feed_min_interval: Duration::from_millis(200),
+            mfu_only: false,
+            rebuild: true,
+            identity: 0,
+            direct: true,
+        })
+    }
+}
+
+/// The second tier (OpenZFS's L2ARC): its keys must be [`PersistentKey`]s,
+/// since its index is rebuilt from the device after a restart.
+impl<K: PersistentKey> Builder<K> {
+    /// Adds a second tier of `bytes` on the file or block device at `path`
+    /// (a missing file is created and its space reserved): buffers about to
+    /// be evicted from memory are written there by a feed thread, and a
+    /// later miss is served from it. Opened with `O_DIRECT` (buffered, with
+    /// a one-line warning, where the filesystem refuses it); locked
+    /// exclusively, so two caches cannot share it. On start, what the
+    /// device holds is found again in the background (persistent L2ARC).
+    pub fn l2(mut self, path: impl Into<PathBuf>, bytes: u64) -> Builder<K> {
+        let l2 = self.l2_mut();
+        l2.path = path.into();
+        l2.bytes = bytes;
+        self.key_codec = Some(KeyCodec {
+            len: K::ENCODED_LEN,
+            encode: K::encode,
+            decode: K::decode,
+        });
+        self
+    }
+
+    /// `l2arc_write_max`: bytes written to the second tier per feed
+    /// (default 8 MiB).
+    pub fn l2_write_max(mut self, bytes: u64) -> Builder<K> {
+        self.l2_mut().write_max = bytes;
+        self
+    }
+
+    /// `l2arc_headroom`: how far up the list tails a feed looks for
+    /// buffers to write, as a multiple of the write size (default 2).
+    pub fn l2_headroom(mut self, multiple: u64) -> Builder<K> {
+        self.l2_mut().headroom = multiple;
+        self
+    }
+
+    /// `l2arc_feed_secs`: the time between feeds (default 1 s).
+    pub fn l2_feed_interval(mut self, interval: Duration) -> Builder<K> {
+        self.l2_mut().feed_interval = interval;
+        self
+    }
+
+    /// `l2arc_feed_min_ms`: the time between feeds while the last one
+    /// wrote more than half the write size (default 200 ms).
+    pub fn l2_feed_min_interval(mut self, interval: Duration) -> Builder<K> {
+        self.l2_mut().feed_min_interval = interval;
+        self
+    }
+
+    /// `l2arc_mfuonly`: feed only buffers of the MFU list (default false).
+    pub fn l2_mfu_only(mut self, mfu_only: bool) -> Builder<K> {
+        self.l2_mut().mfu_only = mfu_only;
+        self
+    }
+
+    /// `l2arc_rebuild_enabled`: find what the device holds on start
+    /// (default true); false starts it empty.
+    pub fn l2_rebuild(mut self, rebuild: bool) -> Builder<K> {
+        self.l2_mut().rebuild = rebuild;
+        self
+    }
+
+    /// The identity written in the device header (default 0). A device
+    /// written under another identity is started empty: give caches of
+    /// different data different identities.
+    pub fn l2_identity(mut self, identity: u64) -> Builder<K> {
+        self.l2_mut().identity = identity;
+        self
+    }
+
+    /// Whether to open the device with `O_DIRECT` (default true).
+    pub fn l2_direct(mut self, direct: bool) -> Builder<K> {
+        self.l2_mut().direct = direct;
+        self
     }
 }
 

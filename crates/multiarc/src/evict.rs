@@ -16,7 +16,9 @@
 
 use crate::counter::thread_random;
 use crate::entry::{EntryPtr, State};
+use crate::feed;
 use crate::key::Key;
+use crate::l2::Presence;
 use crate::protocol::{HitProtocol, Tail};
 use crate::shared::Core;
 use crate::signal::{EvictSignal, IDLE_CHECK};
@@ -140,7 +142,10 @@ impl Evictor for Threaded {
 pub(crate) struct Inline;
 
 impl Evictor for Inline {
-    fn make_room<K: Key, M: HitProtocol>(core: &Core<K, M>, _size: u64, b2_hit: bool) {
+    fn make_room<K: Key, M: HitProtocol>(core: &Core<K, M>, size: u64, b2_hit: bool) {
+        if core.l2.is_some() {
+            feed::feed_inline(core, size);
+        }
         evict_to_target(core, b2_hit, true);
     }
 
@@ -284,6 +289,16 @@ fn evict_state<K: Key, M: HitProtocol>(
                     continue;
                 };
                 if state.is_live() {
+                    // The second tier's view of it, before the protocol
+                    // decides (in the lazy mode, deciding to evict is the
+                    // step that makes the entry `Dead`).
+                    let l2 = core.l2.as_deref().map(|t| (t, t.presence(&e.key)));
+                    if let Some((_, Presence::Writing)) = l2 {
+                        // Being copied to the second tier: its write
+                        // completes first (OpenZFS's evict_l2_skip).
+                        core.events.count(Event::EvictL2Skip);
+                        continue;
+                    }
                     match M::at_tail(core, e, state) {
                         Tail::Promote => {
                             let moving = sl.take(slot);
@@ -311,6 +326,19 @@ fn evict_state<K: Key, M: HitProtocol>(
                             continue;
                         }
                         Tail::Evict => {}
+                    }
+                    if let Some((tier, presence)) = l2 {
+                        let config = tier.config();
+                        let event = if presence == Presence::Cached {
+                            Event::EvictL2Cached
+                        } else if e.bytes <= config.write_max
+                            && (!config.mfu_only || state == State::Mfu)
+                        {
+                            Event::EvictL2Eligible
+                        } else {
+                            Event::EvictL2Ineligible
+                        };
+                        core.events.add(event, e.bytes);
                     }
                 }
                 sl.take(slot);

@@ -15,11 +15,15 @@ use std::sync::Arc;
 
 /// Inserts `data` under `key`: returns the new entry with one hold for the
 /// caller plus one per waiter of `pending` (the load it completes).
+/// `l2_origin`: the bytes were read back from the second tier, fed from
+/// this list; if the key's ghost is gone by now, it counts as a ghost hit
+/// of that list all the same (OpenZFS: an L2-only header is still history).
 pub(crate) fn insert_entry<K: Key, M: HitProtocol, V: Evictor>(
     core: &Core<K, M>,
     key: K,
     data: &[u8],
     pending: Option<&Arc<Pending<K>>>,
+    l2_origin: Option<GhostHit>,
 ) -> EntryPtr<K> {
     let hash = core.hash(&key);
     let idx = core.sublist_of(hash);
@@ -53,6 +57,16 @@ pub(crate) fn insert_entry<K: Key, M: HitProtocol, V: Evictor>(
             } else {
                 reaccess = true;
             }
+        } else if let Some(hit) = l2_origin {
+            if M::ADAPT_BEFORE_REPLACE {
+                core.adapt(hit, size, size);
+            }
+            core.events.count(if hit == GhostHit::Mru {
+                Event::MruGhostHit
+            } else {
+                Event::MfuGhostHit
+            });
+            ghost_hit = Some((hit, size));
         }
     }
 
@@ -89,7 +103,14 @@ pub(crate) fn insert_entry<K: Key, M: HitProtocol, V: Evictor>(
                     return EntryPtr::new(key, hash, data, State::Anon, holds);
                 }
             }
-            None => stripe.side().supersede(&key),
+            None => {
+                stripe.side().supersede(&key);
+                // New bytes: a copy in the second tier is stale now. Under
+                // the stripe lock, which a feed copying the old bytes holds.
+                if let Some(tier) = &core.l2 {
+                    tier.invalidate(&key);
+                }
+            }
         }
         let old_live = stripe.find(hash, &key).map(|o| o.state().is_live());
         let state = if ghost_hit.is_some() || reaccess || old_live == Some(true) {
@@ -118,6 +139,9 @@ pub(crate) fn remove_key<K: Key, M: HitProtocol>(core: &Core<K, M>, key: &K) -> 
     let hash = core.hash(key);
     let mut stripe = core.table.write(hash);
     stripe.side().supersede(key);
+    if let Some(tier) = &core.l2 {
+        tier.invalidate(key);
+    }
     let Some(old) = stripe.remove(hash, key) else {
         return false;
     };

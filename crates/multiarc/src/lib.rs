@@ -30,6 +30,7 @@ mod config;
 mod counter;
 mod entry;
 mod evict;
+mod feed;
 pub mod file;
 mod hash;
 mod insert;

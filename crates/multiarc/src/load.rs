@@ -7,19 +7,22 @@ use crate::evict::Evictor;
 use crate::insert::insert_entry;
 use crate::key::Key;
 use crate::pending::{LoadResult, Pending};
+use crate::policy::GhostHit;
 use crate::protocol::HitProtocol;
 use crate::shared::Core;
 use crate::stats::Event;
 use crate::sync::Ordering;
 use std::sync::Arc;
 
-/// The cached entry of `key` with a hold taken, or the result of `loader`,
-/// cached (see `Cache::get_or_load`).
+/// The cached entry of `key` with a hold taken, or its copy in the second
+/// tier, or the result of `loader`, cached (see `Cache::get_or_load`).
+/// Without a loader (`Cache::get` of a key the second tier holds), a key
+/// the tier cannot give back is an `Err(None)`.
 pub(crate) fn get_or_load<K, M, V, E, F>(
     core: &Core<K, M>,
     key: K,
-    loader: F,
-) -> Result<EntryPtr<K>, Arc<E>>
+    loader: Option<F>,
+) -> Result<EntryPtr<K>, Option<Arc<E>>>
 where
     K: Key,
     M: HitProtocol,
@@ -28,7 +31,7 @@ where
     E: Send + Sync + 'static,
 {
     let hash = core.hash(&key);
-    let mut loader = Some(loader);
+    let mut loader = loader;
     loop {
         if let Some((entry, _)) = M::lookup(core, hash, &key) {
             return Ok(entry);
@@ -51,7 +54,7 @@ where
                     // Our hold was taken for us when it was inserted.
                     LoadResult::Done(entry) => return Ok(entry),
                     LoadResult::Failed(err) => match err.downcast::<E>() {
-                        Ok(err) => return Err(err),
+                        Ok(err) => return Err(Some(err)),
                         // Another caller's loader had another error type:
                         // its error is not ours to return; load ourselves.
                         Err(_) => continue,
@@ -64,17 +67,41 @@ where
             p
         };
         core.events.count(Event::Miss);
-        core.events.count(Event::Load);
         let mut guard = AbandonOnUnwind {
             core,
             hash,
             pending: &pending,
             armed: true,
         };
-        let load = (loader.take().expect("loader runs once"))();
+        // The second tier first: its copy is the cached bytes, verified.
+        let (load, l2_origin) = match core.l2.as_deref().and_then(|t| t.read(&key)) {
+            Some(read) => {
+                let origin = if read.mfu {
+                    GhostHit::Mfu
+                } else {
+                    GhostHit::Mru
+                };
+                (Ok(read.data), Some(origin))
+            }
+            None => match loader.take() {
+                Some(loader) => {
+                    core.events.count(Event::Load);
+                    (loader(), None)
+                }
+                None => {
+                    // Not in the tier after all (a `get`): let any waiter
+                    // load with its own loader.
+                    forget_pending(core, hash, &pending);
+                    guard.armed = false;
+                    pending.complete(LoadResult::Abandoned);
+                    return Err(None);
+                }
+            },
+        };
         match load {
             Ok(data) => {
-                let entry = insert_entry::<K, M, V>(core, key.clone(), &data, Some(&pending));
+                let entry =
+                    insert_entry::<K, M, V>(core, key.clone(), &data, Some(&pending), l2_origin);
                 guard.armed = false;
                 pending.complete(LoadResult::Done(entry));
                 return Ok(entry);
@@ -85,7 +112,7 @@ where
                 forget_pending(core, hash, &pending);
                 guard.armed = false;
                 pending.complete(LoadResult::Failed(Arc::clone(&err) as _));
-                return Err(err);
+                return Err(Some(err));
             }
         }
     }

@@ -26,6 +26,7 @@ use crate::config::{Config, HitMode};
 use crate::counter::Striped;
 use crate::entry::{EntryPtr, State};
 use crate::hash::HashTable;
+use crate::l2::Tier;
 use crate::lock::CachePadded;
 use crate::lock::Mutex;
 use crate::multilist::Multilist;
@@ -37,6 +38,7 @@ use crate::stats::Events;
 use crate::sync::{AtomicU64, Ordering};
 use std::hash::{BuildHasher, Hash};
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 /// Hashes keys: seeded at random per cache (so adversarial keys cannot be
 /// aimed at one stripe), except under loom, whose executions must repeat.
@@ -62,6 +64,11 @@ pub(crate) struct Core<K, M> {
     pub(crate) bytes: Striped<5>,
     pub(crate) events: Events,
     pub(crate) signal: EvictSignal,
+    /// The second tier, if the builder added one.
+    pub(crate) l2: Option<Arc<Tier<K>>>,
+    /// Inline eviction with a second tier: bytes inserted since the last
+    /// (synchronous) feed.
+    pub(crate) l2_unfed: AtomicU64,
     /// Entries out of the table that a probe without the lock may still be
     /// reading (lazy mode), one bin per sublist index.
     garbage: Box<[GarbageBin<K>]>,
@@ -83,7 +90,7 @@ const RETIRE_BATCH: usize = 16;
 const RETIRE_BATCH: usize = 1;
 
 impl<K: Eq + Hash, M> Core<K, M> {
-    pub(crate) fn new(config: Config) -> Self {
+    pub(crate) fn new(config: Config, l2: Option<Arc<Tier<K>>>) -> Self {
         let n = config.sublists;
         let expected = (config.max_bytes / 4096).min(1 << 26) as usize;
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -106,6 +113,8 @@ impl<K: Eq + Hash, M> Core<K, M> {
             bytes: Striped::new(n),
             events: Events::new((cpus * 2).max(8)),
             signal: EvictSignal::default(),
+            l2,
+            l2_unfed: AtomicU64::new(0),
             garbage: (0..n)
                 .map(|_| CachePadded::new(Mutex::new(Limbo::default())))
                 .collect(),

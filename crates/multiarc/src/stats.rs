@@ -181,6 +181,40 @@ statistics! {
     hash_chain_max: gauge,
     /// Sublists per state list.
     sublists: gauge,
+    /// Buffers eviction passed over because they were being written to the
+    /// second tier at that moment.
+    evict_l2_skip: event(EvictL2Skip),
+    /// Bytes evicted whose buffers the second tier already held.
+    evict_l2_cached: event(EvictL2Cached),
+    /// Bytes evicted that the second tier could have held but did not.
+    evict_l2_eligible: event(EvictL2Eligible),
+    /// Bytes evicted that the second tier could not hold (too large for a
+    /// feed, or MRU buffers with `l2_mfu_only`); 0 without a second tier.
+    evict_l2_ineligible: event(EvictL2Ineligible),
+    /// Memory misses served by the second tier.
+    l2_hits: counter,
+    /// Memory misses the second tier could not serve (not there, or its
+    /// copy failed to read or verify).
+    l2_misses: counter,
+    /// Bytes of buffers the second tier holds.
+    l2_size: gauge,
+    /// Batches written to the second tier.
+    l2_writes: counter,
+    /// Bytes written to the second tier (buffers and log blocks).
+    l2_write_bytes: counter,
+    /// Buffers dropped from the second tier because its write hand came
+    /// round to them.
+    l2_evictions: counter,
+    /// Second-tier reads whose checksum did not verify (counted as misses).
+    l2_cksum_bad: counter,
+    /// Second-tier reads or writes that failed.
+    l2_io_errors: counter,
+    /// Memory held by the second tier's headers.
+    l2_hdr_bytes: gauge,
+    /// Log blocks read to rebuild the second tier's index on start.
+    l2_rebuild_blocks: counter,
+    /// Time that rebuild took, in milliseconds.
+    l2_rebuild_ms: counter,
 }
 
 /// Per-thread striped event counters.
@@ -263,6 +297,21 @@ mod tests {
                 "hash_collisions",
                 "hash_chain_max",
                 "sublists",
+                "evict_l2_skip",
+                "evict_l2_cached",
+                "evict_l2_eligible",
+                "evict_l2_ineligible",
+                "l2_hits",
+                "l2_misses",
+                "l2_size",
+                "l2_writes",
+                "l2_write_bytes",
+                "l2_evictions",
+                "l2_cksum_bad",
+                "l2_io_errors",
+                "l2_hdr_bytes",
+                "l2_rebuild_blocks",
+                "l2_rebuild_ms",
             ]
         );
     }
@@ -294,6 +343,17 @@ mod tests {
             hash_collisions: 16,
             hash_chain_max: 17,
             sublists: 18,
+            l2_hits: 19,
+            l2_misses: 20,
+            l2_size: 21,
+            l2_writes: 22,
+            l2_write_bytes: 23,
+            l2_evictions: 24,
+            l2_cksum_bad: 25,
+            l2_io_errors: 26,
+            l2_hdr_bytes: 27,
+            l2_rebuild_blocks: 28,
+            l2_rebuild_ms: 29,
         };
         let s = Stats::collect(&events, supplied);
         assert_eq!((s.misses, s.load_waits, s.loads_superseded), (1, 3, 5));
@@ -301,6 +361,7 @@ mod tests {
         let pairs = s.to_pairs();
         assert!(pairs.contains(&("load_waits", 3)));
         assert!(pairs.contains(&("c", 5)));
-        assert_eq!(EVENTS, 17);
+        assert!(pairs.contains(&("l2_rebuild_ms", 29)));
+        assert_eq!(EVENTS, 21);
     }
 }

@@ -61,6 +61,16 @@ pub(crate) struct KeyCodec<K> {
     pub(crate) decode: fn(&[u8]) -> K,
 }
 
+impl<K> Clone for KeyCodec<K> {
+    fn clone(&self) -> Self {
+        KeyCodec {
+            len: self.len,
+            encode: self.encode,
+            decode: self.decode,
+        }
+    }
+}
+
 /// What the tier knows of a key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Presence {

@@ -1,0 +1,182 @@
+//! The feed (OpenZFS's `l2arc_feed_thread`): what goes to the second tier.
+//!
+//! Why from the list tails: the buffers near a list's tail are the ones
+//! eviction reaches next. Copying them to the device *before* they are
+//! evicted means that eviction itself never waits for I/O, and that most
+//! buffers it drops already have a copy (`evict_l2_cached`). A feed looks
+//! `headroom x write_max` bytes up the tails of MFU then MRU (MFU only with
+//! `mfu_only`), spread over every sublist, and copies the buffers the tier
+//! does not hold yet into one batch of at most `write_max` bytes, written
+//! sequentially at the ring's hand (`l2/`). Nothing here runs on a memory
+//! hit: the hit path does not know the tier exists.
+//!
+//! Who feeds: the feed thread, every `feed_interval` (every
+//! `feed_min_interval` while feeds fill more than half their batch, ZFS's
+//! "feed again"), or, with inline eviction, the inserting thread itself,
+//! synchronously, once the cache is full and half a batch has been inserted
+//! since the last feed (deterministic, for tests and `replay`).
+
+use crate::counter::thread_random;
+use crate::entry::State;
+use crate::key::Key;
+use crate::l2::Added;
+use crate::multilist::Multilist;
+use crate::shared::Core;
+use crate::sync::{unpoisoned, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Runs one feed: returns the bytes written to the tier (0 when it has
+/// nothing to write, is rebuilding its index, or the write failed; the
+/// tier counts its errors).
+pub(crate) fn feed_once<K: Key, M>(core: &Core<K, M>) -> u64 {
+    let Some(tier) = core.l2.as_deref() else {
+        return 0;
+    };
+    if tier.rebuilding() {
+        return 0;
+    }
+    let config = tier.config();
+    let budget = config.headroom.saturating_mul(config.write_max);
+    let lists: &[State] = if config.mfu_only {
+        &[State::Mfu]
+    } else {
+        &[State::Mfu, State::Mru]
+    };
+    let mut batch = tier.batch();
+    'lists: for &state in lists {
+        let list = &core.lists[state as usize];
+        let n = list.len();
+        let per_sublist = budget.div_ceil(n as u64).max(1);
+        let start = (thread_random() % n as u64) as usize;
+        for k in 0..n {
+            let i = (start + k) % n;
+            for (key, hash) in tail_keys(list, i, per_sublist) {
+                // Under the key's stripe lock: the entry cannot go, and an
+                // insert or removal of the key (which invalidates its copy
+                // under the same lock) cannot slip between the copy and
+                // its record.
+                let stripe = core.table.stripe(hash).read();
+                let Some((e, len)) = stripe.find_with_len(hash, &key) else {
+                    continue;
+                };
+                let now = e.state();
+                if !now.is_live() || (config.mfu_only && now != State::Mfu) {
+                    continue;
+                }
+                if len as u64 > config.write_max {
+                    // Ineligible (eviction counts it so).
+                    continue;
+                }
+                match batch.add(&key, e.data_prefix(len), now == State::Mfu) {
+                    Added::Added | Added::Present => {}
+                    Added::Full => break 'lists,
+                }
+            }
+        }
+    }
+    if batch.is_empty() {
+        return 0;
+    }
+    let bytes = batch.bytes();
+    match batch.commit() {
+        Ok(_) => bytes,
+        Err(_) => 0,
+    }
+}
+
+/// Inline eviction: feeds synchronously once the cache is full and half a
+/// batch has been inserted since the last feed (`size`: the insert's bytes).
+pub(crate) fn feed_inline<K: Key, M>(core: &Core<K, M>, size: u64) {
+    let Some(tier) = core.l2.as_deref() else {
+        return;
+    };
+    let unfed = core.l2_unfed.fetch_add(size, Ordering::Relaxed) + size;
+    if unfed >= tier.config().write_max / 2 && core.sizes().data() > core.c() {
+        core.l2_unfed.store(0, Ordering::Relaxed);
+        feed_once(core);
+    }
+}
+
+/// Keys and hashes of the entries within `budget` bytes of sublist `i`'s
+/// tail, tail first (the sublist lock is held only while they are read).
+fn tail_keys<K: Key>(list: &Multilist<K>, i: usize, budget: u64) -> Vec<(K, u64)> {
+    let mut sl = list.sublist(i).lock();
+    let marker = sl.insert_marker_at_tail();
+    let mut out = Vec::new();
+    let mut seen = 0u64;
+    while seen < budget {
+        let Some((_, e)) = sl.step_marker(marker) else {
+            break;
+        };
+        seen += e.bytes.max(1);
+        out.push((e.key.clone(), e.hash));
+    }
+    sl.remove_marker(marker);
+    out
+}
+
+/// What the feed thread needs of a cache.
+pub(crate) trait Feedable: Send + Sync {
+    /// One feed; bytes written.
+    fn feed(&self) -> u64;
+}
+
+impl<K: Key, M: Send + Sync> Feedable for Core<K, M> {
+    fn feed(&self) -> u64 {
+        feed_once(self)
+    }
+}
+
+/// The running feed thread; stopped and joined on drop.
+pub(crate) struct FeedThread {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl FeedThread {
+    /// Feeds every `interval`, or every `min_interval` after a feed that
+    /// wrote more than `busy` bytes.
+    pub(crate) fn start(
+        target: Arc<dyn Feedable>,
+        interval: Duration,
+        min_interval: Duration,
+        busy: u64,
+    ) -> FeedThread {
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let for_thread = Arc::clone(&stop);
+        let handle = std::thread::Builder::new()
+            .name("multiarc-l2-feed".into())
+            .spawn(move || {
+                let (lock, wake) = &*for_thread;
+                let mut next = interval;
+                loop {
+                    let stopped = unpoisoned(lock.lock());
+                    let (stopped, _) = unpoisoned(wake.wait_timeout_while(stopped, next, |s| !*s));
+                    if *stopped {
+                        return;
+                    }
+                    drop(stopped);
+                    let wrote = target.feed();
+                    next = if wrote > busy { min_interval } else { interval };
+                }
+            })
+            .expect("spawning the multiarc l2 feed thread");
+        FeedThread {
+            stop,
+            handle: Some(handle),
+        }
+    }
+}
+
+impl Drop for FeedThread {
+    fn drop(&mut self) {
+        let (lock, wake) = &*self.stop;
+        *unpoisoned(lock.lock()) = true;
+        wake.notify_all();
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}

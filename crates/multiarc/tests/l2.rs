@@ -341,3 +341,96 @@ fn crash_mid_feed_loses_nothing_acknowledged() {
         assert!(found > 0, "round {round}: nothing found again: {s:?}");
     }
 }
+
+/// The restart target (docs/BENCHMARKS.md): fills an L2 of
+/// `MULTIARC_L2_BENCH_BYTES` (default 4 GiB) with 8 KiB blocks in
+/// `MULTIARC_L2_BENCH_DIR` (default: the target's tmp dir, on this disk),
+/// restarts, and measures the rebuild while a reader reads.
+/// `cargo test --release -p multiarc --test l2 -- --ignored --nocapture rebuild_measurement`
+#[test]
+#[ignore = "a release-mode measurement for docs/BENCHMARKS.md (writes GiBs)"]
+fn rebuild_measurement() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    const B8K: usize = 8192;
+    let bytes: u64 = std::env::var("MULTIARC_L2_BENCH_BYTES")
+        .ok()
+        .map(|s| s.parse().expect("MULTIARC_L2_BENCH_BYTES: bytes"))
+        .unwrap_or(4 << 30);
+    let path = match std::env::var("MULTIARC_L2_BENCH_DIR") {
+        Ok(dir) => PathBuf::from(dir).join("multiarc-l2-rebuild.dev"),
+        Err(_) => device("rebuild-measurement"),
+    };
+    let _ = std::fs::remove_file(&path);
+    let open = |rebuild_wait: bool| {
+        let c = Cache::<u64>::builder()
+            .max_bytes(64 << 20)
+            .inline_eviction(true)
+            .l2(&path, bytes)
+            .build()
+            .unwrap();
+        if rebuild_wait {
+            c.l2_wait_rebuild();
+        }
+        c
+    };
+    let t = Instant::now();
+    let blocks;
+    {
+        let cache = open(true);
+        let mut k = 0u64;
+        while cache.stats().l2_size + (16 << 20) < bytes * 97 / 100 {
+            for _ in 0..4096 {
+                drop(cache.insert(k, data_of(k, 0, B8K)));
+                k += 1;
+            }
+        }
+        let s = cache.stats();
+        blocks = s.l2_size / B8K as u64;
+        eprintln!(
+            "filled: {} MiB of {} MiB in {:.1} s, {blocks} blocks, {:.1} B of headers per block",
+            s.l2_size >> 20,
+            bytes >> 20,
+            t.elapsed().as_secs_f64(),
+            s.l2_hdr_bytes as f64 / blocks as f64
+        );
+        blocks.max(1);
+    }
+    let max_key = blocks * 2;
+    let t = Instant::now();
+    let cache = open(false);
+    let opened = t.elapsed();
+    let done = AtomicBool::new(false);
+    let (reads, hits) = (AtomicU64::new(0), AtomicU64::new(0));
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut x = 12345u64;
+            while !done.load(Ordering::Relaxed) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let k = x % max_key;
+                if let Some(h) = cache.get(&k) {
+                    assert!(*h == data_of(k, 0, B8K)[..], "wrong bytes for {k}");
+                    hits.fetch_add(1, Ordering::Relaxed);
+                }
+                reads.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        cache.l2_wait_rebuild();
+        done.store(true, Ordering::Relaxed);
+    });
+    let s = cache.stats();
+    eprintln!(
+        "rebuild: build() returned after {:.1} ms; rebuilt in {} ms (l2_rebuild_ms), {:.0} ms wall; {} log blocks; \
+         {} of {blocks} blocks found; {} reads during the rebuild, {} served",
+        opened.as_secs_f64() * 1e3,
+        s.l2_rebuild_ms,
+        t.elapsed().as_secs_f64() * 1e3,
+        s.l2_rebuild_blocks,
+        s.l2_size / B8K as u64,
+        reads.load(Ordering::Relaxed),
+        hits.load(Ordering::Relaxed),
+    );
+    drop(cache);
+    let _ = std::fs::remove_file(&path);
+}

@@ -385,7 +385,7 @@ fn rebuild_measurement() {
             }
         }
         let s = cache.stats();
-        blocks = s.l2_size / B8K as u64;
+        blocks = (s.l2_size / B8K as u64).max(1);
         eprintln!(
             "filled: {} MiB of {} MiB in {:.1} s, {blocks} blocks, {:.1} B of headers per block",
             s.l2_size >> 20,
@@ -393,7 +393,6 @@ fn rebuild_measurement() {
             t.elapsed().as_secs_f64(),
             s.l2_hdr_bytes as f64 / blocks as f64
         );
-        blocks.max(1);
     }
     let max_key = blocks * 2;
     let t = Instant::now();

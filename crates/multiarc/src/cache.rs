@@ -264,6 +264,26 @@ impl<K: Key> Cache<K> {
         Builder::new()
     }
 
+    /// True if a buffer for `key` is cached in memory. Counts nothing and
+    /// changes nothing (not an access).
+    pub fn contains(&self, key: &K) -> bool {
+        dispatch!(&self.shared, core => {
+            let hash = core.hash(key);
+            let stripe = core.table.stripe(hash).read();
+            stripe
+                .find_with_len(hash, key)
+                .is_some_and(|(e, _)| e.state().is_live())
+        })
+    }
+
+    /// True if the second tier holds a copy of `key` (no I/O: its index).
+    pub fn l2_contains(&self, key: &K) -> bool {
+        dispatch!(&self.shared, core => core
+            .l2
+            .as_ref()
+            .is_some_and(|t| t.presence(key) == Presence::Cached))
+    }
+
     /// Looks `key` up in memory only: never does I/O, even with a second
     /// tier (for callers that must not block on a device, and to tell the
     /// tiers apart). Otherwise as [`Cache::get`].

@@ -99,7 +99,11 @@ fn the_feed_thread_writes_on_its_own() {
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut round = 0;
     while cache.stats().l2_writes == 0 {
-        assert!(Instant::now() < deadline, "no feed in 20 s: {:?}", cache.stats());
+        assert!(
+            Instant::now() < deadline,
+            "no feed in 20 s: {:?}",
+            cache.stats()
+        );
         fill(&cache, round * 512..(round + 1) * 512, 0);
         round += 1;
         std::thread::sleep(Duration::from_millis(20));
@@ -134,7 +138,10 @@ fn a_rewrite_or_removal_is_never_undone_by_an_old_copy() {
             }
             if let Some(h) = got {
                 let v = if k % 2 == 0 { 1 } else { 0 };
-                assert!(*h == data_of(k, v, BLOCK)[..], "{mode:?}: stale bytes for {k}");
+                assert!(
+                    *h == data_of(k, v, BLOCK)[..],
+                    "{mode:?}: stale bytes for {k}"
+                );
             }
         }
     }
@@ -188,7 +195,11 @@ fn a_device_of_another_cache_identity_starts_empty() {
 /// first 4 KiB (the header), from `start`.
 fn corrupt(path: &Path, start: u64, stride: u64) {
     use std::os::unix::fs::FileExt;
-    let f = std::fs::OpenOptions::new().read(true).write(true).open(path).unwrap();
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap();
     let len = f.metadata().unwrap().len();
     let mut at = 4096 + start;
     while at < len {
@@ -254,7 +265,10 @@ fn bad_devices_are_refused_with_one_clear_error() {
     let e = err(base().l2(&path, 8 << 20));
     assert!(e.contains("in use"), "{e}");
     drop(first);
-    base().l2(&path, 8 << 20).build().expect("free again once the first is gone");
+    base()
+        .l2(&path, 8 << 20)
+        .build()
+        .expect("free again once the first is gone");
 }
 
 #[test]

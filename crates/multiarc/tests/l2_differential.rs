@@ -1,0 +1,323 @@
+//! A differential model of the two tiers: which blocks should be in memory
+//! and which on the device after each request of a trace, checked against
+//! the cache at small sizes with the feed driven synchronously (inline
+//! eviction, one sublist, the eager mode: exactly ARC in memory).
+//!
+//! The model, written here from the design and not from the code:
+//! - memory is the paper's ARC over pages (Megiddo & Modha, Figure 4),
+//!   with one addition: a miss of a page that only the device still holds
+//!   (its ghost is gone) counts as a ghost hit of the list it was fed from;
+//! - every page evicted from memory that the device does not hold yet is
+//!   written to it (the feed writes the list tails before eviction reaches
+//!   them); the device is a FIFO ring of a fixed number of pages;
+//! - a read from the device leaves its copy there.
+//!
+//! The cache feeds in batches from the tails, slightly ahead of eviction,
+//! and its ring also holds log blocks, so the two agree on most requests
+//! rather than all: the test bounds the disagreement and the difference in
+//! hit ratios, and checks the bytes of every hit.
+
+mod common;
+
+use multiarc::{Cache, HitMode};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::path::PathBuf;
+
+const BLOCK: usize = 4096;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum List {
+    T1,
+    T2,
+    B1,
+    B2,
+}
+
+/// Where a request was served.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Served {
+    Memory,
+    Device,
+    Miss,
+}
+
+struct Model {
+    c: usize,
+    p: usize,
+    lists: HashMap<u64, List>,
+    /// Front = LRU.
+    t1: VecDeque<u64>,
+    t2: VecDeque<u64>,
+    b1: VecDeque<u64>,
+    b2: VecDeque<u64>,
+    /// The device: FIFO of pages, with the list each was fed from.
+    ring: VecDeque<u64>,
+    on_device: HashMap<u64, List>,
+    ring_pages: usize,
+}
+
+impl Model {
+    fn new(c: usize, ring_pages: usize) -> Model {
+        Model {
+            c,
+            p: 0,
+            lists: HashMap::new(),
+            t1: VecDeque::new(),
+            t2: VecDeque::new(),
+            b1: VecDeque::new(),
+            b2: VecDeque::new(),
+            ring: VecDeque::new(),
+            on_device: HashMap::new(),
+            ring_pages,
+        }
+    }
+
+    fn queue(&mut self, l: List) -> &mut VecDeque<u64> {
+        match l {
+            List::T1 => &mut self.t1,
+            List::T2 => &mut self.t2,
+            List::B1 => &mut self.b1,
+            List::B2 => &mut self.b2,
+        }
+    }
+
+    fn unlink(&mut self, x: u64, l: List) {
+        let q = self.queue(l);
+        let i = q.iter().position(|&y| y == x).expect("listed");
+        q.remove(i);
+        self.lists.remove(&x);
+    }
+
+    fn push(&mut self, x: u64, l: List) {
+        self.queue(l).push_back(x);
+        self.lists.insert(x, l);
+    }
+
+    fn pop(&mut self, l: List) -> u64 {
+        let x = self.queue(l).pop_front().expect("non-empty");
+        self.lists.remove(&x);
+        x
+    }
+
+    /// Memory evicts `x` from `from`: the device gets it unless it has it.
+    fn evicted(&mut self, x: u64, from: List) {
+        if self.on_device.contains_key(&x) {
+            return;
+        }
+        if self.ring.len() == self.ring_pages {
+            let old = self.ring.pop_front().expect("full");
+            self.on_device.remove(&old);
+        }
+        self.ring.push_back(x);
+        self.on_device.insert(x, from);
+    }
+
+    fn replace(&mut self, x_in_b2: bool) {
+        let t1 = self.t1.len();
+        if t1 >= 1 && ((x_in_b2 && t1 == self.p) || t1 > self.p) {
+            let y = self.pop(List::T1);
+            self.evicted(y, List::T1);
+            self.push(y, List::B1);
+        } else {
+            let y = self.pop(List::T2);
+            self.evicted(y, List::T2);
+            self.push(y, List::B2);
+        }
+    }
+
+    fn ghost_hit(&mut self, x: u64, list: List, listed: bool) {
+        let (b1, b2) = (
+            self.b1.len() + usize::from(!listed && list == List::B1),
+            self.b2.len() + usize::from(!listed && list == List::B2),
+        );
+        if list == List::B1 {
+            let delta = if b1 >= b2 { 1 } else { b2 / b1 };
+            self.p = (self.p + delta).min(self.c);
+        } else {
+            let delta = if b2 >= b1 { 1 } else { b1 / b2 };
+            self.p = self.p.saturating_sub(delta);
+        }
+        if listed {
+            self.unlink(x, list);
+        }
+        if self.t1.len() + self.t2.len() >= self.c {
+            self.replace(list == List::B2);
+        }
+        self.push(x, List::T2);
+    }
+
+    fn access(&mut self, x: u64) -> Served {
+        let served = if self.on_device.contains_key(&x) {
+            Served::Device
+        } else {
+            Served::Miss
+        };
+        match self.lists.get(&x).copied() {
+            Some(l @ (List::T1 | List::T2)) => {
+                self.unlink(x, l);
+                self.push(x, List::T2);
+                return Served::Memory;
+            }
+            Some(l @ (List::B1 | List::B2)) => self.ghost_hit(x, l, true),
+            None => {
+                if let Some(&from) = self.on_device.get(&x) {
+                    let as_ghost = if from == List::T1 { List::B1 } else { List::B2 };
+                    self.ghost_hit(x, as_ghost, false);
+                    // The history's bounds: |T1| + |B1| <= c, all <= 2c.
+                    while self.t1.len() + self.b1.len() > self.c && !self.b1.is_empty() {
+                        self.pop(List::B1);
+                    }
+                    while self.t1.len() + self.t2.len() + self.b1.len() + self.b2.len() > 2 * self.c
+                        && !self.b2.is_empty()
+                    {
+                        self.pop(List::B2);
+                    }
+                } else {
+                    let (t1, t2, b1, b2) =
+                        (self.t1.len(), self.t2.len(), self.b1.len(), self.b2.len());
+                    if t1 + b1 == self.c {
+                        if t1 < self.c {
+                            self.pop(List::B1);
+                            self.replace(false);
+                        } else {
+                            let y = self.pop(List::T1);
+                            self.evicted(y, List::T1);
+                        }
+                    } else if t1 + b1 < self.c && t1 + t2 + b1 + b2 >= self.c {
+                        if t1 + t2 + b1 + b2 == 2 * self.c {
+                            self.pop(List::B2);
+                        }
+                        self.replace(false);
+                    }
+                    self.push(x, List::T1);
+                }
+            }
+        }
+        served
+    }
+}
+
+fn data_of(key: u64) -> Vec<u8> {
+    let mut v = vec![(key % 251) as u8; BLOCK];
+    v[..8].copy_from_slice(&key.to_le_bytes());
+    v[BLOCK - 8..].copy_from_slice(&key.to_le_bytes());
+    v
+}
+
+fn run(name: &str, trace: &[u64], memory_pages: usize, device_bytes: u64) {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("l2-tests");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("differential-{name}"));
+    let _ = std::fs::remove_file(&path);
+    let write_max = 16 * BLOCK as u64;
+    let cache = Cache::<u64>::builder()
+        .max_bytes((memory_pages * BLOCK) as u64)
+        .min_bytes(1)
+        .sublists(1)
+        .inline_eviction(true)
+        .hit_mode(HitMode::Eager)
+        .l2(&path, device_bytes)
+        .l2_write_max(write_max)
+        .l2_rebuild(false)
+        .build()
+        .unwrap();
+    // The ring's pages: the device past its 4 KiB header, less one 4 KiB
+    // log block per batch of 16 pages.
+    let ring_pages = ((device_bytes - 4096) / BLOCK as u64 * 16 / 17) as usize;
+    let mut model = Model::new(memory_pages, ring_pages);
+    let mut agree = 0usize;
+    let mut hits = [0usize; 2];
+    let mut model_hits = [0usize; 2];
+    for &key in trace {
+        let served = if let Some(h) = cache.get_in_memory(&key) {
+            assert!(*h == data_of(key)[..], "{name}: wrong bytes for {key}");
+            Served::Memory
+        } else if let Some(h) = cache.get(&key) {
+            assert!(*h == data_of(key)[..], "{name}: wrong bytes for {key}");
+            Served::Device
+        } else {
+            drop(cache.insert(key, data_of(key)));
+            Served::Miss
+        };
+        let expected = model.access(key);
+        agree += usize::from(served == expected);
+        match served {
+            Served::Memory => hits[0] += 1,
+            Served::Device => hits[1] += 1,
+            Served::Miss => {}
+        }
+        match expected {
+            Served::Memory => model_hits[0] += 1,
+            Served::Device => model_hits[1] += 1,
+            Served::Miss => {}
+        }
+    }
+    let n = trace.len() as f64;
+    let ratio = |h: [usize; 2]| (h[0] + h[1]) as f64 / n * 100.0;
+    let s = cache.stats();
+    eprintln!(
+        "{name}: {:.1}% of requests agree; hit ratio {:.2}% (memory {}, device {}) vs the model's {:.2}% ({}, {}); {s:?}",
+        agree as f64 / n * 100.0,
+        ratio(hits),
+        hits[0],
+        hits[1],
+        ratio(model_hits),
+        model_hits[0],
+        model_hits[1],
+    );
+    assert!(hits[1] > 0, "{name}: the device served nothing");
+    assert!(
+        agree as f64 >= 0.95 * n,
+        "{name}: only {agree} of {n} requests served by the same tier as the model"
+    );
+    assert!(
+        (ratio(hits) - ratio(model_hits)).abs() <= 2.0,
+        "{name}: hit ratio {:.2}% vs the model's {:.2}%",
+        ratio(hits),
+        ratio(model_hits)
+    );
+    // After the trace: which blocks are where.
+    let mut same = 0usize;
+    let keys: HashSet<u64> = trace.iter().copied().collect();
+    for &k in &keys {
+        let in_memory = model
+            .lists
+            .get(&k)
+            .is_some_and(|l| matches!(l, List::T1 | List::T2));
+        let on_device = model.on_device.contains_key(&k);
+        same += usize::from(cache.l2_contains(&k) == on_device && cache.contains(&k) == in_memory);
+    }
+    assert!(
+        same as f64 >= 0.95 * keys.len() as f64,
+        "{name}: only {same} of {} blocks in the same tiers as the model",
+        keys.len()
+    );
+}
+
+#[test]
+fn tiers_follow_the_model_on_zipf() {
+    let trace = common::zipf(40_000, 4_000, 0.9, 11);
+    run("zipf", &trace, 200, 4096 + 1700 * BLOCK as u64);
+}
+
+#[test]
+fn tiers_follow_the_model_on_scans_over_a_hot_set() {
+    let trace = common::scan_mixed(40_000, 300, 3_000, 5);
+    run("scan", &trace, 200, 4096 + 1700 * BLOCK as u64);
+}
+
+#[test]
+fn tiers_follow_the_model_on_the_cloudphysics_trace() {
+    let Some(blocks) = common::cloudphysics_blocks(BLOCK as u64) else {
+        eprintln!("skipped: ../shared/traces/cloudphysics_io.csv is absent (a newcomer's clone)");
+        return;
+    };
+    let trace: Vec<u64> = blocks.into_iter().take(60_000).collect();
+    let distinct = trace.iter().collect::<HashSet<_>>().len();
+    run(
+        "cloudphysics",
+        &trace,
+        (distinct / 100).max(16),
+        4096 + (distinct as u64 / 10) * BLOCK as u64,
+    );
+}

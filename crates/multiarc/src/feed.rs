@@ -87,11 +87,14 @@ pub(crate) fn feed_once<K: Key, M>(core: &Core<K, M>) -> u64 {
 }
 
 /// Inline eviction: feeds synchronously once the cache is full and half a
-/// batch has been inserted since the last feed (`size`: the insert's bytes).
+/// batch has been inserted since the last feed (`size`: the insert's bytes,
+/// counted as the device will store them, in whole 4 KiB units, since a
+/// batch's size is counted so).
 pub(crate) fn feed_inline<K: Key, M>(core: &Core<K, M>, size: u64) {
     let Some(tier) = core.l2.as_deref() else {
         return;
     };
+    let size = size.max(1).next_multiple_of(4096);
     let unfed = core.l2_unfed.fetch_add(size, Ordering::Relaxed) + size;
     if unfed >= tier.config().write_max / 2 && core.sizes().data() > core.c() {
         core.l2_unfed.store(0, Ordering::Relaxed);

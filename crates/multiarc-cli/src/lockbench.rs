@@ -8,8 +8,9 @@
 //! size, and fairness (the fewest acquisitions of any thread divided by the
 //! most). Each configuration runs several times; the median run is reported.
 
+use crate::harness::Bar;
+use crate::util;
 use crate::util::LockUnpoisoned;
-use crate::util::{self, Progress};
 use anyhow::{bail, Result};
 use multiarc_lock::bench_variants::{PthreadMutex, SpinWakeAllMutex, PTHREAD_MUTEX_SIZE};
 use multiarc_lock::LockstatExt;
@@ -332,17 +333,16 @@ struct Document {
 fn measure<L: BenchLock>(
     name: &str,
     args: &LockbenchArgs,
-    progress: &mut Progress,
+    bar: &Bar,
     results: &mut Vec<Measurement>,
 ) -> Result<()> {
     let duration = Duration::from_secs_f64(args.seconds);
     for &threads in &args.threads {
         let mut samples = Vec::with_capacity(RUNS);
         for run in 1..=RUNS {
-            progress.update(&format!(
-                "lockbench: {name}, {threads} threads, run {run}/{RUNS}"
-            ));
+            bar.doing(format!("{name}, {threads} threads, run {run}/{RUNS}"));
             samples.push(run_once::<L>(name, threads, duration)?);
+            bar.runs_done(1);
         }
         samples.sort_by(|a, b| a.mops().total_cmp(&b.mops()));
         let median = &samples[RUNS / 2];
@@ -373,7 +373,18 @@ fn selected_locks(args: &LockbenchArgs) -> Vec<LockName> {
 pub fn run(args: LockbenchArgs) -> Result<()> {
     util::check_seconds(args.seconds)?;
     let locks = selected_locks(&args);
-    let mut progress = Progress::new(true);
+    let rows: usize = locks
+        .iter()
+        .map(|&l| {
+            if l == LockName::Multiarc {
+                args.spins.len()
+            } else {
+                1
+            }
+        })
+        .sum();
+    let runs = rows * args.threads.len() * RUNS;
+    let bar = Bar::new("lockbench", runs, args.json);
     let mut results = Vec::new();
     for &lock in &locks {
         let name = lock.name();
@@ -387,25 +398,21 @@ pub fn run(args: LockbenchArgs) -> Result<()> {
                     } else {
                         format!("multiarc-spin{spins}")
                     };
-                    let measured = measure::<OurMutex>(&row, &args, &mut progress, &mut results);
+                    let measured = measure::<OurMutex>(&row, &args, &bar, &mut results);
                     multiarc_lock::set_spin_count(before);
                     measured?;
                 }
             }
             LockName::MultiarcLockstat => {
-                measure::<OurTracedMutex>(name, &args, &mut progress, &mut results)?
+                measure::<OurTracedMutex>(name, &args, &bar, &mut results)?
             }
-            LockName::MultiarcSpinwake => {
-                measure::<SpinWakeAll>(name, &args, &mut progress, &mut results)?
-            }
-            LockName::Std => measure::<StdMutex>(name, &args, &mut progress, &mut results)?,
-            LockName::ParkingLot => {
-                measure::<ParkingLotMutex>(name, &args, &mut progress, &mut results)?
-            }
-            LockName::Pthread => measure::<Pthread>(name, &args, &mut progress, &mut results)?,
+            LockName::MultiarcSpinwake => measure::<SpinWakeAll>(name, &args, &bar, &mut results)?,
+            LockName::Std => measure::<StdMutex>(name, &args, &bar, &mut results)?,
+            LockName::ParkingLot => measure::<ParkingLotMutex>(name, &args, &bar, &mut results)?,
+            LockName::Pthread => measure::<Pthread>(name, &args, &bar, &mut results)?,
         }
     }
-    progress.finish("lockbench: done");
+    bar.finish(&format!("{runs} runs"));
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     if args.json {
         let document = Document {

@@ -1,7 +1,9 @@
 //! The measurement harness of `multiarc bench` (the cache workload in
 //! `bench.rs`, the file workloads in `filebench.rs`): the machine a report
 //! was measured on, timed runs of N threads for S seconds, medians, the
-//! order rows run in within a repetition, and the progress bar.
+//! order rows run in within a repetition, and the progress bar (which the
+//! other long commands, `lockbench`, `replay`, `poison` and `scan`, show
+//! too).
 //!
 //! It depends on neither benchmark: `bench` -> `filebench` -> `harness`,
 //! and `bench` -> `harness`.
@@ -40,8 +42,8 @@ pub fn machine() -> Machine {
     }
 }
 
-/// A benchmark's progress: a bar on stderr counting its runs, with what
-/// runs now beside it. Hidden (every call a no-op) with `--json` or when
+/// A benchmark's progress: a bar on stderr counting its runs (or another
+/// unit: [`Bar::counting`]), with what runs now beside it. Hidden (every call a no-op) with `--json` or when
 /// stderr is not a terminal (a log or a pipe gets no progress at all). It
 /// is redrawn only when told (no ticking thread to disturb the runs).
 pub struct Bar {
@@ -53,16 +55,20 @@ impl Bar {
     /// A bar of `total` runs named `name` (`bench`, `bench randrw`);
     /// hidden when `json` or when stderr is not a terminal.
     pub fn new(name: &str, total: usize, json: bool) -> Bar {
+        Bar::counting(name, total as u64, "runs", json)
+    }
+
+    /// A bar of `total` `unit`s (`reads`, `requests`, `policies`) named
+    /// `name`; hidden when `json` or when stderr is not a terminal.
+    pub fn counting(name: &str, total: u64, unit: &str, json: bool) -> Bar {
         let bar = if json || !std::io::stderr().is_terminal() {
             ProgressBar::hidden()
         } else {
-            let bar = ProgressBar::with_draw_target(
-                Some(total as u64),
-                ProgressDrawTarget::stderr_with_hz(4),
-            );
-            let style = ProgressStyle::with_template(
-                "{prefix} {bar:30.cyan/blue} {pos}/{len} runs [{elapsed}, eta {eta}] {wide_msg}",
-            )
+            let bar =
+                ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr_with_hz(4));
+            let style = ProgressStyle::with_template(&format!(
+                "{{prefix}} {{bar:30.cyan/blue}} {{human_pos}}/{{human_len}} {unit} [{{elapsed}}, eta {{eta}}] {{wide_msg}}"
+            ))
             .expect("a valid progress template")
             .progress_chars("=> ");
             bar.set_style(style);
@@ -83,6 +89,30 @@ impl Bar {
     /// Counts `n` runs done.
     pub fn runs_done(&self, n: usize) {
         self.bar.inc(n as u64);
+    }
+
+    /// A bar that never shows (for callers that report no progress).
+    #[cfg(test)]
+    pub fn hidden() -> Bar {
+        Bar {
+            bar: ProgressBar::hidden(),
+            started: Instant::now(),
+        }
+    }
+
+    /// The total, once known (`replay` counts its trace first).
+    pub fn set_total(&self, total: u64) {
+        self.bar.set_length(total);
+    }
+
+    /// How many units are done.
+    pub fn set_done(&self, done: u64) {
+        self.bar.set_position(done);
+    }
+
+    /// Prints `line` above the bar, to stay (nothing when hidden).
+    pub fn println(&self, line: String) {
+        self.bar.println(line);
     }
 
     /// Removes the bar and, on a terminal, leaves one line: `{name}: {what}

@@ -8,13 +8,13 @@
 //! size, and fairness (the fewest acquisitions of any thread divided by the
 //! most). Each configuration runs several times; the median run is reported.
 
+use crate::harness::Bar;
+use crate::util;
 use crate::util::LockUnpoisoned;
-use crate::util::{self, Progress};
 use anyhow::{bail, Result};
-use multiarc_lock::bench_variants::SpinWakeAllMutex;
+use multiarc_lock::bench_variants::{PthreadMutex, SpinWakeAllMutex, PTHREAD_MUTEX_SIZE};
 use multiarc_lock::LockstatExt;
 use serde::Serialize;
-use std::cell::UnsafeCell;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
@@ -204,58 +204,19 @@ impl BenchLock for ParkingLotMutex {
     }
 }
 
-/// A `pthread_mutex_t` (default attributes) and the counter it guards. The
-/// mutex is boxed because POSIX forbids moving an initialised mutex.
-struct PthreadMutex {
-    mutex: Box<UnsafeCell<libc::pthread_mutex_t>>,
-    counter: UnsafeCell<u64>,
-}
+/// The C library's mutex ([`PthreadMutex`], default attributes).
+struct Pthread(PthreadMutex<u64>);
 
-// SAFETY: the pthread mutex may be used from any thread, and `counter` is
-// only accessed while it is held.
-unsafe impl Send for PthreadMutex {}
-// SAFETY: as above.
-unsafe impl Sync for PthreadMutex {}
-
-impl BenchLock for PthreadMutex {
-    const SIZE: usize = std::mem::size_of::<libc::pthread_mutex_t>();
+impl BenchLock for Pthread {
+    const SIZE: usize = PTHREAD_MUTEX_SIZE;
     fn new() -> Self {
-        // SAFETY: an all-zero `pthread_mutex_t` is valid storage to pass to
-        // `pthread_mutex_init`, which initialises it in place (boxed: stable).
-        let mutex = Box::new(UnsafeCell::new(unsafe { std::mem::zeroed() }));
-        // SAFETY: `mutex` points to writable storage that never moves; a null
-        // attribute pointer selects the default (normal) mutex type.
-        let rc = unsafe { libc::pthread_mutex_init(mutex.get(), std::ptr::null()) };
-        assert_eq!(rc, 0, "pthread_mutex_init failed");
-        PthreadMutex {
-            mutex,
-            counter: UnsafeCell::new(0),
-        }
+        Pthread(PthreadMutex::new(0))
     }
     fn increment(&self) {
-        // SAFETY: the mutex was initialised in `new` and is destroyed only in
-        // `drop`; `counter` is touched only between lock and unlock.
-        unsafe {
-            libc::pthread_mutex_lock(self.mutex.get());
-            *self.counter.get() += 1;
-            libc::pthread_mutex_unlock(self.mutex.get());
-        }
+        *self.0.lock() += 1;
     }
     fn count(&self) -> u64 {
-        // SAFETY: as in `increment`.
-        unsafe {
-            libc::pthread_mutex_lock(self.mutex.get());
-            let n = *self.counter.get();
-            libc::pthread_mutex_unlock(self.mutex.get());
-            n
-        }
-    }
-}
-
-impl Drop for PthreadMutex {
-    fn drop(&mut self) {
-        // SAFETY: initialised in `new`, unlocked (all users are gone).
-        unsafe { libc::pthread_mutex_destroy(self.mutex.get()) };
+        *self.0.lock()
     }
 }
 
@@ -372,17 +333,16 @@ struct Document {
 fn measure<L: BenchLock>(
     name: &str,
     args: &LockbenchArgs,
-    progress: &mut Progress,
+    bar: &Bar,
     results: &mut Vec<Measurement>,
 ) -> Result<()> {
     let duration = Duration::from_secs_f64(args.seconds);
     for &threads in &args.threads {
         let mut samples = Vec::with_capacity(RUNS);
         for run in 1..=RUNS {
-            progress.update(&format!(
-                "lockbench: {name}, {threads} threads, run {run}/{RUNS}"
-            ));
+            bar.doing(format!("{name}, {threads} threads, run {run}/{RUNS}"));
             samples.push(run_once::<L>(name, threads, duration)?);
+            bar.runs_done(1);
         }
         samples.sort_by(|a, b| a.mops().total_cmp(&b.mops()));
         let median = &samples[RUNS / 2];
@@ -413,7 +373,18 @@ fn selected_locks(args: &LockbenchArgs) -> Vec<LockName> {
 pub fn run(args: LockbenchArgs) -> Result<()> {
     util::check_seconds(args.seconds)?;
     let locks = selected_locks(&args);
-    let mut progress = Progress::new(true);
+    let rows: usize = locks
+        .iter()
+        .map(|&l| {
+            if l == LockName::Multiarc {
+                args.spins.len()
+            } else {
+                1
+            }
+        })
+        .sum();
+    let runs = rows * args.threads.len() * RUNS;
+    let bar = Bar::new("lockbench", runs, args.json);
     let mut results = Vec::new();
     for &lock in &locks {
         let name = lock.name();
@@ -427,25 +398,21 @@ pub fn run(args: LockbenchArgs) -> Result<()> {
                     } else {
                         format!("multiarc-spin{spins}")
                     };
-                    let measured = measure::<OurMutex>(&row, &args, &mut progress, &mut results);
+                    let measured = measure::<OurMutex>(&row, &args, &bar, &mut results);
                     multiarc_lock::set_spin_count(before);
                     measured?;
                 }
             }
             LockName::MultiarcLockstat => {
-                measure::<OurTracedMutex>(name, &args, &mut progress, &mut results)?
+                measure::<OurTracedMutex>(name, &args, &bar, &mut results)?
             }
-            LockName::MultiarcSpinwake => {
-                measure::<SpinWakeAll>(name, &args, &mut progress, &mut results)?
-            }
-            LockName::Std => measure::<StdMutex>(name, &args, &mut progress, &mut results)?,
-            LockName::ParkingLot => {
-                measure::<ParkingLotMutex>(name, &args, &mut progress, &mut results)?
-            }
-            LockName::Pthread => measure::<PthreadMutex>(name, &args, &mut progress, &mut results)?,
+            LockName::MultiarcSpinwake => measure::<SpinWakeAll>(name, &args, &bar, &mut results)?,
+            LockName::Std => measure::<StdMutex>(name, &args, &bar, &mut results)?,
+            LockName::ParkingLot => measure::<ParkingLotMutex>(name, &args, &bar, &mut results)?,
+            LockName::Pthread => measure::<Pthread>(name, &args, &bar, &mut results)?,
         }
     }
-    progress.finish("lockbench: done");
+    bar.finish(&format!("{runs} runs"));
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     if args.json {
         let document = Document {
@@ -527,7 +494,7 @@ mod tests {
             run_once::<SpinWakeAll>("multiarc-spinwake", 3, d).unwrap(),
             run_once::<StdMutex>("std", 3, d).unwrap(),
             run_once::<ParkingLotMutex>("parking_lot", 3, d).unwrap(),
-            run_once::<PthreadMutex>("pthread", 3, d).unwrap(),
+            run_once::<Pthread>("pthread", 3, d).unwrap(),
         ] {
             assert_eq!(sample.per_thread.len(), 3);
             assert!(sample.total() > 0);

@@ -1,6 +1,7 @@
-//! Lock statistics ([`multiarc_lock::lockstat::Report`]) for people and
-//! programs: a table in the layout of illumos `lockstat(8)` (`bench
-//! --lockstat`, the mount's `.multiarc/lockstat`), or JSON.
+//! Lock statistics ([`multiarc_lock::lockstat::Report`]) for people: a
+//! table in the layout of illumos `lockstat(8)` (`bench --lockstat`, the
+//! mount's `.multiarc/lockstat`). Programs get the raw report through the
+//! lock crate's `serde` feature.
 
 use multiarc_lock::lockstat::{LockRow, Report};
 use std::fmt::Write as _;
@@ -74,70 +75,6 @@ pub fn table(report: &Report, top: usize) -> String {
     out
 }
 
-/// The report as one JSON object: totals, the two hottest-instance shares
-/// and every row (sorted as in [`table`]). No command prints it today; it is
-/// the report's documented machine-readable form (the lock crate's `serde`
-/// feature serialises the raw report instead).
-#[allow(dead_code)]
-pub fn json(report: &Report) -> String {
-    let mut out = String::new();
-    let _ = write!(
-        out,
-        "{{\"total_acquisitions\":{},\"total_contended\":{},\"hottest_contended_share\":{},\"hottest_acquisition_share\":{},\"rows\":[",
-        report.total_acquisitions(),
-        report.total_contended(),
-        json_number(report.hottest_contended_share()),
-        json_number(report.hottest_acquisition_share()),
-    );
-    for (i, row) in sorted_rows(report).iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        out.push_str("{\"class\":");
-        json_string(&mut out, row.id.class);
-        let _ = write!(
-            out,
-            ",\"index\":{},\"acquisitions\":{},\"contended\":{},\"wait_ns_total\":{},\"wait_ns_max\":{},\"wait_ns_avg\":{}}}",
-            row.id.index,
-            row.acquisitions,
-            row.contended,
-            row.wait_ns_total,
-            row.wait_ns_max,
-            row.wait_ns_avg(),
-        );
-    }
-    out.push_str("]}");
-    out
-}
-
-/// A finite f64 as a JSON number (shares are always finite).
-fn json_number(x: f64) -> String {
-    if x.is_finite() {
-        format!("{x}")
-    } else {
-        "null".to_string()
-    }
-}
-
-/// Appends `s` as a JSON string literal.
-fn json_string(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,18 +112,5 @@ mod tests {
         );
         assert_eq!(table(&report, 1).lines().count(), 6);
         assert!(table(&Report::default(), 5).contains("(no contended acquisitions)"));
-    }
-
-    #[test]
-    fn json_escapes_class_names() {
-        let report = Report {
-            rows: vec![row("we\"ird\\\n", 3, 4, 2)],
-        };
-        assert_eq!(
-            json(&report),
-            "{\"total_acquisitions\":4,\"total_contended\":2,\"hottest_contended_share\":1,\
-             \"hottest_acquisition_share\":1,\"rows\":[{\"class\":\"we\\\"ird\\\\\\n\",\"index\":3,\
-             \"acquisitions\":4,\"contended\":2,\"wait_ns_total\":200,\"wait_ns_max\":20,\"wait_ns_avg\":100}]}"
-        );
     }
 }

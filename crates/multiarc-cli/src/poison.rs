@@ -14,7 +14,8 @@
 //! resize of step 4 repaired it. A cache that recovers by itself shows phase
 //! 3's final window (its last 20% of reads) within 2 points of phases 1 and 5.
 
-use crate::util::{check_fits_in_memory, human_bytes, outln, size_arg, Progress};
+use crate::harness::Bar;
+use crate::util::{check_fits_in_memory, enum_arg, human_bytes, outln, size_arg};
 use anyhow::bail;
 use multiarc::{BlockKey, Cache, HitMode};
 use rand::RngExt;
@@ -44,11 +45,37 @@ pub struct PoisonArgs {
     #[arg(long, default_value_t = 300_000)]
     reads: u64,
     /// Hit mode: lazy (default) or eager.
-    #[arg(long, default_value = "lazy")]
-    hit_mode: String,
+    #[arg(long, value_parser = enum_arg::<HitModeArg>("hit mode"), default_value = "lazy")]
+    hit_mode: HitModeArg,
     /// Print one JSON document on stdout instead of the report.
     #[arg(long)]
     json: bool,
+}
+
+/// `--hit-mode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum HitModeArg {
+    /// [`HitMode::Lazy`].
+    Lazy,
+    /// [`HitMode::Eager`].
+    Eager,
+}
+
+impl HitModeArg {
+    fn mode(self) -> HitMode {
+        match self {
+            HitModeArg::Lazy => HitMode::Lazy,
+            HitModeArg::Eager => HitMode::Eager,
+        }
+    }
+
+    /// The name `--hit-mode` takes (and the JSON shows).
+    fn name(self) -> &'static str {
+        match self {
+            HitModeArg::Lazy => "lazy",
+            HitModeArg::Eager => "eager",
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -110,11 +137,7 @@ impl Reader<'_> {
 
 /// Runs the benchmark.
 pub fn run(args: PoisonArgs) -> anyhow::Result<()> {
-    let mode = match args.hit_mode.as_str() {
-        "lazy" => HitMode::Lazy,
-        "eager" => HitMode::Eager,
-        other => bail!("unknown hit mode {other:?} (known: lazy, eager)"),
-    };
+    let mode = args.hit_mode.mode();
     if args.block_size == 0 || args.max_bytes < args.block_size.saturating_mul(2) {
         bail!(
             "--max-bytes ({}) must hold at least two blocks of --block-size ({})",
@@ -156,22 +179,26 @@ pub fn run(args: PoisonArgs) -> anyhow::Result<()> {
         block: args.block_size,
     };
     let mut rng = multiarc_sim::workload::rng(0xF00D);
-    let mut progress = Progress::new(true);
+    let phase2_reads = args.b_bytes.div_ceil(256 << 10);
+    let bar = Bar::counting(
+        "poison",
+        args.reads.saturating_mul(3).saturating_add(phase2_reads),
+        "reads",
+        args.json,
+    );
+    let mut done = 0u64;
     let mut phases = Vec::new();
     for phase in 1..=5u32 {
         if phase == 4 {
             cache.set_max_bytes(args.max_bytes - 1)?;
-            progress.finish("phase 4: set_max_bytes(M - 1)");
+            bar.println("phase 4: set_max_bytes(M - 1)".to_string());
             continue;
         }
         let started = Instant::now();
         let (mut hits, mut lookups, mut w_hits, mut w_lookups) = (0u64, 0u64, 0u64, 0u64);
         let (mut last_report, mut since_hits, mut since_lookups) = (Instant::now(), 0u64, 0u64);
-        let reads = if phase == 2 {
-            args.b_bytes.div_ceil(256 << 10)
-        } else {
-            args.reads
-        };
+        bar.doing(format!("phase {phase}"));
+        let reads = if phase == 2 { phase2_reads } else { args.reads };
         for i in 0..reads {
             let (h, l) = if phase == 2 {
                 let offset = i * (256 << 10);
@@ -191,9 +218,12 @@ pub fn run(args: PoisonArgs) -> anyhow::Result<()> {
                 w_hits += h;
                 w_lookups += l;
             }
+            if (i + 1) % 4096 == 0 {
+                bar.set_done(done + i + 1);
+            }
             if (i + 1) % 100_000 == 0 {
                 let secs = last_report.elapsed().as_secs_f64();
-                progress.finish(&format!(
+                bar.println(format!(
                     "phase {phase}: {} reads, {:.0} reads/s, hit ratio {:.3} (last 100k: {:.3})",
                     i + 1,
                     100_000.0 / secs,
@@ -215,12 +245,15 @@ pub fn run(args: PoisonArgs) -> anyhow::Result<()> {
             c: s.c,
             p: s.p,
         };
-        progress.finish(&format!(
+        done += reads;
+        bar.set_done(done);
+        bar.println(format!(
             "phase {phase} done: {} reads, {:.0} reads/s, hit ratio {:.3}, final window {:.3}, c {} p {}",
             r.reads, r.reads_per_sec, r.hit_ratio, r.final_window_hit_ratio, r.c, r.p
         ));
         phases.push(r);
     }
+    bar.finish(&format!("{done} reads in 5 phases"));
     let w = |k: u32| {
         phases
             .iter()
@@ -238,7 +271,7 @@ pub fn run(args: PoisonArgs) -> anyhow::Result<()> {
                 b_bytes: args.b_bytes,
                 block_size: args.block_size,
                 reads: args.reads,
-                hit_mode: args.hit_mode.clone(),
+                hit_mode: args.hit_mode.name().to_string(),
             },
             phases,
             recovered,

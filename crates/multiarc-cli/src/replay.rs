@@ -22,11 +22,12 @@
 //! `multiarc_sim::trace`; the page-based policies (`arc`, `car`, `lru`) and
 //! Belady's `opt` are `multiarc_sim`'s too.
 
+use crate::harness::Bar;
 use crate::peers::{self, BenchCache};
 use crate::plot;
 use crate::util::{
-    check_fits, check_fits_in_memory, machine_memory_bytes, name_arg, out, outln, parse_size,
-    Progress,
+    check_fits, check_fits_in_memory, enum_arg, machine_memory_bytes, name_arg, out, outln,
+    parse_size,
 };
 use anyhow::{bail, Context};
 use multiarc_sim::opt::{OptPolicy, NEVER};
@@ -47,8 +48,8 @@ pub struct ReplayArgs {
     /// Trace format: ids, arc (the ARC paper's .lis), cloudphysics, csv.
     /// Default: arc for *.lis[.zst], cloudphysics for a CSV whose header
     /// starts with `version,`, else ids.
-    #[arg(long)]
-    format: Option<String>,
+    #[arg(long, value_parser = enum_arg::<FormatName>("trace format"))]
+    format: Option<FormatName>,
     /// Block size in bytes (at least 1), for cloudphysics byte ranges and
     /// byte capacities.
     #[arg(long, default_value = "8192", value_parser = crate::util::size_arg)]
@@ -76,6 +77,19 @@ pub struct ReplayArgs {
     json: bool,
 }
 
+/// The trace formats `--format` names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum FormatName {
+    /// One block id per line.
+    Ids,
+    /// The ARC paper's `.lis` traces.
+    Arc,
+    /// CloudPhysics CSV traces (byte ranges).
+    Cloudphysics,
+    /// Any CSV, the block id in `--id-column`.
+    Csv,
+}
+
 #[derive(Serialize)]
 struct ReplayResult {
     policy: String,
@@ -96,8 +110,8 @@ struct ReplayReport {
 fn parse_format(args: &ReplayArgs, source: &dyn TraceSource) -> anyhow::Result<TraceFormat> {
     let name = args.trace.to_string_lossy();
     let chosen = match &args.format {
-        Some(f) => f.clone(),
-        None if name.contains(".lis") => "arc".into(),
+        Some(f) => *f,
+        None if name.contains(".lis") => FormatName::Arc,
         None => {
             // The first bytes of the first line, read as bytes: a binary
             // file is the trace reader's to report, with its line.
@@ -108,28 +122,27 @@ fn parse_format(args: &ReplayArgs, source: &dyn TraceSource) -> anyhow::Result<T
                 .read_until(b'\n', &mut first)
                 .map_err(|e| anyhow::anyhow!("{}: line 1: read error: {e}", source.name()))?;
             if first.starts_with(b"version,") {
-                "cloudphysics".into()
+                FormatName::Cloudphysics
             } else {
-                "ids".into()
+                FormatName::Ids
             }
         }
     };
-    if args.id_column.is_some() && chosen != "csv" {
+    if args.id_column.is_some() && chosen != FormatName::Csv {
         bail!("--id-column applies to --format csv only");
     }
-    Ok(match chosen.as_str() {
-        "ids" => TraceFormat::Ids,
-        "arc" => TraceFormat::Arc,
-        "cloudphysics" => TraceFormat::CloudPhysics {
+    Ok(match chosen {
+        FormatName::Ids => TraceFormat::Ids,
+        FormatName::Arc => TraceFormat::Arc,
+        FormatName::Cloudphysics => TraceFormat::CloudPhysics {
             block_size: args.block_size,
         },
-        "csv" => TraceFormat::Csv {
+        FormatName::Csv => TraceFormat::Csv {
             id_column: args
                 .id_column
                 .context("--format csv needs --id-column N (0-based)")?,
             header: args.header,
         },
-        other => bail!("unknown trace format {other:?} (known: ids, arc, cloudphysics, csv)"),
     })
 }
 
@@ -322,7 +335,8 @@ impl NextUse {
         source: &dyn TraceSource,
         format: TraceFormat,
         first: Pass,
-        progress: &mut Progress,
+        bar: &Bar,
+        done: u64,
     ) -> anyhow::Result<NextUse> {
         let requests = first.requests;
         let narrow = requests < u32::MAX as u64;
@@ -352,11 +366,8 @@ impl NextUse {
                 }
             }
             i += 1;
-            if i.is_multiple_of(1 << 20) {
-                progress.update(&format!(
-                    "replay: opt: next uses {:.0}%",
-                    100.0 * i as f64 / requests as f64
-                ));
+            if i.is_multiple_of(1 << 18) {
+                bar.set_done(done + i);
             }
             Ok(())
         })?;
@@ -448,9 +459,9 @@ fn replay(
     policies: &[String],
     capacity: &[String],
     block_size: u64,
-    progress: &mut Progress,
+    bar: &Bar,
 ) -> anyhow::Result<Outcome> {
-    progress.update("replay: counting requests and distinct blocks");
+    bar.doing("counting requests and distinct blocks".to_string());
     // The distinct set is the one structure that grows with the trace:
     // stop when it would not fit in the memory available at the start.
     let memory = machine_memory_bytes();
@@ -492,8 +503,17 @@ fn replay(
         )?;
         capacities.push(blocks);
     }
-    let next = if policies.iter().any(|p| p == "opt") {
-        NextUse::compute(source, format, first, progress)?
+    // The passes still to come: opt's, then one per capacity.
+    let opt = policies.iter().any(|p| p == "opt");
+    let passes = capacities.len() as u64 + opt as u64;
+    bar.set_total(requests.saturating_mul(passes));
+    let mut done = 0u64;
+    let next = if opt {
+        bar.doing("opt: next uses".to_string());
+        let next = NextUse::compute(source, format, first, bar, done)?;
+        done += requests;
+        bar.set_done(done);
+        next
     } else {
         NextUse::None
     };
@@ -506,6 +526,11 @@ fn replay(
                 Ok((p.clone(), build_policy(p, built)?, 0))
             })
             .collect::<anyhow::Result<_>>()?;
+        bar.doing(format!(
+            "capacity {blocks} blocks ({}/{})",
+            ci + 1,
+            capacities.len()
+        ));
         let mut i = 0u64;
         let pass = for_each_block(source, format, |id| {
             if i >= requests {
@@ -520,16 +545,13 @@ fn replay(
             }
             i += 1;
             if i.is_multiple_of(1 << 18) {
-                progress.update(&format!(
-                    "replay: capacity {blocks} blocks ({}/{}): {:.0}%",
-                    ci + 1,
-                    capacities.len(),
-                    100.0 * i as f64 / requests as f64
-                ));
+                bar.set_done(done + i);
             }
             Ok(())
         })?;
         check_same(source, first, pass, &format!("capacity {blocks}"))?;
+        done += requests;
+        bar.set_done(done);
         for (name, _, hits) in running {
             results.push(ReplayResult {
                 policy: name,
@@ -567,7 +589,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
     for p in &policies {
         build_policy(p, 1)?; // unknown names fail before the long passes
     }
-    let mut progress = Progress::new(true);
+    let bar = Bar::counting("replay", 0, "requests", args.json);
     let Outcome {
         requests,
         distinct,
@@ -579,11 +601,9 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
         &policies,
         &args.capacity,
         args.block_size,
-        &mut progress,
+        &bar,
     )?;
-    progress.finish(&format!(
-        "replay: {requests} requests, {distinct} distinct blocks"
-    ));
+    bar.finish(&format!("{requests} requests, {distinct} distinct blocks"));
 
     if let Some(path) = &args.plot {
         let series: Vec<plot::Series> = policies
@@ -682,7 +702,7 @@ mod tests {
             &policies,
             &["2".to_string(), "3".to_string()],
             8192,
-            &mut Progress::new(false),
+            &Bar::hidden(),
         )
     }
 
@@ -777,7 +797,7 @@ mod tests {
                 &["opt".to_string(), "lru".to_string()],
                 &["2".to_string()],
                 8192,
-                &mut Progress::new(false),
+                &Bar::hidden(),
             )
             .err()
             .unwrap_or_else(|| panic!("appended before pass {at}: no error"))

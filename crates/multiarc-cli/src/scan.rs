@@ -7,9 +7,10 @@
 //! scan (which only ever enters MRU) should not reach them; LRU lets the scan
 //! flush them.
 
+use crate::harness::Bar;
 use crate::peers;
 use crate::replay::{build_policy, NextUse, POLICY_BYTES_PER_BLOCK};
-use crate::util::{check_fits_in_memory, human_bytes, name_arg, outln, size_arg, Progress};
+use crate::util::{check_fits_in_memory, enum_arg, human_bytes, name_arg, outln, size_arg};
 use anyhow::bail;
 use multiarc_sim::workload::{Uniform, Zipf};
 use serde::Serialize;
@@ -27,8 +28,8 @@ pub struct ScanArgs {
     #[arg(long, default_value_t = 0.5)]
     hot_fraction: f64,
     /// Hot-set access pattern: zipf or uniform.
-    #[arg(long, default_value = "zipf")]
-    pattern: String,
+    #[arg(long, value_parser = enum_arg::<Pattern>("pattern"), default_value = "zipf")]
+    pattern: Pattern,
     /// The scan's length in cache sizes.
     #[arg(long, default_value_t = 10)]
     scan_multiple: u64,
@@ -38,6 +39,25 @@ pub struct ScanArgs {
     /// Print one JSON document on stdout instead of a table.
     #[arg(long)]
     json: bool,
+}
+
+/// The hot set's access pattern (`--pattern`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Pattern {
+    /// Zipf, exponent 0.9.
+    Zipf,
+    /// Every hot block alike.
+    Uniform,
+}
+
+impl Pattern {
+    /// The name `--pattern` takes (and the JSON and the table show).
+    fn name(self) -> &'static str {
+        match self {
+            Pattern::Zipf => "zipf",
+            Pattern::Uniform => "uniform",
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -66,11 +86,10 @@ enum HotSet {
 impl HotSet {
     const SEED: u64 = 0x1234_5678_9ABC_DEF1;
 
-    fn new(blocks: u64, zipf: bool) -> HotSet {
-        if zipf {
-            HotSet::Zipf(Zipf::new(blocks, 0.9, Self::SEED))
-        } else {
-            HotSet::Uniform(Uniform::new(blocks, Self::SEED))
+    fn new(blocks: u64, pattern: Pattern) -> HotSet {
+        match pattern {
+            Pattern::Zipf => HotSet::Zipf(Zipf::new(blocks, 0.9, Self::SEED)),
+            Pattern::Uniform => HotSet::Uniform(Uniform::new(blocks, Self::SEED)),
         }
     }
 
@@ -85,11 +104,6 @@ impl HotSet {
 
 /// Runs the scenario.
 pub fn run(args: ScanArgs) -> anyhow::Result<()> {
-    let zipf = match args.pattern.as_str() {
-        "zipf" => true,
-        "uniform" => false,
-        other => bail!("unknown pattern {other:?} (known: zipf, uniform)"),
-    };
     if !(args.hot_fraction > 0.0 && args.hot_fraction < 1.0) {
         bail!(
             "--hot-fraction must be between 0 and 1 (exclusive), got {}",
@@ -134,14 +148,14 @@ pub fn run(args: ScanArgs) -> anyhow::Result<()> {
     }
     // Before: warm up (10 passes' worth of hot reads), then measure as many.
     let phase_reads = 10 * hot_blocks;
-    let mut progress = Progress::new(true);
+    let bar = Bar::counting("scan", policies.len() as u64, "policies", args.json);
     let mut results = Vec::new();
     for name in &policies {
         if name == "opt" {
             bail!("opt needs the future and does not apply here");
         }
         let mut policy = build_policy(name, capacity)?;
-        let mut hot = HotSet::new(hot_blocks, zipf);
+        let mut hot = HotSet::new(hot_blocks, args.pattern);
         let none = NextUse::None;
         let mut access = |id: u64| policy.access(0, id, &none);
         for _ in 0..phase_reads {
@@ -161,7 +175,7 @@ pub fn run(args: ScanArgs) -> anyhow::Result<()> {
             }
             hits as f64 / n as f64
         };
-        progress.update(&format!("scan: {name}"));
+        bar.doing(name.clone());
         let before = measure(phase_reads, &mut access, &mut hot, &mut None);
         let during = measure(scan_blocks, &mut access, &mut hot, &mut Some(0));
         let after = measure(phase_reads, &mut access, &mut hot, &mut None);
@@ -172,8 +186,9 @@ pub fn run(args: ScanArgs) -> anyhow::Result<()> {
             after,
             protected_share: during / before,
         });
+        bar.runs_done(1);
     }
-    progress.finish(&format!("scan: {} policies", policies.len()));
+    bar.finish(&format!("{} policies", policies.len()));
     if args.json {
         let report = ScanReport {
             config: serde_json::json!({
@@ -181,7 +196,7 @@ pub fn run(args: ScanArgs) -> anyhow::Result<()> {
                 "block_size": args.block_size,
                 "capacity_blocks": capacity,
                 "hot_blocks": hot_blocks,
-                "pattern": args.pattern,
+                "pattern": args.pattern.name(),
                 "scan_blocks": scan_blocks,
             }),
             results,
@@ -191,7 +206,7 @@ pub fn run(args: ScanArgs) -> anyhow::Result<()> {
     }
     outln!(
         "hot set {hot_blocks} blocks ({} pattern) in a {capacity}-block cache; scan of {scan_blocks} new blocks interleaved 1:1 with hot reads",
-        args.pattern
+        args.pattern.name()
     )?;
     outln!(
         "{:<15} {:>8} {:>8} {:>8} {:>12}",

@@ -1,8 +1,7 @@
-//! Shared command-line helpers: sizes, lists, progress output.
+//! Shared command-line helpers: sizes, lists, output.
 
 use anyhow::{bail, Context};
-use std::io::{IsTerminal, Write};
-use std::time::{Duration, Instant};
+use std::io::Write;
 
 /// Parses a byte size: plain bytes (`8192`) or a number with a binary or
 /// decimal unit (`8KiB`, `64MiB`, `1GiB`, `1.5GiB`, `4k`, `10MB`).
@@ -361,62 +360,6 @@ pub fn text_table<S: Into<comfy_table::Cell>>(
         });
     }
     table
-}
-
-/// A progress line on stderr: rewritten in place on a terminal, printed at
-/// most every few seconds otherwise (CI logs), silent when disabled.
-pub struct Progress {
-    enabled: bool,
-    tty: bool,
-    last: Option<Instant>,
-}
-
-impl Progress {
-    /// A progress reporter; `enabled = false` makes every call a no-op.
-    pub fn new(enabled: bool) -> Progress {
-        Progress {
-            enabled,
-            tty: std::io::stderr().is_terminal(),
-            last: None,
-        }
-    }
-
-    /// Shows `msg` (rate-limited when stderr is not a terminal).
-    pub fn update(&mut self, msg: &str) {
-        if !self.enabled {
-            return;
-        }
-        let now = Instant::now();
-        let min_gap = if self.tty {
-            Duration::from_millis(100)
-        } else {
-            Duration::from_secs(5)
-        };
-        if self.last.is_some_and(|t| now.duration_since(t) < min_gap) {
-            return;
-        }
-        self.last = Some(now);
-        let mut err = std::io::stderr().lock();
-        if self.tty {
-            let _ = write!(err, "\r\x1b[2K{msg}");
-        } else {
-            let _ = writeln!(err, "{msg}");
-        }
-        let _ = err.flush();
-    }
-
-    /// Ends the progress line (a final message is always printed).
-    pub fn finish(&mut self, msg: &str) {
-        if !self.enabled {
-            return;
-        }
-        let mut err = std::io::stderr().lock();
-        if self.tty {
-            let _ = writeln!(err, "\r\x1b[2K{msg}");
-        } else {
-            let _ = writeln!(err, "{msg}");
-        }
-    }
 }
 
 /// Locking a std mutex, ignoring poisoning: a panicked thread (a bench

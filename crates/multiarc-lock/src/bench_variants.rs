@@ -89,3 +89,103 @@ unsafe impl lock_api::RawMutex for RawSpinWakeAll {
         self.word.load(Relaxed) != FREE
     }
 }
+
+/// A `pthread_mutex_t` (default attributes) guarding a `T`: the C library's
+/// mutex, as `multiarc lockbench` measures it. The mutex is boxed because
+/// POSIX forbids moving an initialised mutex.
+#[cfg(unix)]
+pub struct PthreadMutex<T> {
+    mutex: Box<std::cell::UnsafeCell<libc::pthread_mutex_t>>,
+    data: std::cell::UnsafeCell<T>,
+}
+
+/// Size of a `pthread_mutex_t` without data, in bytes (the mutex itself;
+/// [`PthreadMutex`] holds it behind a pointer).
+#[cfg(unix)]
+pub const PTHREAD_MUTEX_SIZE: usize = std::mem::size_of::<libc::pthread_mutex_t>();
+
+// SAFETY: a pthread mutex may be locked and unlocked from any thread, and
+// `data` is only reached through a guard, that is while the mutex is held;
+// `T: Send` is what moving the data's access between threads needs.
+#[cfg(unix)]
+unsafe impl<T: Send> Send for PthreadMutex<T> {}
+// SAFETY: as above: shared references only ever hand out the data under the
+// mutex, one guard at a time.
+#[cfg(unix)]
+unsafe impl<T: Send> Sync for PthreadMutex<T> {}
+
+#[cfg(unix)]
+impl<T> PthreadMutex<T> {
+    /// A new, unlocked mutex guarding `data`.
+    pub fn new(data: T) -> Self {
+        // SAFETY: an all-zero `pthread_mutex_t` is valid storage to pass to
+        // `pthread_mutex_init`, which initialises it in place.
+        let mutex = Box::new(std::cell::UnsafeCell::new(unsafe { std::mem::zeroed() }));
+        // SAFETY: `mutex` points to writable storage that never moves (it is
+        // boxed); a null attribute pointer selects the default mutex type.
+        let rc = unsafe { libc::pthread_mutex_init(mutex.get(), std::ptr::null()) };
+        assert_eq!(rc, 0, "pthread_mutex_init failed");
+        PthreadMutex {
+            mutex,
+            data: std::cell::UnsafeCell::new(data),
+        }
+    }
+
+    /// Locks the mutex (blocking); unlocks when the guard is dropped.
+    pub fn lock(&self) -> PthreadMutexGuard<'_, T> {
+        // SAFETY: the mutex was initialised in `new` and is destroyed only in
+        // `drop`, which cannot run while `self` is borrowed.
+        let rc = unsafe { libc::pthread_mutex_lock(self.mutex.get()) };
+        assert_eq!(rc, 0, "pthread_mutex_lock failed");
+        PthreadMutexGuard {
+            lock: self,
+            _not_send: std::marker::PhantomData,
+        }
+    }
+}
+
+#[cfg(unix)]
+impl<T> Drop for PthreadMutex<T> {
+    fn drop(&mut self) {
+        // SAFETY: initialised in `new`, and unlocked: no guard outlives the
+        // borrow of `self` that `drop`'s `&mut self` excludes.
+        unsafe { libc::pthread_mutex_destroy(self.mutex.get()) };
+    }
+}
+
+/// Exclusive access to a [`PthreadMutex`]'s data; unlocks when dropped.
+#[cfg(unix)]
+pub struct PthreadMutexGuard<'a, T> {
+    lock: &'a PthreadMutex<T>,
+    /// Not `Send`: a pthread mutex must be unlocked by the thread that
+    /// locked it.
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+#[cfg(unix)]
+impl<T> std::ops::Deref for PthreadMutexGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: the guard holds the mutex, so no other reference to the
+        // data exists.
+        unsafe { &*self.lock.data.get() }
+    }
+}
+
+#[cfg(unix)]
+impl<T> std::ops::DerefMut for PthreadMutexGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: as in `deref`, and `&mut self` makes this the only
+        // reference through the guard.
+        unsafe { &mut *self.lock.data.get() }
+    }
+}
+
+#[cfg(unix)]
+impl<T> Drop for PthreadMutexGuard<'_, T> {
+    fn drop(&mut self) {
+        // SAFETY: this guard locked the mutex in `lock`, on this thread (the
+        // guard is not `Send`), and unlocks it once.
+        unsafe { libc::pthread_mutex_unlock(self.lock.mutex.get()) };
+    }
+}

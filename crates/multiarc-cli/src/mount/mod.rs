@@ -2,9 +2,11 @@
 //! `multiarc stats` and `multiarc set`: its control files.
 //!
 //! The mount process checks its arguments, then (without `--foreground`)
-//! forks before any thread exists; the child mounts, tells the parent over a
-//! pipe that the mount is ready (or why it failed) and serves requests, so
-//! the command returns once the mount can be used. Unmounting
+//! starts itself again as the mount process (the same binary and arguments
+//! plus a hidden flag) with its stdout a pipe back; that process mounts,
+//! tells the waiting one over the pipe that the mount is ready (or why it
+//! failed) and serves requests, so the command returns once the mount can be
+//! used. Unmounting
 //! (`fusermount3 -u`, or SIGINT/SIGTERM/SIGHUP to the mount process) ends the
 //! session; every dirty block is written back before the process exits.
 
@@ -68,7 +70,14 @@ pub struct MountArgs {
     /// Seconds between periodic write-back passes (for tests).
     #[arg(long, default_value = "5", hide = true, value_parser = seconds_arg)]
     writeback_interval: f64,
+    /// Internal: this is the background mount process, started by `mount`
+    /// without `--foreground`; it reports readiness on its stdout.
+    #[arg(long, hide = true)]
+    daemon_child: bool,
 }
+
+/// The hidden flag of the background mount process.
+const DAEMON_CHILD_FLAG: &str = "--daemon-child";
 
 fn seconds_arg(text: &str) -> Result<f64, String> {
     match text.trim().parse::<f64>() {
@@ -79,15 +88,16 @@ fn seconds_arg(text: &str) -> Result<f64, String> {
     }
 }
 
-/// The `--log` file, opened before the fork (and before `chdir("/")`).
+/// The `--log` file, opened before the mount process detaches (and before
+/// `chdir("/")`).
 static LOG: std::sync::OnceLock<std::fs::File> = std::sync::OnceLock::new();
 
 /// Where the mount process reports whether the mount came up: its own
-/// stderr, or the pipe to the parent waiting for the daemon. The first
-/// report wins: "ready" once a request was served, or the error that ended
-/// the mount before that.
+/// stderr, or its stdout, a pipe to the `mount` command waiting for it. The
+/// first report wins: "ready" once a request was served, or the error that
+/// ended the mount before that.
 struct Ready {
-    pipe: std::sync::Mutex<Option<std::fs::File>>,
+    pipe: std::sync::Mutex<Option<std::io::Stdout>>,
     foreground: bool,
 }
 
@@ -102,7 +112,9 @@ impl Ready {
         let pipe = self.pipe.lock_unpoisoned().take();
         if let Some(mut pipe) = pipe {
             let _ = pipe.write_all(b"ok\n");
-            drop(pipe);
+            let _ = pipe.flush();
+            // Stdout (the pipe) and stderr now point at /dev/null (or the
+            // log): the waiting command has what it waited for.
             detach_stdio();
         }
     }
@@ -115,6 +127,7 @@ impl Ready {
             Some(mut pipe) => {
                 let line = format!("{e:#}").replace('\n', " ");
                 let _ = writeln!(pipe, "{line}");
+                let _ = pipe.flush();
                 true
             }
             None => false,
@@ -334,8 +347,11 @@ impl log::Log for StderrLog {
 
 pub fn run(mut args: MountArgs) -> anyhow::Result<()> {
     let (backing, mountpoint) = check_args(&args)?;
+    // The background mount process repeats the checks; the warnings were
+    // printed (and logged) by the command that started it.
+    let warn = !args.daemon_child;
     let (max_bytes, warning) = crate::util::clamp_cache_target(args.max_bytes);
-    if let Some(w) = warning {
+    if let Some(w) = warning.filter(|_| warn) {
         eprintln!("multiarc: warning: --max-bytes: {w}");
     }
     args.max_bytes = max_bytes;
@@ -350,7 +366,7 @@ pub fn run(mut args: MountArgs) -> anyhow::Result<()> {
             .with_context(|| format!("--log {}", path.display()))?;
         let _ = LOG.set(file);
     }
-    if backing.join(ctltree::CTL_DIR).symlink_metadata().is_ok() {
+    if warn && backing.join(ctltree::CTL_DIR).symlink_metadata().is_ok() {
         let msg = format!(
             "multiarc: warning: {} is hidden by the mount's control directory \
              (unreachable through {}; it stays in the backing directory)",
@@ -362,6 +378,10 @@ pub fn run(mut args: MountArgs) -> anyhow::Result<()> {
             let _ = writeln!(log, "{msg}");
         }
     }
+    if !args.foreground && !args.daemon_child {
+        // Returns only on an error starting the mount process.
+        wait_for_mount_process()?;
+    }
     raise_nofile_limit();
     let ready = Arc::new(if args.foreground {
         Ready {
@@ -369,7 +389,7 @@ pub fn run(mut args: MountArgs) -> anyhow::Result<()> {
             foreground: true,
         }
     } else {
-        daemonize()?
+        detach()
     });
     let result = serve(&args, backing, mountpoint, Arc::clone(&ready));
     if let Err(e) = &result {
@@ -384,48 +404,66 @@ pub fn run(mut args: MountArgs) -> anyhow::Result<()> {
     result
 }
 
-/// Forks: the parent waits for the child's report and exits; the child
-/// returns the pipe to report on. Called before any thread is started.
-fn daemonize() -> anyhow::Result<Ready> {
-    let (rd, wr) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
-        .map_err(|e| anyhow!("pipe: {e}"))?;
-    // SAFETY: no other thread exists yet (argument parsing only).
-    match unsafe { libc::fork() } {
-        -1 => bail!("fork: {}", std::io::Error::last_os_error()),
-        0 => {
-            drop(rd);
-            let _ = rustix::process::setsid();
-            let _ = std::env::set_current_dir("/");
-            Ok(Ready {
-                pipe: std::sync::Mutex::new(Some(std::fs::File::from(wr))),
-                foreground: false,
-            })
+/// Starts the background mount process (this binary, these arguments and
+/// [`DAEMON_CHILD_FLAG`]) with its stdout a pipe, and waits for its report:
+/// exits 0 when it says the mount is ready, 1 with its error line when the
+/// mount failed. Returns an error when it cannot be started or ends without
+/// a report.
+fn wait_for_mount_process() -> anyhow::Result<()> {
+    let exe = std::env::current_exe().context("finding this program to start the mount process")?;
+    // `multiarc mount ARGS...` becomes `multiarc mount --daemon-child ARGS...`
+    // (the flag right after the subcommand, so that it stays an option even
+    // after a `--`).
+    let mut args = std::env::args_os().skip(1);
+    let subcommand = args.next().unwrap_or_else(|| "mount".into());
+    let mut child = std::process::Command::new(&exe)
+        .arg(subcommand)
+        .arg(DAEMON_CHILD_FLAG)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .with_context(|| format!("starting the mount process {}", exe.display()))?;
+    let mut pipe = child.stdout.take().context("the mount process's stdout")?;
+    // One line: "ok", or the error. End of file without one: the child died
+    // without a word.
+    let mut report = Vec::new();
+    let mut byte = [0u8; 1];
+    while let Ok(1) = pipe.read(&mut byte) {
+        if byte[0] == b'\n' {
+            break;
         }
-        _child => {
-            drop(wr);
-            let mut pipe = std::fs::File::from(rd);
-            // One line: "ok", or the error. End of file without one: the
-            // child died without a word.
-            let mut report = Vec::new();
-            let mut byte = [0u8; 1];
-            while let Ok(1) = pipe.read(&mut byte) {
-                if byte[0] == b'\n' {
-                    break;
-                }
-                report.push(byte[0]);
-            }
-            let report = String::from_utf8_lossy(&report);
-            let line = report.trim();
-            if line == "ok" {
-                std::process::exit(0);
-            }
-            if line.is_empty() {
-                bail!("the mount process exited before the mount was ready");
-            }
-            // The child's error is already one line of context; print as is.
-            eprintln!("multiarc: error: {line}");
-            std::process::exit(1);
-        }
+        report.push(byte[0]);
+    }
+    drop(pipe);
+    let report = String::from_utf8_lossy(&report);
+    let line = report.trim();
+    if line == "ok" {
+        std::process::exit(0);
+    }
+    if line.is_empty() {
+        let status = child
+            .wait()
+            .map_or_else(|e| format!("unknown ({e})"), |s| s.to_string());
+        bail!("the mount process exited before the mount was ready ({status})");
+    }
+    // The child's error is already one line of context; print as is. (It
+    // exits by itself once it has reported.)
+    let _ = child.wait();
+    eprintln!("multiarc: error: {line}");
+    std::process::exit(1);
+}
+
+/// The background mount process: its own session (no controlling terminal,
+/// so the terminal's hang-up does not reach it), `/` as its directory (not
+/// to keep the caller's busy), and its stdout the pipe to report on.
+fn detach() -> Ready {
+    let _ = rustix::process::setsid();
+    let _ = std::env::set_current_dir("/");
+    Ready {
+        pipe: std::sync::Mutex::new(Some(std::io::stdout())),
+        foreground: false,
     }
 }
 

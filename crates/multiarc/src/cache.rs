@@ -259,6 +259,16 @@ impl<K: Key> Cache<K> {
         })
     }
 
+    /// Makes every read (`reads`) or write (`writes`) of the second tier's
+    /// device fail with EIO until called again: for fault-injection tests
+    /// of callers and of the tier. No effect without a second tier.
+    #[doc(hidden)]
+    pub fn l2_inject_faults(&self, reads: bool, writes: bool) {
+        dispatch!(&self.shared, core => if let Some(tier) = &core.l2 {
+            tier.set_faults(reads, writes);
+        })
+    }
+
     /// A [`Builder`] for a cache.
     pub fn builder() -> Builder<K> {
         Builder::new()

@@ -286,9 +286,14 @@ impl<K> Builder<K> {
                 "l2 size for {path} must be greater than 0"
             )));
         }
-        if l2.write_max == 0 || l2.write_max > l2.bytes / 2 {
+        let mut l2 = l2.clone();
+        if l2.write_max == 0 {
+            // The default: 8 MiB, or a sixteenth of a small device.
+            l2.write_max = (8 << 20).min((l2.bytes / 16) / 4096 * 4096).max(4096);
+        }
+        if l2.write_max > l2.bytes / 2 {
             return Err(ConfigError::new(format!(
-                "l2_write_max ({}) must be between 1 and half the l2 size ({})",
+                "l2_write_max ({}) must be at most half the l2 size ({})",
                 l2.write_max,
                 l2.bytes / 2
             )));
@@ -308,14 +313,15 @@ impl<K> Builder<K> {
                 l2.feed_min_interval, l2.feed_interval
             )));
         }
-        Ok(Some(l2.clone()))
+        Ok(Some(l2))
     }
 
     fn l2_mut(&mut self) -> &mut L2Config {
         self.l2.get_or_insert_with(|| L2Config {
             path: PathBuf::new(),
             bytes: 0,
-            write_max: 8 << 20,
+            // 0: the default, resolved against the size (`l2_config`).
+            write_max: 0,
             headroom: 2,
             feed_interval: Duration::from_secs(1),
             feed_min_interval: Duration::from_millis(200),
@@ -350,9 +356,10 @@ impl<K: PersistentKey> Builder<K> {
     }
 
     /// `l2arc_write_max`: bytes written to the second tier per feed
-    /// (default 8 MiB).
+    /// (default 8 MiB, or a sixteenth of a device smaller than 128 MiB);
+    /// at most half the device.
     pub fn l2_write_max(mut self, bytes: u64) -> Builder<K> {
-        self.l2_mut().write_max = bytes;
+        self.l2_mut().write_max = bytes.max(1);
         self
     }
 

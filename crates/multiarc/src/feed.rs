@@ -13,7 +13,7 @@
 //! Who feeds: the feed thread, every `feed_interval` (every
 //! `feed_min_interval` while feeds fill more than half their batch, ZFS's
 //! "feed again"), or, with inline eviction, the inserting thread itself,
-//! synchronously, once the cache is full and half a batch has been inserted
+//! synchronously, once the cache is full and a batch's worth has been inserted
 //! since the last feed (deterministic, for tests and `replay`).
 
 use crate::counter::thread_random;
@@ -70,7 +70,7 @@ pub(crate) fn feed_once<K: Key, M>(core: &Core<K, M>) -> u64 {
                     continue;
                 }
                 match batch.add(&key, e.data_prefix(len), now == State::Mfu) {
-                    Added::Added | Added::Present => {}
+                    Added::Copied | Added::Present => {}
                     Added::Full => break 'lists,
                 }
             }
@@ -86,8 +86,8 @@ pub(crate) fn feed_once<K: Key, M>(core: &Core<K, M>) -> u64 {
     }
 }
 
-/// Inline eviction: feeds synchronously once the cache is full and half a
-/// batch has been inserted since the last feed (`size`: the insert's bytes,
+/// Inline eviction: feeds synchronously once the cache is full and a batch's
+/// worth has been inserted since the last feed (`size`: the insert's bytes,
 /// counted as the device will store them, in whole 4 KiB units, since a
 /// batch's size is counted so).
 pub(crate) fn feed_inline<K: Key, M>(core: &Core<K, M>, size: u64) {
@@ -96,7 +96,7 @@ pub(crate) fn feed_inline<K: Key, M>(core: &Core<K, M>, size: u64) {
     };
     let size = size.max(1).next_multiple_of(4096);
     let unfed = core.l2_unfed.fetch_add(size, Ordering::Relaxed) + size;
-    if unfed >= tier.config().write_max / 2 && core.sizes().data() > core.c() {
+    if unfed >= tier.config().write_max && core.sizes().data() > core.c() {
         core.l2_unfed.store(0, Ordering::Relaxed);
         feed_once(core);
     }

@@ -255,8 +255,12 @@ fn bad_devices_are_refused_with_one_clear_error() {
     assert!(e.contains("too small"), "{e}");
     let e = err(base().l2("/nonexistent-dir/l2.dev", 8 << 20));
     assert!(e.contains("/nonexistent-dir/l2.dev"), "{e}");
-    let e = err(base().l2(device("huge"), 1 << 60));
-    assert!(e.contains("free space") || e.contains("space"), "{e}");
+    let e = err(base().l2(device("huge"), 8 << 40));
+    assert!(e.contains("free space"), "{e}");
+    let e = err(base().l2(device("too-huge"), 1 << 60));
+    assert!(e.contains("largest device"), "{e}");
+    let e = err(base().l2(device("half"), 8 << 20).l2_write_max(5 << 20));
+    assert!(e.contains("at most half"), "{e}");
     let e = err(base().l2(device("zero"), 0));
     assert!(e.contains("greater than 0"), "{e}");
 

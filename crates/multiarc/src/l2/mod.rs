@@ -13,16 +13,37 @@
 //! The feed thread that chooses *which* buffers to write lives with the
 //! cache (`feed.rs`), as OpenZFS's `l2arc_feed_thread` lives in `arc.c`.
 //!
-//! API CONTRACT (the skeleton the implementation fills in; keep the
-//! signatures, the cache side is written against them).
+//! Why it cannot return wrong bytes: every buffer's checksum is kept in
+//! its header and checked on every read; a copy whose key was rewritten or
+//! removed in memory is dropped first (`invalidate`, under the key's lock
+//! in the cache, which a feed copying the old bytes also holds); a batch
+//! marks its keys as being written and turns them into records only if
+//! they are still its own when the write is done; what the hand is about
+//! to overwrite leaves the index before the write, and the device header
+//! names that region first, so a rebuild after a crash skips it. A crash
+//! loses at most the batch being written.
+//!
+//! Where the hand's overwrites are found: by a pass over the index
+//! (`Index::evict_range`), once per batch; at one batch a second that is a
+//! few milliseconds for millions of records, and it needs no memory beyond
+//! the records themselves (16 bytes each besides the key).
 
-#![allow(dead_code)] // until the cache side uses every part
+mod checksum;
+mod device;
+mod format;
+mod index;
 
 use crate::key::Key;
+use crate::lock::Mutex;
+use device::{units, AlignedBuf, Device, UNIT};
+use format::{decode_log, encode_log, log_len, Header, HeaderProblem, LogPtr};
+use index::{Index, Rec, MAX_LEN};
 use std::io;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 /// The second tier's tunables (`Builder::l2*`), with OpenZFS's names where
 /// they fit.
@@ -109,79 +130,512 @@ pub(crate) struct L2Figures {
 /// Outcome of `Batch::add`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Added {
-    Added,
+    /// Copied into the batch.
+    Copied,
     /// The batch cannot take these bytes: the feed should stop.
     Full,
     /// The key is already on the device or being written.
     Present,
 }
 
+/// The ring's write state.
+struct Ring {
+    /// Where the next batch goes.
+    hand: u64,
+    /// The newest log block (the header's pointer).
+    newest: LogPtr,
+    /// The hand has gone round at least once (or the device held data on
+    /// start): an overwrite may meet records.
+    wrapped: bool,
+}
+
+/// The rebuild's state, for `wait_rebuild`.
+struct Rebuild {
+    running: AtomicBool,
+    done: std::sync::Mutex<bool>,
+    finished: Condvar,
+    stop: AtomicBool,
+    thread: std::sync::Mutex<Option<JoinHandle<()>>>,
+}
+
+#[derive(Default)]
+struct Counters {
+    hits: AtomicU64,
+    misses: AtomicU64,
+    size: AtomicU64,
+    writes: AtomicU64,
+    write_bytes: AtomicU64,
+    evictions: AtomicU64,
+    cksum_bad: AtomicU64,
+    io_errors: AtomicU64,
+    rebuild_blocks: AtomicU64,
+    rebuild_ms: AtomicU64,
+}
+
 /// The device and its index.
 pub(crate) struct Tier<K> {
-    _k: std::marker::PhantomData<K>,
+    config: L2Config,
+    codec: KeyCodec<K>,
+    device: Device,
+    index: Index<K>,
+    ring: Mutex<Ring>,
+    ring_start: u64,
+    ring_end: u64,
+    /// The largest log block of a batch.
+    max_log: u64,
+    next_batch: AtomicU32,
+    rebuild: Rebuild,
+    counters: Counters,
 }
 
 /// One feed's buffers, copied.
 pub(crate) struct Batch<'a, K: Key> {
     tier: &'a Tier<K>,
+    id: u32,
+    /// The buffers, each at a unit boundary, then room for the log block.
+    buf: AlignedBuf,
+    /// Bytes of buffers (padded).
+    used: u64,
+    entries: Vec<BatchEntry<K>>,
+}
+
+struct BatchEntry<K> {
+    key: K,
+    /// Offset in the batch.
+    at: u64,
+    len: u32,
+    mfu: bool,
+    cksum: u64,
+}
+
+fn bad_config(what: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, what)
 }
 
 impl<K: Key> Tier<K> {
-    /// Opens the device (creating a missing regular file of `config.bytes`),
+    /// Opens (creating a missing regular file of `config.bytes`),
     /// takes an exclusive lock on it, and starts the rebuild of the index
     /// in the background when the header is valid and matches. Errors
     /// (one clear line, naming the path): unwritable path, device too
     /// small for one log block, `bytes` above the free space or the block
     /// device's size, the device locked by another cache.
-    pub(crate) fn open(_config: L2Config, _codec: KeyCodec<K>) -> io::Result<Arc<Tier<K>>> {
-        unimplemented!()
+    pub(crate) fn open(config: L2Config, codec: KeyCodec<K>) -> io::Result<Arc<Tier<K>>> {
+        let path = config.path.display().to_string();
+        let ring_start = UNIT;
+        let ring_end = config.bytes / UNIT * UNIT;
+        let max_log = log_len((config.write_max / UNIT).max(1) as usize, codec.len);
+        let min = ring_start + UNIT + log_len(1, codec.len);
+        if config.bytes < min {
+            return Err(bad_config(format!(
+                "l2 device {path}: {} bytes is too small: it needs at least {min} (a header, one log block and one block)",
+                config.bytes
+            )));
+        }
+        if units(config.write_max) + max_log > ring_end - ring_start {
+            return Err(bad_config(format!(
+                "l2 device {path}: {} bytes is too small for a batch of l2_write_max ({} bytes) and its log block",
+                config.bytes, config.write_max
+            )));
+        }
+        if ring_end / UNIT > u32::MAX as u64 {
+            return Err(bad_config(format!(
+                "l2 device {path}: {} bytes is above the largest device, 16 TiB",
+                config.bytes
+            )));
+        }
+        let device = Device::open(&config.path, config.bytes, config.direct)?;
+        let mut head = AlignedBuf::zeroed(UNIT as usize);
+        device.read_at(&mut head, 0).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("l2 device {path}: cannot read its header: {e}"),
+            )
+        })?;
+        let found = Header::decode(head.bytes());
+        let usable = match found {
+            Ok(h) if h.identity != config.identity => Err(format!(
+                "written by another cache (identity {}, this one {})",
+                h.identity, config.identity
+            )),
+            Ok(h) if h.device_bytes != config.bytes => Err(format!(
+                "written as a device of {} bytes, now {}",
+                h.device_bytes, config.bytes
+            )),
+            Ok(h) if h.key_len as usize != codec.len => Err(format!(
+                "written with {}-byte keys, these are {} bytes",
+                h.key_len, codec.len
+            )),
+            Ok(_) if !config.rebuild => Err("l2_rebuild is off".to_string()),
+            Ok(h) if h.newest.is_none() => Err(String::new()),
+            Ok(h) => Ok(h),
+            Err(HeaderProblem::Blank) => Err(String::new()),
+            Err(HeaderProblem::Unreadable) => Err("its header is unreadable".to_string()),
+            Err(HeaderProblem::Version(v)) => Err(format!(
+                "its header is of format version {v}, this is {}",
+                format::VERSION
+            )),
+        };
+        let (ring, header) = match &usable {
+            Ok(h) => (
+                Ring {
+                    hand: h.newest.offset + h.newest.len as u64,
+                    newest: h.newest,
+                    wrapped: true,
+                },
+                Some(*h),
+            ),
+            Err(why) => {
+                if !why.is_empty() {
+                    eprintln!("multiarc: l2 device {path}: {why}, starting empty");
+                }
+                (
+                    Ring {
+                        hand: ring_start,
+                        newest: LogPtr::default(),
+                        wrapped: false,
+                    },
+                    None,
+                )
+            }
+        };
+        let tier = Arc::new(Tier {
+            codec,
+            device,
+            index: Index::new(),
+            ring: Mutex::new(ring),
+            ring_start,
+            ring_end,
+            max_log,
+            next_batch: AtomicU32::new(1),
+            rebuild: Rebuild {
+                running: AtomicBool::new(header.is_some()),
+                done: std::sync::Mutex::new(header.is_none()),
+                finished: Condvar::new(),
+                stop: AtomicBool::new(false),
+                thread: std::sync::Mutex::new(None),
+            },
+            counters: Counters::default(),
+            config,
+        });
+        match header {
+            None => {
+                // A fresh header: older log blocks are unreachable from it.
+                let ring = tier.ring.lock();
+                tier.write_header(&ring, (0, 0)).map_err(|e| {
+                    io::Error::new(
+                        e.kind(),
+                        format!("l2 device {path}: cannot write its header: {e}"),
+                    )
+                })?;
+            }
+            Some(h) => {
+                tier.index.set_rebuilding(true);
+                let t = Arc::clone(&tier);
+                let handle = std::thread::Builder::new()
+                    .name("multiarc-l2-rebuild".into())
+                    .spawn(move || t.rebuild_from(h))
+                    .map_err(|e| {
+                        io::Error::new(
+                            e.kind(),
+                            format!("l2 device {path}: cannot start its rebuild: {e}"),
+                        )
+                    })?;
+                *crate::sync::unpoisoned(tier.rebuild.thread.lock()) = Some(handle);
+            }
+        }
+        Ok(tier)
     }
 
     pub(crate) fn config(&self) -> &L2Config {
-        unimplemented!()
+        &self.config
+    }
+
+    fn write_header(&self, ring: &Ring, trim: (u64, u64)) -> io::Result<()> {
+        let mut b = AlignedBuf::zeroed(UNIT as usize);
+        Header {
+            identity: self.config.identity,
+            device_bytes: self.config.bytes,
+            key_len: self.codec.len as u32,
+            newest: ring.newest,
+            trim,
+        }
+        .encode(b.bytes_mut());
+        self.device.write_at(&b, 0)
+    }
+
+    /// The rebuild thread: walks the log blocks back from the header's
+    /// newest, restoring records newest first.
+    fn rebuild_from(&self, h: Header) {
+        let started = Instant::now();
+        let ring_len = self.ring_end - self.ring_start;
+        let top = h.newest.offset + h.newest.len as u64;
+        // How far back from the newest data's end `x` is, in (0, ring_len].
+        let back = |x: u64| ((top + ring_len - x - 1) % ring_len) + 1;
+        let mut ptr = h.newest;
+        let mut covered = 0u64;
+        let mut blocks = 0u64;
+        while !ptr.is_none() && !self.rebuild.stop.load(Ordering::Relaxed) {
+            let log_end = ptr.offset + ptr.len as u64;
+            if ptr.offset < self.ring_start
+                || log_end > self.ring_end
+                || !(ptr.len as u64).is_multiple_of(UNIT)
+            {
+                break;
+            }
+            let mut b = AlignedBuf::zeroed(ptr.len as usize);
+            if self.device.read_at(&mut b, ptr.offset).is_err() {
+                self.counters.io_errors.fetch_add(1, Ordering::Relaxed);
+                break;
+            }
+            blocks += 1;
+            let Some(log) = decode_log(b.bytes(), &ptr, self.codec.len) else {
+                break;
+            };
+            // Its batch, [start, log_end): intact, not under the trim, and
+            // older than everything walked so far.
+            if log.start < self.ring_start || log.start > ptr.offset {
+                break;
+            }
+            let (lo, hi) = (log.start, log_end);
+            if lo < h.trim.1 && h.trim.0 < hi {
+                break;
+            }
+            let span = back(lo);
+            if span <= covered {
+                break;
+            }
+            covered = span;
+            for e in &log.entries {
+                let end = e.offset + units(e.len as u64).max(UNIT);
+                if e.offset < lo
+                    || end > ptr.offset
+                    || e.offset % UNIT != 0
+                    || e.len as u64 > MAX_LEN
+                {
+                    continue;
+                }
+                let key = (self.codec.decode)(&e.key);
+                let rec = Rec::cached((e.offset / UNIT) as u32, e.len, e.mfu, e.cksum);
+                if self.index.restore(key, rec) {
+                    self.counters
+                        .size
+                        .fetch_add(e.len as u64, Ordering::Relaxed);
+                }
+            }
+            if log.generation == 0 || log.prev.generation + 1 != log.generation {
+                break;
+            }
+            ptr = log.prev;
+        }
+        self.counters
+            .rebuild_blocks
+            .store(blocks, Ordering::Relaxed);
+        self.counters
+            .rebuild_ms
+            .store(started.elapsed().as_millis() as u64, Ordering::Relaxed);
+        self.index.set_rebuilding(false);
+        self.rebuild.running.store(false, Ordering::Release);
+        *crate::sync::unpoisoned(self.rebuild.done.lock()) = true;
+        self.rebuild.finished.notify_all();
     }
 
     /// A lookup in the index only (no I/O).
-    pub(crate) fn presence(&self, _key: &K) -> Presence {
-        unimplemented!()
+    pub(crate) fn presence(&self, key: &K) -> Presence {
+        match self.index.get(key) {
+            None => Presence::Absent,
+            Some(r) if r.is_writing() => Presence::Writing,
+            Some(_) => Presence::Cached,
+        }
     }
 
     /// Reads `key`'s copy and verifies it: `None` when it is not on the
     /// device, or the read failed or did not verify (then counted, and the
     /// header dropped). Counts `hits`/`misses`.
-    pub(crate) fn read(&self, _key: &K) -> Option<L2Read> {
-        unimplemented!()
+    pub(crate) fn read(&self, key: &K) -> Option<L2Read> {
+        let c = &self.counters;
+        let Some(rec) = self.index.get(key).filter(|r| !r.is_writing()) else {
+            c.misses.fetch_add(1, Ordering::Relaxed);
+            return None;
+        };
+        let len = rec.len() as usize;
+        let mut b = AlignedBuf::zeroed(units(len as u64).max(UNIT) as usize);
+        let outcome = self.device.read_at(&mut b, rec.unit() as u64 * UNIT);
+        let verified = outcome.is_ok() && checksum::checksum(&b.bytes()[..len]) == rec.cksum();
+        if !verified {
+            // Still the record we read by? Then its copy is bad: drop it.
+            // If the hand took it meanwhile, this was a plain miss.
+            if self.index.remove_if(key, &rec) {
+                c.size.fetch_sub(len as u64, Ordering::Relaxed);
+                if outcome.is_err() {
+                    c.io_errors.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    c.cksum_bad.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            c.misses.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        c.hits.fetch_add(1, Ordering::Relaxed);
+        Some(L2Read {
+            data: b.bytes()[..len].to_vec(),
+            mfu: rec.mfu(),
+        })
     }
 
     /// Forgets `key`'s copy (its buffer was written anew or removed). Also
     /// keeps a rebuild still running from bringing back an older copy.
-    pub(crate) fn invalidate(&self, _key: &K) {
-        unimplemented!()
+    pub(crate) fn invalidate(&self, key: &K) {
+        if let Some(r) = self.index.invalidate(key) {
+            if !r.is_writing() {
+                self.counters
+                    .size
+                    .fetch_sub(r.len() as u64, Ordering::Relaxed);
+            }
+        }
     }
 
     /// True while the index is being rebuilt (the feed waits).
     pub(crate) fn rebuilding(&self) -> bool {
-        unimplemented!()
+        self.rebuild.running.load(Ordering::Acquire)
     }
 
     /// Blocks until the rebuild (if any) is over.
     pub(crate) fn wait_rebuild(&self) {
-        unimplemented!()
+        let mut done = crate::sync::unpoisoned(self.rebuild.done.lock());
+        while !*done {
+            done = crate::sync::unpoisoned(self.rebuild.finished.wait(done));
+        }
     }
 
     /// An empty batch.
     pub(crate) fn batch(&self) -> Batch<'_, K> {
-        unimplemented!()
+        Batch {
+            tier: self,
+            id: self.next_batch.fetch_add(1, Ordering::Relaxed),
+            buf: AlignedBuf::zeroed((units(self.config.write_max) + self.max_log) as usize),
+            used: 0,
+            entries: Vec::new(),
+        }
     }
 
     pub(crate) fn figures(&self) -> L2Figures {
-        unimplemented!()
+        let c = &self.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        L2Figures {
+            hits: get(&c.hits),
+            misses: get(&c.misses),
+            size: get(&c.size),
+            writes: get(&c.writes),
+            write_bytes: get(&c.write_bytes),
+            evictions: get(&c.evictions),
+            cksum_bad: get(&c.cksum_bad),
+            io_errors: get(&c.io_errors),
+            hdr_bytes: self.index.memory(),
+            rebuild_blocks: get(&c.rebuild_blocks),
+            rebuild_ms: get(&c.rebuild_ms),
+        }
     }
 
     /// Stops the rebuild thread; the device stays as it is (the next open
     /// rebuilds from it).
     pub(crate) fn shutdown(&self) {
-        unimplemented!()
+        self.rebuild.stop.store(true, Ordering::Relaxed);
+        let handle = crate::sync::unpoisoned(self.rebuild.thread.lock()).take();
+        if let Some(h) = handle {
+            let _ = h.join();
+        }
+    }
+
+    /// Makes every device read (`reads`) or write (`writes`) fail with EIO
+    /// until called again (tests: the hidden `Cache::l2_inject_faults`).
+    pub(crate) fn set_faults(&self, reads: bool, writes: bool) {
+        self.device.faults.reads.store(reads, Ordering::Relaxed);
+        self.device.faults.writes.store(writes, Ordering::Relaxed);
+    }
+
+    /// Records in the index (tests).
+    #[cfg(all(test, not(loom)))]
+    fn records(&self) -> usize {
+        self.index.len()
+    }
+
+    /// Writes `batch` at the hand: see `Batch::commit`.
+    fn commit(&self, batch: &mut Batch<'_, K>) -> io::Result<usize> {
+        if batch.entries.is_empty() {
+            return Ok(0);
+        }
+        let key_len = self.codec.len;
+        let log_bytes = log_len(batch.entries.len(), key_len);
+        let total = batch.used + log_bytes;
+        let mut ring = self.ring.lock();
+        if ring.hand + total > self.ring_end {
+            ring.hand = self.ring_start;
+            ring.wrapped = true;
+        }
+        let start = ring.hand;
+        let log_at = start + batch.used;
+        // 1. What the hand overwrites leaves the index, and the header
+        //    names the region before anything is written there.
+        if ring.wrapped {
+            let (n, bytes) = self.index.evict_range(start / UNIT, (start + total) / UNIT);
+            self.counters.evictions.fetch_add(n, Ordering::Relaxed);
+            self.counters.size.fetch_sub(bytes, Ordering::Relaxed);
+        }
+        // The previous newest log block may lie in the region: then the
+        // chain ends here, and the new block must not point into it.
+        let prev = if ring.newest.offset < start + total
+            && start < ring.newest.offset + ring.newest.len as u64
+        {
+            LogPtr::default()
+        } else {
+            ring.newest
+        };
+        let result = self
+            .write_header(&ring, (start, start + total))
+            .and_then(|()| {
+                let generation = ring.newest.generation + 1;
+                let entries = batch.entries.iter().map(|e| {
+                    let mut key = vec![0u8; key_len];
+                    (self.codec.encode)(&e.key, &mut key);
+                    (key, start + e.at, e.len, e.mfu, e.cksum)
+                });
+                let log = &mut batch.buf.bytes_mut()[batch.used as usize..total as usize];
+                let cksum = encode_log(log, generation, &prev, start, key_len, entries);
+                // 2. The buffers and their log block, one sequential write.
+                let mut out = AlignedBuf::zeroed(total as usize);
+                out.bytes_mut()
+                    .copy_from_slice(&batch.buf.bytes()[..total as usize]);
+                self.device.write_at(&out, start)?;
+                // 3. The header points at the new log block.
+                ring.newest = LogPtr {
+                    offset: log_at,
+                    len: log_bytes as u32,
+                    cksum,
+                    generation,
+                };
+                ring.hand = start + total;
+                self.write_header(&ring, (0, 0))
+            });
+        drop(ring);
+        if let Err(e) = result {
+            self.counters.io_errors.fetch_add(1, Ordering::Relaxed);
+            return Err(e);
+        }
+        let mut written = 0;
+        for e in batch.entries.drain(..) {
+            let unit = ((start + e.at) / UNIT) as u32;
+            if self.index.finish_write(&e.key, batch.id, unit, e.cksum) {
+                self.counters
+                    .size
+                    .fetch_add(e.len as u64, Ordering::Relaxed);
+                written += 1;
+            }
+        }
+        self.counters.writes.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .write_bytes
+            .fetch_add(total, Ordering::Relaxed);
+        Ok(written)
     }
 }
 
@@ -189,23 +643,311 @@ impl<K: Key> Batch<'_, K> {
     /// Copies `data` for `key` into the batch and marks `key` `Writing`.
     /// The caller holds `key`'s hash-stripe lock, under which `invalidate`
     /// of `key` also runs, so a copy of stale bytes cannot be recorded.
-    pub(crate) fn add(&mut self, _key: &K, _data: &[u8], _mfu: bool) -> Added {
-        unimplemented!()
+    pub(crate) fn add(&mut self, key: &K, data: &[u8], mfu: bool) -> Added {
+        let padded = units(data.len() as u64).max(UNIT);
+        if data.len() as u64 > MAX_LEN || self.used + padded > units(self.tier.config.write_max) {
+            return Added::Full;
+        }
+        if !self
+            .tier
+            .index
+            .begin_write(key, self.id, data.len() as u32, mfu)
+        {
+            return Added::Present;
+        }
+        let at = self.used;
+        self.buf.bytes_mut()[at as usize..at as usize + data.len()].copy_from_slice(data);
+        self.entries.push(BatchEntry {
+            key: key.clone(),
+            at,
+            len: data.len() as u32,
+            mfu,
+            cksum: checksum::checksum(data),
+        });
+        self.used += padded;
+        Added::Copied
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        unimplemented!()
+        self.entries.is_empty()
     }
 
+    /// Bytes of buffers in the batch, padded to the device's units.
     pub(crate) fn bytes(&self) -> u64 {
-        unimplemented!()
+        self.used
     }
 
     /// Writes the batch at the hand (after invalidating what it overwrites)
     /// and its log block, then the device header; the keys become `Cached`.
     /// On an error, they become `Absent` again. Returns buffers written.
-    pub(crate) fn commit(self) -> io::Result<usize> {
-        let _ = self.tier;
-        unimplemented!()
+    /// While the tier rebuilds its index, writes nothing (returns 0).
+    pub(crate) fn commit(mut self) -> io::Result<usize> {
+        if self.tier.rebuilding() {
+            return Ok(0);
+        }
+        let tier = self.tier;
+        tier.commit(&mut self)
+    }
+}
+
+impl<K: Key> Drop for Batch<'_, K> {
+    fn drop(&mut self) {
+        // Not written (dropped, failed, or refused during a rebuild).
+        for e in self.entries.drain(..) {
+            self.tier.index.abort_write(&e.key, self.id);
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+    use std::path::Path;
+
+    fn codec() -> KeyCodec<u64> {
+        KeyCodec {
+            len: 8,
+            encode: |k, out| out[..8].copy_from_slice(&k.to_le_bytes()),
+            decode: |b| u64::from_le_bytes(b[..8].try_into().unwrap()),
+        }
+    }
+
+    fn config(path: &Path, bytes: u64, write_max: u64) -> L2Config {
+        L2Config {
+            path: path.to_path_buf(),
+            bytes,
+            write_max,
+            headroom: 2,
+            feed_interval: Duration::from_secs(1),
+            feed_min_interval: Duration::from_millis(200),
+            mfu_only: false,
+            rebuild: true,
+            identity: 0,
+            direct: true,
+        }
+    }
+
+    /// A fresh path on the disk (the crate's target directory).
+    fn path(name: &str) -> PathBuf {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/l2-unit-tests");
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join(name);
+        let _ = std::fs::remove_file(&p);
+        p
+    }
+
+    fn data(key: u64, len: usize) -> Vec<u8> {
+        (0..len)
+            .map(|i| (key as usize * 131 + i * 7) as u8)
+            .collect()
+    }
+
+    fn write(tier: &Tier<u64>, keys: impl Iterator<Item = (u64, usize)>) -> usize {
+        let mut b = tier.batch();
+        for (k, len) in keys {
+            assert_eq!(b.add(&k, &data(k, len), k % 2 == 0), Added::Copied);
+        }
+        b.commit().unwrap()
+    }
+
+    #[test]
+    fn a_batch_roundtrips_mixed_sizes() {
+        let p = path("roundtrip");
+        let tier = Tier::open(config(&p, 4 << 20, 512 << 10), codec()).unwrap();
+        let sizes = [1usize, 4096, 8192, 100_000, 4095, 4097];
+        let mut b = tier.batch();
+        for (k, &len) in sizes.iter().enumerate() {
+            assert_eq!(
+                b.add(&(k as u64), &data(k as u64, len), true),
+                Added::Copied
+            );
+            assert_eq!(tier.presence(&(k as u64)), Presence::Writing);
+        }
+        assert_eq!(b.add(&0, &data(0, 1), true), Added::Present);
+        assert_eq!(b.commit().unwrap(), sizes.len());
+        for (k, &len) in sizes.iter().enumerate() {
+            assert_eq!(tier.presence(&(k as u64)), Presence::Cached);
+            let r = tier.read(&(k as u64)).expect("on the device");
+            assert_eq!(r.data, data(k as u64, len));
+            assert!(r.mfu);
+        }
+        assert!(tier.read(&99).is_none());
+        let f = tier.figures();
+        assert_eq!((f.hits, f.misses, f.writes), (6, 1, 1));
+        assert_eq!(f.size, sizes.iter().sum::<usize>() as u64);
+        // A batch dropped unwritten leaves nothing behind.
+        let mut b = tier.batch();
+        assert_eq!(b.add(&50, &data(50, 10), false), Added::Copied);
+        drop(b);
+        assert_eq!(tier.presence(&50), Presence::Absent);
+        // Invalidated while being written: never becomes a record.
+        let mut b = tier.batch();
+        assert_eq!(b.add(&51, &data(51, 10), false), Added::Copied);
+        tier.invalidate(&51);
+        assert_eq!(b.commit().unwrap(), 0);
+        assert_eq!(tier.presence(&51), Presence::Absent);
+        // A full batch says so.
+        let mut b = tier.batch();
+        assert_eq!(b.add(&60, &data(60, 600 << 10), false), Added::Full);
+    }
+
+    #[test]
+    fn the_ring_wraps_and_never_returns_wrong_bytes() {
+        let p = path("wrap");
+        let tier = Tier::open(config(&p, 1 << 20, 64 << 10), codec()).unwrap();
+        let mut model: HashMap<u64, usize> = HashMap::new();
+        let mut k = 0u64;
+        for round in 0..200 {
+            let mut b = tier.batch();
+            loop {
+                let len = 1 + (k as usize * 977) % 9000;
+                match b.add(&k, &data(k, len), false) {
+                    Added::Copied => {
+                        model.insert(k, len);
+                        k += 1;
+                    }
+                    Added::Full => break,
+                    Added::Present => unreachable!(),
+                }
+            }
+            b.commit().unwrap();
+            if round % 7 == 0 {
+                // Every read equals what was written for its key.
+                for (&key, &len) in &model {
+                    if let Some(r) = tier.read(&key) {
+                        assert_eq!(r.data, data(key, len), "key {key}");
+                    }
+                }
+            }
+        }
+        let f = tier.figures();
+        assert!(f.evictions > 0 && f.size <= 1 << 20, "{f:?}");
+        assert_eq!(f.cksum_bad + f.io_errors, 0, "{f:?}");
+        assert!(tier.records() > 50);
+    }
+
+    #[test]
+    fn a_restart_finds_the_records_again() {
+        let p = path("restart");
+        let n;
+        {
+            let tier = Tier::open(config(&p, 4 << 20, 256 << 10), codec()).unwrap();
+            for i in 0..10 {
+                write(&tier, (i * 20..i * 20 + 20).map(|k| (k, 8192)));
+            }
+            n = tier.records();
+            tier.shutdown();
+        }
+        let tier = Tier::open(config(&p, 4 << 20, 256 << 10), codec()).unwrap();
+        tier.wait_rebuild();
+        assert!(tier.records() * 100 >= n * 95, "{} of {n}", tier.records());
+        for k in 0..200 {
+            assert_eq!(tier.read(&k).expect("found again").data, data(k, 8192));
+        }
+        assert_eq!(tier.figures().rebuild_blocks, 10);
+        // Another identity, size or key length: empty.
+        drop(tier);
+        let other = L2Config {
+            identity: 9,
+            ..config(&p, 4 << 20, 256 << 10)
+        };
+        let tier = Tier::open(other, codec()).unwrap();
+        tier.wait_rebuild();
+        assert_eq!(tier.records(), 0);
+    }
+
+    #[test]
+    fn a_crash_between_the_writes_of_a_batch_loses_only_that_batch() {
+        // Commit writes the header (naming the region), the batch, the
+        // header again: fail each in turn, as a crash there would leave it.
+        for failing in 1..=3u64 {
+            let p = path(&format!("torn-{failing}"));
+            let c = config(&p, 1 << 20, 64 << 10);
+            {
+                let tier = Tier::open(c.clone(), codec()).unwrap();
+                // Fill the ring once, so the torn batch overwrites data.
+                for i in 0..20u64 {
+                    write(&tier, (i * 14..i * 14 + 14).map(|k| (k, 4096)));
+                }
+                tier.device
+                    .faults
+                    .write_countdown
+                    .store(failing, Ordering::Relaxed);
+                let mut b = tier.batch();
+                for k in 1000..1014 {
+                    b.add(&k, &data(k, 4096), false);
+                }
+                assert!(b.commit().is_err());
+                assert_eq!(tier.presence(&1000), Presence::Absent);
+                tier.shutdown();
+            }
+            let tier = Tier::open(c, codec()).unwrap();
+            tier.wait_rebuild();
+            assert!(tier.records() > 0, "failing write {failing}: nothing found");
+            for k in (0..280).chain(1000..1014) {
+                if let Some(r) = tier.read(&k) {
+                    assert_eq!(r.data, data(k, 4096), "failing write {failing}: key {k}");
+                }
+            }
+            assert_eq!(tier.figures().cksum_bad, 0, "failing write {failing}");
+        }
+    }
+
+    #[test]
+    fn io_errors_are_counted_misses_and_failed_writes_leave_nothing() {
+        let p = path("faults");
+        let tier = Tier::open(config(&p, 2 << 20, 128 << 10), codec()).unwrap();
+        write(&tier, (0..10).map(|k| (k, 4096)));
+        tier.set_faults(true, false);
+        assert!(tier.read(&3).is_none());
+        let f = tier.figures();
+        assert_eq!((f.io_errors, f.misses), (1, 1));
+        assert_eq!(
+            tier.presence(&3),
+            Presence::Absent,
+            "a failed copy is dropped"
+        );
+        tier.set_faults(false, true);
+        let mut b = tier.batch();
+        b.add(&20, &data(20, 10), false);
+        assert!(b.commit().is_err());
+        assert_eq!(tier.presence(&20), Presence::Absent);
+        tier.set_faults(false, false);
+        assert_eq!(tier.read(&4).unwrap().data, data(4, 4096));
+    }
+
+    #[test]
+    fn bad_devices_are_refused_clearly() {
+        let e = |c: L2Config| Tier::open(c, codec()).err().expect("refused").to_string();
+        let small = e(config(&path("small"), 8192, 4096));
+        assert!(small.contains("too small"), "{small}");
+        let p = path("busy");
+        let first = Tier::open(config(&p, 1 << 20, 64 << 10), codec()).unwrap();
+        let busy = e(config(&p, 1 << 20, 64 << 10));
+        assert!(busy.contains("in use by another cache"), "{busy}");
+        drop(first);
+        let fifo = path("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let not_file = e(config(&fifo, 1 << 20, 64 << 10));
+        assert!(not_file.contains("not a regular file"), "{not_file}");
+    }
+
+    #[test]
+    fn a_rebuild_does_not_bring_back_what_was_invalidated() {
+        let index: Index<u64> = Index::new();
+        let rec = Rec::cached(5, 100, false, 1);
+        index.set_rebuilding(true);
+        index.invalidate(&7);
+        assert!(!index.restore(7, rec), "invalidated during the rebuild");
+        assert!(index.restore(8, rec));
+        assert!(
+            !index.restore(8, Rec::cached(9, 100, false, 2)),
+            "a newer record stays"
+        );
+        index.set_rebuilding(false);
+        assert!(index.restore(7, rec), "tombstones go with the rebuild");
     }
 }

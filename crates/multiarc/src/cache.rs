@@ -558,3 +558,97 @@ impl<K: Key + fmt::Debug> fmt::Debug for Handle<'_, K> {
             .finish()
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod l2_tests {
+    use super::*;
+
+    /// OpenZFS's first rule for the L2ARC's locks: eviction skips a buffer
+    /// that is being written to the second tier (`evict_l2_skip`), and the
+    /// write, once done, leaves nothing marked as being written.
+    #[test]
+    fn eviction_skips_a_buffer_being_written_to_the_second_tier() {
+        let dir =
+            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/l2-unit-tests");
+        std::fs::create_dir_all(&dir).unwrap();
+        for mode in [HitMode::Eager, HitMode::Lazy] {
+            let path = dir.join(format!("evict-skip-{mode:?}"));
+            let _ = std::fs::remove_file(&path);
+            let cache = Cache::<u64>::builder()
+                .max_bytes(16 * 4096)
+                .sublists(1)
+                .inline_eviction(true)
+                .hit_mode(mode)
+                .l2(&path, 1 << 20)
+                .l2_write_max(64 << 10)
+                .build()
+                .unwrap();
+            for k in 0..16u64 {
+                drop(cache.insert(k, vec![k as u8; 4096]));
+            }
+            dispatch!(&cache.shared, core => {
+                let tier = core.l2.as_ref().unwrap();
+                // Key 0, the LRU buffer, is in a batch being written.
+                let mut batch = tier.batch();
+                assert_eq!(batch.add(&0, &[0u8; 4096], false), crate::l2::Added::Copied);
+                drop(cache.insert(100, vec![1; 4096]));
+                let s = cache.stats();
+                assert_eq!(s.evict_l2_skip, 1, "{mode:?}: {s:?}");
+                assert!(cache.contains(&0), "{mode:?}: evicted while being written");
+                let left = (0..16u64).filter(|k| cache.contains(k)).count();
+                assert_eq!(left, 15, "{mode:?}: another buffer went instead");
+                assert_eq!(batch.commit().unwrap(), 1);
+                assert_eq!(tier.presence(&0), Presence::Cached);
+            });
+            // Written: now it may go, and it is on the device.
+            for k in 200..216u64 {
+                drop(cache.insert(k, vec![2; 4096]));
+            }
+            assert!(!cache.contains(&0) && cache.l2_contains(&0), "{mode:?}");
+            assert_eq!(*cache.get(&0).unwrap(), [0u8; 4096][..]);
+            drop(cache);
+        }
+    }
+
+    /// Read and write errors of the device through the cache: a failed
+    /// read is a miss (the loader runs), a failed feed writes nothing.
+    #[test]
+    fn device_errors_are_misses_through_the_cache() {
+        let dir =
+            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/l2-unit-tests");
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("cache-faults");
+        let _ = std::fs::remove_file(&path);
+        let cache = Cache::<u64>::builder()
+            .max_bytes(16 * 4096)
+            .inline_eviction(true)
+            .l2(&path, 1 << 20)
+            .l2_write_max(64 << 10)
+            .build()
+            .unwrap();
+        for k in 0..64u64 {
+            drop(cache.insert(k, vec![k as u8; 4096]));
+        }
+        let on_device: Vec<u64> = (0..64).filter(|k| cache.l2_contains(k)).collect();
+        assert!(on_device.len() > 20);
+        cache.l2_inject_faults(true, false);
+        let k = on_device[0];
+        let loaded = cache
+            .get_or_load(k, || Ok::<_, std::io::Error>(vec![k as u8; 4096]))
+            .unwrap();
+        assert_eq!(*loaded, vec![k as u8; 4096][..]);
+        drop(loaded);
+        let s = cache.stats();
+        assert_eq!((s.l2_io_errors, s.loads), (1, 1), "{s:?}");
+        cache.l2_inject_faults(false, true);
+        let writes = cache.stats().l2_writes;
+        for k in 1000..1064u64 {
+            drop(cache.insert(k, vec![3; 4096]));
+        }
+        let s = cache.stats();
+        assert_eq!(s.l2_writes, writes, "{s:?}");
+        assert!(s.l2_io_errors > 1, "{s:?}");
+        assert!((1000..1064).all(|k| !cache.l2_contains(&k)));
+        cache.l2_inject_faults(false, false);
+    }
+}

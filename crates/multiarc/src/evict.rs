@@ -297,6 +297,8 @@ fn evict_state<K: Key, M: HitProtocol>(
                         // Being copied to the second tier: its write
                         // completes first (OpenZFS's evict_l2_skip).
                         core.events.count(Event::EvictL2Skip);
+                        // Not a decision: the walk looks further.
+                        examined -= 1;
                         continue;
                     }
                     match M::at_tail(core, e, state) {

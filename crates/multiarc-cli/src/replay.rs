@@ -30,6 +30,7 @@ use crate::util::{
     parse_size,
 };
 use anyhow::{bail, Context};
+use multiarc::{Cache, HitMode};
 use multiarc_sim::opt::{OptPolicy, NEVER};
 use multiarc_sim::reference::{ArcPolicy, CarPolicy, LruPolicy, PagePolicy};
 use multiarc_sim::trace::{TraceFormat, TraceReader};
@@ -69,6 +70,20 @@ pub struct ReplayArgs {
     /// mutex-lru. Default: multiarc, arc, lru, opt and the peers.
     #[arg(long, value_parser = name_arg, value_delimiter = ',')]
     policy: Option<Vec<String>>,
+    /// Second-tier sizes for the multiarc policies (multiarc,
+    /// multiarc-eager, multiarc-lazy), comma-separated, in the syntax of
+    /// --capacity: each multiarc policy runs with memory of each --capacity
+    /// plus an L2 (OpenZFS's L2ARC) of each size, on a device file in
+    /// --l2-dir, the feed driven synchronously. Other policies run as without it.
+    #[arg(long, value_parser = name_arg, value_delimiter = ',')]
+    l2: Option<Vec<String>>,
+    /// Where the --l2 device files go (default: the system's temporary
+    /// directory); they are removed afterwards.
+    #[arg(long)]
+    l2_dir: Option<PathBuf>,
+    /// Feed only MFU buffers to the --l2 tier (OpenZFS's l2arc_mfuonly).
+    #[arg(long)]
+    l2_mfu_only: bool,
     /// Draw hit ratio against capacity into this SVG file.
     #[arg(long)]
     plot: Option<PathBuf>,
@@ -94,8 +109,90 @@ enum FormatName {
 struct ReplayResult {
     policy: String,
     capacity_blocks: u64,
+    /// The second tier's size in blocks (0: memory only).
+    l2_capacity_blocks: u64,
+    /// Hits of either tier.
     hits: u64,
+    /// Of them, served by the second tier.
+    l2_hits: u64,
+    /// Hits of either tier per request.
     hit_ratio: f64,
+}
+
+/// Where replayed second tiers go, and how they are fed.
+struct L2Options {
+    dir: PathBuf,
+    mfu_only: bool,
+}
+
+/// The multiarc policies, which can have a second tier.
+fn has_l2(policy: &str) -> bool {
+    matches!(policy, "multiarc" | "multiarc-eager" | "multiarc-lazy")
+}
+
+/// A device file for a replayed second tier, removed on drop.
+pub(crate) struct L2Device(PathBuf);
+
+impl Drop for L2Device {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// The batch size of a replayed second tier of `blocks` blocks behind a
+/// memory of `memory` blocks, in 4 KiB units (each 1-byte buffer takes
+/// one): at most an eighth of the tier, a quarter of the memory (the
+/// synchronous feed runs once a batch's worth has been inserted, so a
+/// batch larger than memory would let buffers come and go unfed) and
+/// 2048 (8 MiB, the default); at least 1.
+fn l2_batch_units(blocks: u64, memory: u64) -> u64 {
+    (blocks / 8).min(memory / 4).clamp(1, 2048)
+}
+
+/// Bytes of a device that holds `blocks` one-unit buffers in batches of
+/// `batch`: the header, the buffers, a log block for every half batch
+/// (batches may be half full), and a batch of slack for the ring's wrap.
+fn l2_device_bytes(blocks: u64, batch: u64) -> u64 {
+    let log_units = (72 + batch * 32).div_ceil(4096);
+    let batches = blocks.div_ceil(batch.div_ceil(2));
+    4096 * (1 + blocks + batches * log_units + batch + log_units)
+}
+
+/// Builds `policy` (a multiarc one) with `blocks` of memory and a second
+/// tier of `l2_blocks`, its device in `dir`.
+fn build_tiered(
+    policy: &str,
+    blocks: u64,
+    l2_blocks: u64,
+    l2: &L2Options,
+) -> anyhow::Result<(Cache<u64>, L2Device)> {
+    let dir = &l2.dir;
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let path = dir.join(format!(
+        "multiarc-replay-l2-{}-{}.dev",
+        std::process::id(),
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    let device = L2Device(path.clone());
+    let batch = l2_batch_units(l2_blocks, blocks);
+    let mode = if policy == "multiarc-eager" {
+        HitMode::Eager
+    } else {
+        HitMode::Lazy
+    };
+    let cache = Cache::<u64>::builder()
+        .max_bytes(blocks)
+        .min_bytes(1)
+        .hit_mode(mode)
+        .inline_eviction(true)
+        .l2(&path, l2_device_bytes(l2_blocks, batch))
+        .l2_write_max(batch * 4096)
+        .l2_rebuild(false)
+        .l2_direct(false)
+        .l2_mfu_only(l2.mfu_only)
+        .build()
+        .map_err(|e| anyhow::anyhow!("{policy} with --l2 {l2_blocks} blocks: {e}"))?;
+    Ok((cache, device))
 }
 
 #[derive(Serialize)]
@@ -290,6 +387,11 @@ pub(crate) enum Policy {
     Page(Box<dyn PagePolicy>),
     Cache(Box<dyn BenchCache>),
     Opt(OptPolicy),
+    /// multiarc with a second tier (its device file goes with it).
+    Tiered {
+        cache: Cache<u64>,
+        _device: L2Device,
+    },
 }
 
 impl Policy {
@@ -304,6 +406,13 @@ impl Policy {
                 hit
             }
             Policy::Opt(o) => o.access(id, next.get(index)),
+            Policy::Tiered { cache, .. } => {
+                let hit = cache.get(&id).is_some();
+                if !hit {
+                    drop(cache.insert(id, vec![0]));
+                }
+                hit
+            }
         }
     }
 }
@@ -458,6 +567,8 @@ fn replay(
     format: TraceFormat,
     policies: &[String],
     capacity: &[String],
+    l2: &[String],
+    l2_options: &L2Options,
     block_size: u64,
     bar: &Bar,
 ) -> anyhow::Result<Outcome> {
@@ -504,6 +615,40 @@ fn replay(
         capacities.push(blocks);
     }
     // The passes still to come: opt's, then one per capacity.
+    let mut l2_sizes = Vec::new();
+    for c in l2 {
+        let blocks =
+            parse_capacity(c, distinct, block_size).with_context(|| format!("--l2 {c}"))?;
+        if blocks > 1 << 36 {
+            bail!("--l2 {c}: {blocks} blocks is more than a replay's second tier takes (2^36)");
+        }
+        l2_sizes.push(blocks);
+    }
+    if let Some(bytes) = l2_sizes.iter().map(|&b| l2_device_bytes(b, b)).max() {
+        let l2_dir = &l2_options.dir;
+        if let Ok(st) = rustix::fs::statvfs(l2_dir) {
+            let free = st.f_bavail.saturating_mul(st.f_frsize);
+            if bytes > free {
+                bail!(
+                    "--l2: a device of {} MiB does not fit in {} ({} MiB free); use --l2-dir",
+                    bytes >> 20,
+                    l2_dir.display(),
+                    free >> 20
+                );
+            }
+        }
+    }
+    // The rows: each policy, and each multiarc one once per L2 size.
+    let rows: Vec<(String, u64)> = policies
+        .iter()
+        .flat_map(|p| -> Vec<(String, u64)> {
+            if has_l2(p) && !l2_sizes.is_empty() {
+                l2_sizes.iter().map(|&b| (p.clone(), b)).collect()
+            } else {
+                vec![(p.clone(), 0)]
+            }
+        })
+        .collect();
     let opt = policies.iter().any(|p| p == "opt");
     let passes = capacities.len() as u64 + opt as u64;
     bar.set_total(requests.saturating_mul(passes));
@@ -519,11 +664,20 @@ fn replay(
     };
     let mut results = Vec::new();
     for (ci, &blocks) in capacities.iter().enumerate() {
-        let mut running: Vec<(String, Policy, u64)> = policies
+        let mut running: Vec<(String, u64, Policy, u64)> = rows
             .iter()
-            .map(|p| {
+            .map(|(p, l2_blocks)| {
                 let built = built_capacity(p, blocks, distinct);
-                Ok((p.clone(), build_policy(p, built)?, 0))
+                let policy = if *l2_blocks > 0 {
+                    let (cache, device) = build_tiered(p, built, *l2_blocks, l2_options)?;
+                    Policy::Tiered {
+                        cache,
+                        _device: device,
+                    }
+                } else {
+                    build_policy(p, built)?
+                };
+                Ok((p.clone(), *l2_blocks, policy, 0))
             })
             .collect::<anyhow::Result<_>>()?;
         bar.doing(format!(
@@ -540,7 +694,7 @@ fn replay(
                     &format!("the pass of capacity {blocks} more (it grew)"),
                 ));
             }
-            for (_, policy, hits) in running.iter_mut() {
+            for (_, _, policy, hits) in running.iter_mut() {
                 *hits += policy.access(i, id, &next) as u64;
             }
             i += 1;
@@ -552,11 +706,17 @@ fn replay(
         check_same(source, first, pass, &format!("capacity {blocks}"))?;
         done += requests;
         bar.set_done(done);
-        for (name, _, hits) in running {
+        for (name, l2_blocks, policy, hits) in running {
+            let l2_hits = match &policy {
+                Policy::Tiered { cache, .. } => cache.stats().l2_hits,
+                _ => 0,
+            };
             results.push(ReplayResult {
                 policy: name,
                 capacity_blocks: blocks,
+                l2_capacity_blocks: l2_blocks,
                 hits,
+                l2_hits,
                 hit_ratio: hits as f64 / requests as f64,
             });
         }
@@ -589,6 +749,17 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
     for p in &policies {
         build_policy(p, 1)?; // unknown names fail before the long passes
     }
+    let l2 = args.l2.clone().unwrap_or_default();
+    if !l2.is_empty() && !policies.iter().any(|p| has_l2(p)) {
+        bail!("--l2 applies to the multiarc policies (multiarc, multiarc-eager, multiarc-lazy), and --policy has none");
+    }
+    if args.l2.is_none() && (args.l2_dir.is_some() || args.l2_mfu_only) {
+        bail!("--l2-dir and --l2-mfu-only apply with --l2 only");
+    }
+    let l2_options = L2Options {
+        dir: args.l2_dir.clone().unwrap_or_else(std::env::temp_dir),
+        mfu_only: args.l2_mfu_only,
+    };
     let bar = Bar::counting("replay", 0, "requests", args.json);
     let Outcome {
         requests,
@@ -600,6 +771,8 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
         format,
         &policies,
         &args.capacity,
+        &l2,
+        &l2_options,
         args.block_size,
         &bar,
     )?;
@@ -648,21 +821,48 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
         "{}: {requests} block requests, {distinct} distinct blocks ({format_name}); hit ratio (%)",
         args.trace.display()
     )?;
-    out!("{:<14}", "policy")?;
+    // One line per policy and second-tier size, in the order they ran.
+    let mut lines: Vec<(&str, u64)> = Vec::new();
+    for r in &results {
+        if !lines.contains(&(r.policy.as_str(), r.l2_capacity_blocks)) {
+            lines.push((&r.policy, r.l2_capacity_blocks));
+        }
+    }
+    let width = lines
+        .iter()
+        .map(|(p, l2)| {
+            if *l2 > 0 {
+                p.len() + 4 + l2.to_string().len()
+            } else {
+                p.len()
+            }
+        })
+        .max()
+        .unwrap_or(0)
+        .max(14);
+    out!("{:<width$}", "policy")?;
     for c in &capacities {
         out!(" {:>10}", c)?;
     }
     outln!()?;
-    for p in &policies {
-        out!("{p:<14}")?;
+    for &(p, l2) in &lines {
+        let label = if l2 > 0 {
+            format!("{p}+l2 {l2}")
+        } else {
+            p.to_string()
+        };
+        out!("{label:<width$}")?;
         for &c in &capacities {
             let r = results
                 .iter()
-                .find(|r| &r.policy == p && r.capacity_blocks == c)
+                .find(|r| r.policy == p && r.l2_capacity_blocks == l2 && r.capacity_blocks == c)
                 .expect("every policy ran at every capacity");
             out!(" {:>10.2}", 100.0 * r.hit_ratio)?;
         }
         outln!()?;
+    }
+    if lines.iter().any(|&(_, l2)| l2 > 0) {
+        outln!("(multiarc+l2 N: memory of the column's size plus a second tier of N blocks; hits of both tiers)")?;
     }
     Ok(())
 }
@@ -701,6 +901,11 @@ mod tests {
             TraceFormat::Ids,
             &policies,
             &["2".to_string(), "3".to_string()],
+            &[],
+            &L2Options {
+                dir: PathBuf::from("."),
+                mfu_only: false,
+            },
             8192,
             &Bar::hidden(),
         )
@@ -796,6 +1001,11 @@ mod tests {
                 TraceFormat::Ids,
                 &["opt".to_string(), "lru".to_string()],
                 &["2".to_string()],
+                &[],
+                &L2Options {
+                    dir: PathBuf::from("."),
+                    mfu_only: false,
+                },
                 8192,
                 &Bar::hidden(),
             )

@@ -311,3 +311,88 @@ fn scan_protects_the_hot_set_for_multiarc() {
     let out = multiarc(&["scan", "--pattern", "pareto"]);
     assert!(!out.status.success());
 }
+
+#[test]
+fn replay_with_a_second_tier() {
+    // A Zipf-like skew over 3000 blocks: memory of 100 blocks plus a second
+    // tier of 1000 hits more than memory alone, and the rows say how much
+    // of it the second tier served.
+    let mut x = 7u64;
+    let text: String = (0..30_000)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let r = (x % 1000) as f64 / 1000.0;
+            format!("{}\n", (r * r * r * 3000.0) as u64)
+        })
+        .collect();
+    let path = temp("skew.ids", &text);
+    let dir = temp("l2-dir-marker", "").parent().unwrap().to_path_buf();
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "replay",
+            path.to_str().unwrap(),
+            "--format",
+            "ids",
+            "--capacity",
+            "100",
+            "--policy",
+            "multiarc,arc",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        multiarc(&args)
+    };
+    let doc = json(&run(&["--l2", "1000", "--l2-dir", dir.to_str().unwrap()]));
+    let results = doc["results"].as_array().unwrap();
+    let tiered = results.iter().find(|r| r["policy"] == "multiarc").unwrap();
+    assert_eq!(tiered["l2_capacity_blocks"], 1000);
+    assert!(tiered["l2_hits"].as_u64().unwrap() > 0, "{tiered}");
+    let arc = results.iter().find(|r| r["policy"] == "arc").unwrap();
+    assert_eq!(arc["l2_capacity_blocks"], 0);
+    assert_eq!(arc["l2_hits"], 0);
+    let memory_only = json(&run(&[]));
+    let alone = memory_only["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["policy"] == "multiarc")
+        .unwrap()["hit_ratio"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        tiered["hit_ratio"].as_f64().unwrap() > alone + 0.05,
+        "{tiered} vs memory alone {alone}"
+    );
+    // Its device files are gone.
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("multiarc-replay-l2")
+        })
+        .collect();
+    assert!(left.is_empty(), "device files left: {left:?}");
+    // Bad values, and --l2 without a multiarc policy: one clear line.
+    for bad in ["0", "abc", "1.5"] {
+        let out = run(&["--l2", bad]);
+        assert!(!out.status.success(), "--l2 {bad}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--l2"), "--l2 {bad}: {err}");
+    }
+    let out = multiarc(&[
+        "replay",
+        path.to_str().unwrap(),
+        "--format",
+        "ids",
+        "--policy",
+        "arc,lru",
+        "--l2",
+        "100",
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--l2 applies to the multiarc policies"));
+}

@@ -121,6 +121,8 @@ struct ReplayResult {
 
 /// Where replayed second tiers go, and how they are fed.
 struct L2Options {
+    /// The `--l2` sizes, as given.
+    sizes: Vec<String>,
     dir: PathBuf,
     mfu_only: bool,
 }
@@ -567,7 +569,6 @@ fn replay(
     format: TraceFormat,
     policies: &[String],
     capacity: &[String],
-    l2: &[String],
     l2_options: &L2Options,
     block_size: u64,
     bar: &Bar,
@@ -616,7 +617,7 @@ fn replay(
     }
     // The passes still to come: opt's, then one per capacity.
     let mut l2_sizes = Vec::new();
-    for c in l2 {
+    for c in &l2_options.sizes {
         let blocks =
             parse_capacity(c, distinct, block_size).with_context(|| format!("--l2 {c}"))?;
         if blocks > 1 << 36 {
@@ -757,6 +758,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
         bail!("--l2-dir and --l2-mfu-only apply with --l2 only");
     }
     let l2_options = L2Options {
+        sizes: l2,
         dir: args.l2_dir.clone().unwrap_or_else(std::env::temp_dir),
         mfu_only: args.l2_mfu_only,
     };
@@ -771,7 +773,6 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
         format,
         &policies,
         &args.capacity,
-        &l2,
         &l2_options,
         args.block_size,
         &bar,
@@ -901,8 +902,8 @@ mod tests {
             TraceFormat::Ids,
             &policies,
             &["2".to_string(), "3".to_string()],
-            &[],
             &L2Options {
+                sizes: Vec::new(),
                 dir: PathBuf::from("."),
                 mfu_only: false,
             },
@@ -1001,8 +1002,8 @@ mod tests {
                 TraceFormat::Ids,
                 &["opt".to_string(), "lru".to_string()],
                 &["2".to_string()],
-                &[],
                 &L2Options {
+                    sizes: Vec::new(),
                     dir: PathBuf::from("."),
                     mfu_only: false,
                 },

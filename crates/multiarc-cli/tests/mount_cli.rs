@@ -1922,3 +1922,85 @@ fn write_back_errors_reach_each_description() {
     assert_eq!(fs::read(dirs.backing().join("x")).unwrap(), b"OLD");
     assert!(m.unmount().success(), "{}", m.log_text());
 }
+
+#[test]
+fn a_second_tier_under_the_mount() {
+    if !have("a_second_tier_under_the_mount", &[]) {
+        return;
+    }
+    let dirs = Dirs::new("l2");
+    let device = dirs.base.join("l2.dev");
+    let dev = device.to_str().unwrap();
+    let mut m = Mount::start(
+        &dirs,
+        &["--max-bytes", "1MiB", "--l2", dev, "--l2-bytes", "32MiB"],
+    );
+    // 8 MiB through a 1 MiB cache: most of it can only come back from the
+    // second tier (or the backing file).
+    let data: Vec<u8> = (0..8 << 20)
+        .map(|i: u32| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    fs::write(m.path("big"), &data).unwrap();
+    let names: Vec<String> = m.stats().into_iter().map(|(k, _)| k).collect();
+    for field in [
+        "l2_hits",
+        "l2_misses",
+        "l2_size",
+        "l2_writes",
+        "l2_hdr_bytes",
+        "evict_l2_cached",
+    ] {
+        assert!(names.iter().any(|n| n == field), "no {field} in arcstats");
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        assert_eq!(fs::read(m.path("big")).unwrap(), data, "bytes read back");
+        if m.stat("l2_writes") > 0 && m.stat("l2_hits") > 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no second-tier traffic in 20 s: {:?}",
+            m.stats()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert_eq!(m.stat("l2_cksum_bad") + m.stat("l2_io_errors"), 0);
+    assert!(m.unmount().success(), "{}", m.log_text());
+    assert_eq!(fs::read(dirs.backing().join("big")).unwrap(), data);
+
+    // Bad second tiers: one clear line, a non-zero exit, nothing mounted.
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec!["--l2".into(), dev.into()], "--l2-bytes"),
+        (
+            vec![
+                "--l2".into(),
+                s(&dirs.base.join("no/such/dir/dev")),
+                "--l2-bytes".into(),
+                "16MiB".into(),
+            ],
+            "l2 device",
+        ),
+        (
+            vec![
+                "--l2".into(),
+                dev.into(),
+                "--l2-bytes".into(),
+                "4KiB".into(),
+            ],
+            "too small",
+        ),
+    ];
+    for (extra, want) in cases {
+        let mut args = vec!["mount".to_string(), s(&dirs.backing()), s(&dirs.mnt())];
+        args.extend(extra);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = multiarc(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err:?} lacks {want:?}");
+        assert!(!is_mounted(&dirs.mnt()), "{args:?} left a mount");
+    }
+}

@@ -288,10 +288,10 @@ impl<K> Builder<K> {
         }
         let mut l2 = l2.clone();
         if l2.write_max == 0 {
-            // The default: 8 MiB, or a sixteenth of a small device.
+            // The default: 8 MiB, or a sixteenth of a small device (a
+            // device too small for it is the tier's to refuse, by its size).
             l2.write_max = (8 << 20).min((l2.bytes / 16) / 4096 * 4096).max(4096);
-        }
-        if l2.write_max > l2.bytes / 2 {
+        } else if l2.write_max > l2.bytes / 2 {
             return Err(ConfigError::new(format!(
                 "l2_write_max ({}) must be at most half the l2 size ({})",
                 l2.write_max,

@@ -67,6 +67,16 @@ pub struct MountArgs {
     /// while mounted).
     #[arg(long)]
     nonempty: bool,
+    /// A second cache tier (OpenZFS's L2ARC) on this file (created, its
+    /// space reserved) or block device, of --l2-bytes: blocks about to be
+    /// evicted from memory are written there and read back on a miss. It
+    /// starts empty at each mount (file ids are not kept across mounts, so
+    /// an earlier mount's copies could belong to other files).
+    #[arg(long, requires = "l2_bytes")]
+    l2: Option<PathBuf>,
+    /// The size of the --l2 tier.
+    #[arg(long, value_parser = size_arg, requires = "l2")]
+    l2_bytes: Option<u64>,
     /// Seconds between periodic write-back passes (for tests).
     #[arg(long, default_value = "5", hide = true, value_parser = seconds_arg)]
     writeback_interval: f64,
@@ -355,6 +365,10 @@ pub fn run(mut args: MountArgs) -> anyhow::Result<()> {
         eprintln!("multiarc: warning: --max-bytes: {w}");
     }
     args.max_bytes = max_bytes;
+    if let Some(l2) = &args.l2 {
+        // The background process leaves the working directory.
+        args.l2 = Some(std::path::absolute(l2).with_context(|| format!("--l2 {}", l2.display()))?);
+    }
     if log::set_logger(&StderrLog).is_ok() {
         log::set_max_level(log::LevelFilter::Warn);
     }
@@ -478,11 +492,17 @@ fn serve(
     rustix::process::umask(rustix::fs::Mode::empty());
     let block_size = args.block_size as usize;
     let cache = Arc::new(
-        Cache::<BlockKey>::builder()
-            .max_bytes(args.max_bytes)
-            .min_bytes((1 << 20).min(args.max_bytes).max(block_size as u64 * 16))
-            .build()
-            .map_err(|e| anyhow!("cache: {e}"))?,
+        {
+            let builder = Cache::<BlockKey>::builder()
+                .max_bytes(args.max_bytes)
+                .min_bytes((1 << 20).min(args.max_bytes).max(block_size as u64 * 16));
+            match (&args.l2, args.l2_bytes) {
+                (Some(path), Some(bytes)) => builder.l2(path, bytes).l2_rebuild(false),
+                _ => builder,
+            }
+        }
+        .build()
+        .map_err(|e| anyhow!("cache: {e}"))?,
     );
     let defaults = WriteBackConfig::default();
     let writeback = WriteBack::new(WriteBackConfig {

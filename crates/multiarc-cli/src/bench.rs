@@ -33,13 +33,17 @@ pub enum Workload {
     Randread,
     /// Range lock vs rwsem lock/unlock pairs.
     Rangelock,
+    /// Random reads over a working set larger than memory, smaller than
+    /// memory plus a second tier, backed by an O_DIRECT file: multiarc-l2,
+    /// foyer-hybrid, multiarc (memory only), direct.
+    L2,
 }
 
 impl Workload {
     /// The file workload this is (`None` for `cache`).
     fn file_workload(self) -> Option<FileWorkload> {
         match self {
-            Workload::Cache => None,
+            Workload::Cache | Workload::L2 => None,
             Workload::Randrw => Some(FileWorkload::RandRw),
             Workload::Randread => Some(FileWorkload::RandRead),
             Workload::Rangelock => Some(FileWorkload::RangeLock),
@@ -180,6 +184,24 @@ pub struct BenchArgs {
     /// Draw throughput against threads into this SVG file.
     #[arg(long)]
     plot: Option<PathBuf>,
+    /// --workload l2: memory of the caches.
+    #[arg(long, value_parser = size_arg, default_value = "64MiB")]
+    memory: u64,
+    /// --workload l2: the second tier's size (multiarc-l2's L2, foyer-hybrid's disk).
+    #[arg(long, value_parser = size_arg, default_value = "512MiB")]
+    l2_bytes: u64,
+    /// --workload l2: bytes read at random (default: 4 x --memory).
+    #[arg(long, value_parser = size_arg)]
+    working_set: Option<u64>,
+    /// --workload l2: where the backing file and the second tiers go (a
+    /// disk filesystem: O_DIRECT; default: the current directory); removed
+    /// afterwards.
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// --workload l2: rows (comma-separated): multiarc-l2, foyer-hybrid,
+    /// multiarc, direct (default: all this build has).
+    #[arg(long, value_parser = enum_arg::<crate::l2bench::L2Row>("l2 row"), value_delimiter = ',')]
+    l2_rows: Option<Vec<crate::l2bench::L2Row>>,
     /// Print one JSON document on stdout instead of tables.
     #[arg(long)]
     json: bool,
@@ -436,6 +458,39 @@ fn is_tmpfs(path: &Path) -> bool {
 
 /// Runs the benchmark.
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    if args.workload == Workload::L2 {
+        if args.caches.is_some() || args.lockstat || args.plot.is_some() {
+            bail!("--workload l2 takes --l2-rows, not --caches, --lockstat or --plot");
+        }
+        crate::util::check_seconds(args.seconds)?;
+        use crate::l2bench::L2Row;
+        let rows = args.l2_rows.clone().unwrap_or_else(|| {
+            [
+                L2Row::MultiarcL2,
+                L2Row::FoyerHybrid,
+                L2Row::Multiarc,
+                L2Row::Direct,
+            ]
+            .into_iter()
+            .filter(|r| *r != L2Row::FoyerHybrid || !peers::is_missing_peer("foyer"))
+            .collect()
+        });
+        return crate::l2bench::run(crate::l2bench::L2BenchArgs {
+            threads: &args.threads,
+            seconds: args.seconds,
+            repeat: args.repeat,
+            block_size: args.block_size,
+            memory: args.memory,
+            l2_bytes: args.l2_bytes,
+            working_set: args.working_set,
+            dir: args.dir.clone(),
+            rows,
+            json: args.json,
+        });
+    }
+    if args.l2_rows.is_some() || args.working_set.is_some() || args.dir.is_some() {
+        bail!("--l2-rows, --working-set and --dir apply to --workload l2 only");
+    }
     if let Some(workload) = args.workload.file_workload() {
         if args.caches.is_some() || args.lockstat || args.plot.is_some() {
             bail!("--caches, --lockstat and --plot apply to --workload cache only");
@@ -838,7 +893,7 @@ mod tests {
         assert_eq!(caches, peers);
         assert_eq!(
             crate::util::enum_names::<Workload>(),
-            ["cache", "randrw", "randread", "rangelock"]
+            ["cache", "randrw", "randread", "rangelock", "l2"]
         );
         assert_eq!(crate::util::enum_names::<Mode>(), ["hold", "copy"]);
         for &l in LockingArg::value_variants() {

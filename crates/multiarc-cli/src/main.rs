@@ -7,6 +7,7 @@
 mod bench;
 mod filebench;
 mod harness;
+mod l2bench;
 mod lockbench;
 mod lockstat;
 mod mount;

@@ -298,3 +298,84 @@ fn file_workloads_report_every_locking_mode() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("range/rwsem"), "{text}");
 }
+
+#[test]
+fn the_l2_workload_runs_its_rows_and_refuses_bad_sizes() {
+    // O_DIRECT needs a disk filesystem: the target directory is on one.
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("l2bench");
+    std::fs::create_dir_all(&dir).unwrap();
+    let d = dir.to_str().unwrap();
+    let base = [
+        "bench",
+        "--workload",
+        "l2",
+        "--memory",
+        "1MiB",
+        "--l2-bytes",
+        "8MiB",
+        "--working-set",
+        "4MiB",
+        "--seconds",
+        "0.05",
+        "--repeat",
+        "1",
+        "--threads",
+        "1,2",
+        "--dir",
+        d,
+    ];
+    let mut args = base.to_vec();
+    args.extend(["--l2-rows", "multiarc-l2,multiarc,direct", "--json"]);
+    let out = multiarc(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    let results = doc["results"].as_array().unwrap();
+    for (row, threads) in [
+        ("multiarc-l2", 1),
+        ("multiarc-l2", 2),
+        ("multiarc", 1),
+        ("direct", 2),
+    ] {
+        let r = results
+            .iter()
+            .find(|r| r["cache"] == row && r["threads"] == threads)
+            .unwrap_or_else(|| panic!("no {row} at {threads}"));
+        assert!(r["ops_per_sec"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    let direct = results.iter().find(|r| r["cache"] == "direct").unwrap();
+    assert_eq!(direct["memory_hit_ratio"], 0.0);
+    // Its files are gone.
+    let left = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with(".multiarc-l2bench")
+        })
+        .count();
+    assert_eq!(left, 0);
+    // Sizes that make no such workload: one clear line each.
+    for (flag, value, want) in [
+        ("--working-set", "1MiB", "larger than --memory"),
+        (
+            "--working-set",
+            "9MiB",
+            "smaller than --memory plus --l2-bytes",
+        ),
+        ("--dir", "/dev/shm", "tmpfs"),
+    ] {
+        let mut args = base.to_vec();
+        let at = args.iter().position(|a| *a == flag).unwrap();
+        args[at + 1] = value;
+        let out = multiarc(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{flag} {value}");
+        assert!(err.contains(want), "{flag} {value}: {err}");
+    }
+}

@@ -319,22 +319,33 @@ impl<K: Key> Cache<K> {
     #[inline]
     pub fn get(&self, key: &K) -> Option<Handle<'_, K>> {
         #[inline(always)]
-        fn get<'a, K: Key, M: Mode, V: Evictor>(
-            core: &'a Core<K, M>,
-            key: &K,
-        ) -> Option<Handle<'a, K>> {
+        fn get<'a, K: Key, M: Mode>(core: &'a Core<K, M>, key: &K) -> Option<Handle<'a, K>> {
             match M::lookup(core, core.hash(key), key) {
                 Some((e, len)) => Some(Handle::with_len(core, e, len)),
-                None => match &core.l2 {
-                    Some(tier) => l2_get::<K, M, V>(core, tier, key),
-                    None => {
+                None => {
+                    if core.l2.is_none() {
                         core.events.count(Event::Miss);
-                        None
                     }
-                },
+                    None
+                }
             }
         }
-        dispatch!(&self.shared, core, V => get::<K, _, V>(core, key))
+        // The hit path is the memory-only lookup; the second tier is a
+        // separate, cold call on a miss.
+        match dispatch!(&self.shared, core => get(core, key)) {
+            Some(h) => Some(h),
+            None => self.get_from_l2(key),
+        }
+    }
+
+    /// `get`'s memory miss: the second tier's copy, if any.
+    #[cold]
+    #[inline(never)]
+    fn get_from_l2(&self, key: &K) -> Option<Handle<'_, K>> {
+        dispatch!(&self.shared, core, V => match &core.l2 {
+            Some(tier) => l2_get::<K, _, V>(core, tier, key),
+            None => None,
+        })
     }
 
     /// Caches `data` under `key`, replacing any buffer cached for it (holders

@@ -317,13 +317,11 @@ fn replay_with_a_second_tier() {
     // A Zipf-like skew over 3000 blocks: memory of 100 blocks plus a second
     // tier of 1000 hits more than memory alone, and the rows say how much
     // of it the second tier served.
-    let mut x = 7u64;
-    let text: String = (0..30_000)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let r = (x % 1000) as f64 / 1000.0;
+    // r = i * 0.618... mod 1 (a low-discrepancy sequence), cubed: skewed
+    // towards the low ids.
+    let text: String = (0..30_000u64)
+        .map(|i| {
+            let r = (i as f64 * 0.618_033_988_749_895).fract();
             format!("{}\n", (r * r * r * 3000.0) as u64)
         })
         .collect();

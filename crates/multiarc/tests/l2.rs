@@ -4,26 +4,26 @@
 //! a SIGKILL, corruption is a counted miss, and bad devices are refused
 //! with one clear error.
 
+mod common;
+
 use multiarc::{Cache, HitMode, Stats};
+use rand::RngExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 const BLOCK: usize = 4096;
 
-/// The bytes of `key` (version `v`): distinct per key and version.
+/// The bytes of `key` (version `v`): the key and version at both ends, a
+/// pattern of both between, so a block of another key or version differs.
 fn data_of(key: u64, v: u64, len: usize) -> Vec<u8> {
-    let mut x = key
-        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
-        .wrapping_add(v.wrapping_mul(0xd1b5_4a32_d192_ed03))
-        | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    let mut d: Vec<u8> = (0..len)
+        .map(|i| (key as usize * 131 + v as usize * 71 + i * 7) as u8)
+        .collect();
+    let tag = [key.to_le_bytes(), v.to_le_bytes()].concat();
+    let n = tag.len().min(len);
+    d[..n].copy_from_slice(&tag[..n]);
+    d[len - n..].copy_from_slice(&tag[..n]);
+    d
 }
 
 /// A fresh device path on the disk (O_DIRECT needs one; tmpfs refuses it).
@@ -300,12 +300,10 @@ fn loads_and_holds_race_the_feed_and_eviction() {
                 let cache = &cache;
                 let stop = &stop;
                 s.spawn(move || {
-                    let mut x = t + 1;
+                    let mut rng = common::rng(t + 1);
                     let mut held = Vec::new();
                     while !stop.load(Ordering::Relaxed) {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
+                        let x: u64 = rng.random();
                         let k = x % 3000;
                         let h = cache
                             .get_or_load(k, || Ok::<_, std::io::Error>(data_of(k, 0, BLOCK)))
@@ -432,12 +430,9 @@ fn rebuild_measurement() {
     let (reads, hits) = (AtomicU64::new(0), AtomicU64::new(0));
     std::thread::scope(|s| {
         s.spawn(|| {
-            let mut x = 12345u64;
+            let mut rng = common::rng(12345);
             while !done.load(Ordering::Relaxed) {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                let k = x % max_key;
+                let k = rng.random_range(0..max_key);
                 if let Some(h) = cache.get(&k) {
                     assert!(*h == data_of(k, 0, B8K)[..], "wrong bytes for {k}");
                     hits.fetch_add(1, Ordering::Relaxed);

@@ -313,7 +313,7 @@ fn loads_and_holds_race_the_feed_and_eviction() {
                         if held.len() > 8 {
                             held.remove(0);
                         }
-                        if x % 97 == 0 {
+                        if x.is_multiple_of(97) {
                             cache.remove(&(x % 3000));
                         }
                     }

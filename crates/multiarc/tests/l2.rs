@@ -216,16 +216,21 @@ fn corrupt(path: &Path, start: u64, stride: u64) {
 fn corruption_is_a_counted_miss_never_wrong_bytes() {
     // While the cache is stopped.
     let path = device("corrupt-stopped");
+    let on_device;
     {
         let cache = builder(&path, 256 << 10, 16 << 20, HitMode::Lazy, true);
         fill(&cache, 0..1500, 0);
+        on_device = cache.stats().l2_size / BLOCK as u64;
     }
     corrupt(&path, 1000, 3 * 4096 + 17);
     let cache = builder(&path, 256 << 10, 16 << 20, HitMode::Lazy, true);
     cache.l2_wait_rebuild();
-    check_all(&cache, 0..1500, 0);
+    let found = check_all(&cache, 0..1500, 0) as u64;
     let s = cache.stats();
-    assert!(s.l2_cksum_bad > 0 || s.l2_rebuild_blocks == 0, "{s:?}");
+    // Every third unit is damaged: damaged buffers fail their checksum
+    // (counted), and a damaged log block ends the rebuild's walk (what it
+    // described is not found again). Either way, no wrong byte (check_all).
+    assert!(s.l2_cksum_bad > 0 || found < on_device, "{s:?}");
     drop(cache);
 
     // While it runs.

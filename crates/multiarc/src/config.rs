@@ -317,19 +317,9 @@ impl<K> Builder<K> {
     }
 
     fn l2_mut(&mut self) -> &mut L2Config {
-        self.l2.get_or_insert_with(|| L2Config {
-            path: PathBuf::new(),
-            bytes: 0,
-            // 0: the default, resolved against the size (`l2_config`).
-            write_max: 0,
-            headroom: 2,
-            feed_interval: Duration::from_secs(1),
-            feed_min_interval: Duration::from_millis(200),
-            mfu_only: false,
-            rebuild: true,
-            identity: 0,
-            direct: true,
-        })
+        // A write_max of 0: the default, resolved against the size (`l2_config`).
+        self.l2
+            .get_or_insert_with(|| L2Config::new(PathBuf::new(), 0, 0))
     }
 }
 

@@ -74,6 +74,25 @@ pub(crate) struct L2Config {
     pub(crate) direct: bool,
 }
 
+impl L2Config {
+    /// A tier of `bytes` at `path` with OpenZFS's defaults for the rest (a
+    /// `write_max` of 0 is resolved against the size by the builder).
+    pub(crate) fn new(path: PathBuf, bytes: u64, write_max: u64) -> L2Config {
+        L2Config {
+            path,
+            bytes,
+            write_max,
+            headroom: 2,
+            feed_interval: Duration::from_secs(1),
+            feed_min_interval: Duration::from_millis(200),
+            mfu_only: false,
+            rebuild: true,
+            identity: 0,
+            direct: true,
+        }
+    }
+}
+
 /// How the tier stores keys of type `K` in its log blocks: a fixed-length
 /// encoding (the key type's `PersistentKey` implementation).
 pub(crate) struct KeyCodec<K> {
@@ -714,18 +733,7 @@ mod tests {
     }
 
     fn config(path: &Path, bytes: u64, write_max: u64) -> L2Config {
-        L2Config {
-            path: path.to_path_buf(),
-            bytes,
-            write_max,
-            headroom: 2,
-            feed_interval: Duration::from_secs(1),
-            feed_min_interval: Duration::from_millis(200),
-            mfu_only: false,
-            rebuild: true,
-            identity: 0,
-            direct: true,
-        }
+        L2Config::new(path.to_path_buf(), bytes, write_max)
     }
 
     /// A fresh path on the disk (the crate's target directory).

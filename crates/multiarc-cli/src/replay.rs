@@ -84,6 +84,11 @@ pub struct ReplayArgs {
     /// Feed only MFU buffers to the --l2 tier (OpenZFS's l2arc_mfuonly).
     #[arg(long)]
     l2_mfu_only: bool,
+    /// Bytes of copies the --l2 tier's hand may write again per byte of
+    /// new buffers (`Builder::l2_rewrite_ratio`; 0: it overwrites whatever
+    /// it reaches, as OpenZFS's L2ARC does).
+    #[arg(long)]
+    l2_rewrite_ratio: Option<u64>,
     /// Draw hit ratio against capacity into this SVG file.
     #[arg(long)]
     plot: Option<PathBuf>,
@@ -125,6 +130,7 @@ struct L2Options {
     sizes: Vec<String>,
     dir: PathBuf,
     mfu_only: bool,
+    rewrite_ratio: Option<u64>,
 }
 
 /// The multiarc policies, which can have a second tier.
@@ -182,7 +188,11 @@ fn build_tiered(
     } else {
         HitMode::Lazy
     };
-    let cache = Cache::<u64>::builder()
+    let mut builder = Cache::<u64>::builder();
+    if let Some(ratio) = l2.rewrite_ratio {
+        builder = builder.l2_rewrite_ratio(ratio);
+    }
+    let cache = builder
         .max_bytes(blocks)
         .min_bytes(1)
         .hit_mode(mode)
@@ -709,7 +719,12 @@ fn replay(
         bar.set_done(done);
         for (name, l2_blocks, policy, hits) in running {
             let l2_hits = match &policy {
-                Policy::Tiered { cache, .. } => cache.stats().l2_hits,
+                Policy::Tiered { cache, .. } => {
+                    if std::env::var_os("MULTIARC_DEBUG_L2").is_some() {
+                        eprintln!("{:?}", cache.stats());
+                    }
+                    cache.stats().l2_hits
+                }
                 _ => 0,
             };
             results.push(ReplayResult {
@@ -754,13 +769,16 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
     if !l2.is_empty() && !policies.iter().any(|p| has_l2(p)) {
         bail!("--l2 applies to the multiarc policies (multiarc, multiarc-eager, multiarc-lazy), and --policy has none");
     }
-    if args.l2.is_none() && (args.l2_dir.is_some() || args.l2_mfu_only) {
-        bail!("--l2-dir and --l2-mfu-only apply with --l2 only");
+    if args.l2.is_none()
+        && (args.l2_dir.is_some() || args.l2_mfu_only || args.l2_rewrite_ratio.is_some())
+    {
+        bail!("--l2-dir, --l2-mfu-only and --l2-rewrite-ratio apply with --l2 only");
     }
     let l2_options = L2Options {
         sizes: l2,
         dir: args.l2_dir.clone().unwrap_or_else(std::env::temp_dir),
         mfu_only: args.l2_mfu_only,
+        rewrite_ratio: args.l2_rewrite_ratio,
     };
     let bar = Bar::counting("replay", 0, "requests", args.json);
     let Outcome {
@@ -906,6 +924,7 @@ mod tests {
                 sizes: Vec::new(),
                 dir: PathBuf::from("."),
                 mfu_only: false,
+                rewrite_ratio: None,
             },
             8192,
             &Bar::hidden(),
@@ -1006,6 +1025,7 @@ mod tests {
                     sizes: Vec::new(),
                     dir: PathBuf::from("."),
                     mfu_only: false,
+                    rewrite_ratio: None,
                 },
                 8192,
                 &Bar::hidden(),

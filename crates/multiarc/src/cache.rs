@@ -467,9 +467,11 @@ impl<K: Key> Cache<K> {
                 l2_writes: l2.writes,
                 l2_write_bytes: l2.write_bytes,
                 l2_evictions: l2.evictions,
+                l2_rewrites: l2.rewrites,
                 l2_cksum_bad: l2.cksum_bad,
                 l2_io_errors: l2.io_errors,
                 l2_hdr_bytes: l2.hdr_bytes,
+                l2_ghost_bytes: l2.ghost_bytes,
                 l2_rebuild_blocks: l2.rebuild_blocks,
                 l2_rebuild_ms: l2.rebuild_ms,
             };

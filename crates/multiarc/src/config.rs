@@ -304,6 +304,12 @@ impl<K> Builder<K> {
                 l2.headroom
             )));
         }
+        if l2.rewrite_ratio > 64 {
+            return Err(ConfigError::new(format!(
+                "l2_rewrite_ratio ({}) must be at most 64",
+                l2.rewrite_ratio
+            )));
+        }
         if l2.feed_interval.is_zero() || l2.feed_min_interval.is_zero() {
             return Err(ConfigError::new("l2 feed intervals must be greater than 0"));
         }
@@ -376,6 +382,18 @@ impl<K: PersistentKey> Builder<K> {
     /// `l2arc_mfuonly`: feed only buffers of the MFU list (default false).
     pub fn l2_mfu_only(mut self, mfu_only: bool) -> Builder<K> {
         self.l2_mut().mfu_only = mfu_only;
+        self
+    }
+
+    /// How many bytes of copies the second tier's hand may write again per
+    /// byte of new buffers in a batch (default 4, at most 64). The hand
+    /// keeps, instead of overwriting, the copies of the tier list that is
+    /// under its adaptive target and those read back since they were
+    /// written (ARC's choice and CAR's second chance, on the ring); 0
+    /// lets it overwrite everything it reaches, as OpenZFS's L2ARC does (a
+    /// FIFO of what memory evicted, with the fewest device writes).
+    pub fn l2_rewrite_ratio(mut self, ratio: u64) -> Builder<K> {
+        self.l2_mut().rewrite_ratio = ratio;
         self
     }
 

@@ -202,15 +202,20 @@ statistics! {
     l2_writes: counter,
     /// Bytes written to the second tier (buffers and log blocks).
     l2_write_bytes: counter,
-    /// Buffers dropped from the second tier because its write hand came
-    /// round to them.
+    /// Buffers the second tier let go of when its write hand came round to
+    /// them.
     l2_evictions: counter,
+    /// Buffers the second tier's hand kept, written again after a batch's
+    /// new buffers (counted in `l2_write_bytes` too).
+    l2_rewrites: counter,
     /// Second-tier reads whose checksum did not verify (counted as misses).
     l2_cksum_bad: counter,
     /// Second-tier reads or writes that failed.
     l2_io_errors: counter,
     /// Memory held by the second tier's headers.
     l2_hdr_bytes: gauge,
+    /// Memory held by the second tier's history (its ghost lists).
+    l2_ghost_bytes: gauge,
     /// Log blocks read to rebuild the second tier's index on start.
     l2_rebuild_blocks: counter,
     /// Time that rebuild took, in milliseconds.
@@ -307,9 +312,11 @@ mod tests {
                 "l2_writes",
                 "l2_write_bytes",
                 "l2_evictions",
+                "l2_rewrites",
                 "l2_cksum_bad",
                 "l2_io_errors",
                 "l2_hdr_bytes",
+                "l2_ghost_bytes",
                 "l2_rebuild_blocks",
                 "l2_rebuild_ms",
             ]
@@ -349,9 +356,11 @@ mod tests {
             l2_writes: 22,
             l2_write_bytes: 23,
             l2_evictions: 24,
+            l2_rewrites: 30,
             l2_cksum_bad: 25,
             l2_io_errors: 26,
             l2_hdr_bytes: 27,
+            l2_ghost_bytes: 31,
             l2_rebuild_blocks: 28,
             l2_rebuild_ms: 29,
         };

@@ -14,8 +14,19 @@
 //!   hold, up to one batch, before anything is evicted;
 //! - the device is a ring of 4 KiB units after a header unit: a batch takes
 //!   one unit per page plus one for its log block, at the hand, or at the
-//!   ring's start when it does not fit before the end; what it overwrites is
-//!   forgotten; a read leaves the copy in place.
+//!   ring's start when it does not fit before the end; a read leaves the
+//!   copy in place and sets its reference bit;
+//! - the device's own history: its copies are on T1 or T2, and what the
+//!   hand lets go of is remembered on B1 or B2 (queues, bounded as ARC
+//!   bounds them with the ring's units as c); a page written while B1 or
+//!   B2 remembers it goes onto T2 and moves the device's p as ARC does;
+//! - the hand, walking the copies the batch would overwrite in device
+//!   order: while the rewrite budget (`ratio` units per new page) lasts it
+//!   keeps a referenced copy (onto T2) and a copy of the list that is not
+//!   over its target (T1 is over when it holds more than p, or T2 is
+//!   empty), written again after the new pages, each one more unit that
+//!   the batch then covers; it lets go of the rest. With `ratio` 0 it lets
+//!   go of everything (OpenZFS's ring).
 //!
 //! With every page one unit, the cache must agree with it on every request
 //! and on where every block is at the end.
@@ -36,6 +47,17 @@ enum List {
     B2,
 }
 
+/// A page's copy on the device.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct Copy {
+    unit: u64,
+    /// Fed from memory's T2.
+    mfu: bool,
+    /// On the device's T2.
+    t2: bool,
+    referenced: bool,
+}
+
 /// Where a request was served.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Served {
@@ -53,8 +75,14 @@ struct Model {
     t2: VecDeque<u64>,
     b1: VecDeque<u64>,
     b2: VecDeque<u64>,
-    /// The device: page -> (unit, fed from T2).
-    on_device: HashMap<u64, (u64, bool)>,
+    /// The device: page -> its copy.
+    on_device: HashMap<u64, Copy>,
+    /// The device's history (front = oldest) and T1 target, in units.
+    dev_b1: VecDeque<u64>,
+    dev_b2: VecDeque<u64>,
+    dev_p: u64,
+    /// Units of copies the hand may write again per new page.
+    ratio: u64,
     /// The ring's units `[ring_start, ring_end)`, its hand, and whether the
     /// hand went round.
     ring_start: u64,
@@ -69,7 +97,7 @@ struct Model {
 }
 
 impl Model {
-    fn new(c: usize, ring_units: u64, batch: usize) -> Model {
+    fn new(c: usize, ring_units: u64, batch: usize, ratio: u64) -> Model {
         Model {
             c,
             p: 0,
@@ -79,6 +107,10 @@ impl Model {
             b1: VecDeque::new(),
             b2: VecDeque::new(),
             on_device: HashMap::new(),
+            dev_b1: VecDeque::new(),
+            dev_b2: VecDeque::new(),
+            dev_p: 0,
+            ratio,
             ring_start: 1,
             ring_end: 1 + ring_units,
             hand: 1,
@@ -139,18 +171,124 @@ impl Model {
         if pages.is_empty() {
             return;
         }
-        let total = pages.len() as u64 + 1; // and the log block
-        if self.hand + total > self.ring_end {
+        // Each page is written onto T2 if the device's history remembers it.
+        let cap = self.ring_end - self.ring_start;
+        let pages: Vec<(u64, bool, bool)> = pages
+            .into_iter()
+            .map(|(x, mfu)| (x, mfu, self.device_take(x, cap)))
+            .collect();
+        let n = pages.len() as u64;
+        let budget = (n * self.ratio).min(cap / 4);
+        let mut plan = self.plan(self.hand, n, budget);
+        if self.hand + plan.0 > self.ring_end {
             self.hand = self.ring_start;
             self.wrapped = true;
+            plan = self.plan(self.hand, n, budget);
+            if self.hand + plan.0 > self.ring_end {
+                plan = self.plan(self.hand, n, 0);
+            }
         }
-        let (start, end) = (self.hand, self.hand + total);
-        self.on_device
-            .retain(|_, &mut (unit, _)| unit < start || unit >= end);
-        for (i, (x, mfu)) in pages.into_iter().enumerate() {
-            self.on_device.insert(x, (start + i as u64, mfu));
+        let (total, dropped, kept) = plan;
+        let start = self.hand;
+        for x in dropped {
+            let copy = self.on_device.remove(&x).expect("on the device");
+            if copy.t2 {
+                self.dev_b2.push_back(x);
+            } else {
+                self.dev_b1.push_back(x);
+            }
+            let t1 = self.on_device.values().filter(|c| !c.t2).count() as u64;
+            let t2 = self.on_device.len() as u64 - t1;
+            // ARC's bounds: T1 + B1 <= c, everything <= 2c (B2 first).
+            while t1 + self.dev_b1.len() as u64 > cap && self.dev_b1.pop_front().is_some() {}
+            while t1 + t2 + (self.dev_b1.len() + self.dev_b2.len()) as u64 > 2 * cap
+                && (self.dev_b2.pop_front().is_some() || self.dev_b1.pop_front().is_some())
+            {
+            }
         }
-        self.hand = end;
+        for (i, (x, mfu, t2)) in pages.into_iter().enumerate() {
+            let unit = start + i as u64;
+            self.on_device.insert(
+                x,
+                Copy {
+                    unit,
+                    mfu,
+                    t2,
+                    referenced: false,
+                },
+            );
+        }
+        for (i, x) in kept.into_iter().enumerate() {
+            let c = self.on_device.get_mut(&x).expect("kept");
+            *c = Copy {
+                unit: start + n + i as u64,
+                mfu: c.mfu,
+                t2: c.t2 || c.referenced,
+                referenced: false,
+            };
+        }
+        self.hand = start + total;
+    }
+
+    /// A page is written: if the device's history remembers it, forget it
+    /// there, move p (ARC's rule, sizes before the forgetting) and say T2.
+    fn device_take(&mut self, x: u64, cap: u64) -> bool {
+        let (b1, b2) = (self.dev_b1.len() as u64, self.dev_b2.len() as u64);
+        if let Some(i) = self.dev_b1.iter().position(|&y| y == x) {
+            self.dev_b1.remove(i);
+            self.dev_p = (self.dev_p + (b2 / b1).max(1)).min(cap);
+            true
+        } else if let Some(i) = self.dev_b2.iter().position(|&y| y == x) {
+            self.dev_b2.remove(i);
+            self.dev_p = self.dev_p.saturating_sub((b1 / b2).max(1));
+            true
+        } else {
+            false
+        }
+    }
+
+    /// What a batch of `n` new pages at `start` overwrites: (units it
+    /// covers with its log block, copies let go of, copies kept), walking
+    /// the copies from `start` in device order while they lie under the
+    /// batch's growing end.
+    fn plan(&self, start: u64, n: u64, budget: u64) -> (u64, Vec<u64>, Vec<u64>) {
+        let mut total = n + 1;
+        let (mut dropped, mut kept) = (Vec::new(), Vec::new());
+        if !self.wrapped {
+            return (total, dropped, kept);
+        }
+        let mut copies: Vec<(u64, u64)> = self
+            .on_device
+            .iter()
+            .filter(|(_, c)| c.unit >= start)
+            .map(|(&x, c)| (c.unit, x))
+            .collect();
+        copies.sort_unstable();
+        let mut t1 = self.on_device.values().filter(|c| !c.t2).count() as u64;
+        let mut t2 = self.on_device.len() as u64 - t1;
+        for (unit, x) in copies {
+            if unit >= start + total {
+                break;
+            }
+            let c = self.on_device[&x];
+            let shrink_t1 = t1 > self.dev_p || t2 == 0;
+            if (kept.len() as u64) < budget && (c.referenced || c.t2 == shrink_t1) {
+                if c.referenced && !c.t2 {
+                    t1 -= 1;
+                    t2 += 1;
+                }
+                kept.push(x);
+                total = n + kept.len() as u64 + 1;
+            } else {
+                if c.t2 {
+                    t2 -= 1;
+                } else {
+                    t1 -= 1;
+                }
+                dropped.push(x);
+            }
+        }
+        (total, dropped, kept)
     }
 
     fn replace(&mut self, x_in_b2: bool) {
@@ -188,10 +326,14 @@ impl Model {
     }
 
     fn access(&mut self, x: u64) -> Served {
-        let served = if self.on_device.contains_key(&x) {
-            Served::Device
-        } else {
-            Served::Miss
+        let in_memory = matches!(self.lists.get(&x), Some(List::T1 | List::T2));
+        let served = match self.on_device.get_mut(&x) {
+            Some(c) if !in_memory => {
+                c.referenced = true;
+                Served::Device
+            }
+            Some(_) => Served::Device,
+            None => Served::Miss,
         };
         match self.lists.get(&x).copied() {
             Some(l @ (List::T1 | List::T2)) => {
@@ -208,8 +350,8 @@ impl Model {
                 // may overwrite it).
                 let copy = self.on_device.get(&x).copied();
                 self.feed();
-                if let Some((_, mfu)) = copy {
-                    let as_ghost = if mfu { List::B2 } else { List::B1 };
+                if let Some(c) = copy {
+                    let as_ghost = if c.mfu { List::B2 } else { List::B1 };
                     self.ghost_hit(x, as_ghost, false);
                     // The history's bounds: |T1| + |B1| <= c, all <= 2c.
                     while self.t1.len() + self.b1.len() > self.c && !self.b1.is_empty() {
@@ -252,6 +394,19 @@ fn data_of(key: u64) -> Vec<u8> {
 }
 
 fn run(name: &str, trace: &[u64], memory_pages: usize, device_bytes: u64) {
+    // The default rewrite ratio (4), and none (OpenZFS's ring).
+    for ratio in [4, 0] {
+        run_with(
+            &format!("{name}-rewrite-{ratio}"),
+            trace,
+            memory_pages,
+            device_bytes,
+            ratio,
+        );
+    }
+}
+
+fn run_with(name: &str, trace: &[u64], memory_pages: usize, device_bytes: u64, ratio: u64) {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("l2-tests");
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(format!("differential-{name}"));
@@ -265,6 +420,7 @@ fn run(name: &str, trace: &[u64], memory_pages: usize, device_bytes: u64) {
         .hit_mode(HitMode::Eager)
         .l2(&path, device_bytes)
         .l2_write_max(write_max)
+        .l2_rewrite_ratio(ratio)
         .l2_rebuild(false)
         .build()
         .unwrap();
@@ -273,6 +429,7 @@ fn run(name: &str, trace: &[u64], memory_pages: usize, device_bytes: u64) {
         memory_pages,
         ring_units,
         (write_max / BLOCK as u64) as usize,
+        ratio,
     );
     let mut agree = 0usize;
     let mut hits = [0usize; 2];
@@ -379,6 +536,21 @@ fn tiers_follow_the_model_on_zipf() {
 fn tiers_follow_the_model_on_scans_over_a_hot_set() {
     let trace = common::scan_mixed(40_000, 300, 3_000, 5);
     run("scan", &trace, 200, 4096 + 1700 * BLOCK as u64);
+}
+
+/// A loop a little larger than both tiers, interleaved with Zipf requests:
+/// the device's history sees the loop's pages come back (B1) and the
+/// Zipf pages' (B2), so its p moves both ways.
+#[test]
+fn tiers_follow_the_model_on_a_loop_larger_than_both_tiers() {
+    let looped = common::looping(30_000, 2_300);
+    let hot = common::zipf(30_000, 3_000, 1.0, 7);
+    let trace: Vec<u64> = looped
+        .into_iter()
+        .zip(hot)
+        .flat_map(|(l, h)| [l, 100_000 + h])
+        .collect();
+    run("loop", &trace, 200, 4096 + 1700 * BLOCK as u64);
 }
 
 #[test]

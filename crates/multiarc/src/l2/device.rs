@@ -247,6 +247,16 @@ impl Device {
 
     /// Writes `buf` at `offset`.
     pub(crate) fn write_at(&self, buf: &AlignedBuf, offset: u64) -> io::Result<()> {
+        self.write_at_prefix(buf, buf.bytes().len(), offset)
+    }
+
+    /// Writes the first `len` bytes of `buf` (whole units) at `offset`.
+    pub(crate) fn write_at_prefix(
+        &self,
+        buf: &AlignedBuf,
+        len: usize,
+        offset: u64,
+    ) -> io::Result<()> {
         if self.faults.writes.load(Ordering::Relaxed) {
             return Err(io::Error::from_raw_os_error(libc::EIO));
         }
@@ -255,6 +265,6 @@ impl Device {
         {
             return Err(io::Error::from_raw_os_error(libc::EIO));
         }
-        self.file.write_all_at(buf.bytes(), offset)
+        self.file.write_all_at(&buf.bytes()[..len], offset)
     }
 }

@@ -18,7 +18,8 @@
 //!   generation (the previous log block's plus one), a pointer to the
 //!   previous log block (offset, length, checksum, generation: the chain
 //!   back), where the batch starts, and per buffer the encoded key, device
-//!   offset, length, flags (bit 0: fed from MFU) and data checksum.
+//!   offset, length, flags (bit 0: fed from MFU; bit 1: on the tier's
+//!   second list, T2) and data checksum.
 //!
 //! The index is rebuilt by walking the chain back from the header's
 //! pointer (`mod.rs`, `rebuild`).
@@ -144,6 +145,8 @@ pub(crate) struct LogEntry {
     pub(crate) offset: u64,
     pub(crate) len: u32,
     pub(crate) mfu: bool,
+    /// On the tier's second list (T2).
+    pub(crate) t2: bool,
     pub(crate) cksum: u64,
 }
 
@@ -170,7 +173,7 @@ pub(crate) fn encode_log(
     prev: &LogPtr,
     start: u64,
     key_len: usize,
-    entries: impl ExactSizeIterator<Item = (Vec<u8>, u64, u32, bool, u64)>,
+    entries: impl ExactSizeIterator<Item = (Vec<u8>, u64, u32, bool, bool, u64)>,
 ) -> u64 {
     b.fill(0);
     b[0..8].copy_from_slice(LOG_MAGIC);
@@ -180,12 +183,13 @@ pub(crate) fn encode_log(
     b[64..68].copy_from_slice(&(entries.len() as u32).to_le_bytes());
     b[68..72].copy_from_slice(&(key_len as u32).to_le_bytes());
     let mut at = LOG_FIXED;
-    for (key, offset, len, mfu, cksum) in entries {
+    for (key, offset, len, mfu, t2, cksum) in entries {
         b[at..at + key_len].copy_from_slice(&key);
         at += key_len;
         b[at..at + 8].copy_from_slice(&offset.to_le_bytes());
         b[at + 8..at + 12].copy_from_slice(&len.to_le_bytes());
-        b[at + 12..at + 16].copy_from_slice(&u32::from(mfu).to_le_bytes());
+        let flags = u32::from(mfu) | u32::from(t2) << 1;
+        b[at + 12..at + 16].copy_from_slice(&flags.to_le_bytes());
         b[at + 16..at + 24].copy_from_slice(&cksum.to_le_bytes());
         at += ENTRY_FIXED;
     }
@@ -218,6 +222,7 @@ pub(crate) fn decode_log(b: &[u8], ptr: &LogPtr, key_len: usize) -> Option<LogBl
             offset: u64_at(b, at),
             len: u32_at(b, at + 8),
             mfu: u32_at(b, at + 12) & 1 == 1,
+            t2: u32_at(b, at + 12) & 2 == 2,
             cksum: u64_at(b, at + 16),
         });
         at += ENTRY_FIXED;
@@ -259,8 +264,8 @@ mod tests {
     #[test]
     fn log_roundtrip_and_damage() {
         let entries = vec![
-            (vec![1u8; 8], 4096u64, 10u32, true, 5u64),
-            (vec![2u8; 8], 8192, 4096, false, 6),
+            (vec![1u8; 8], 4096u64, 10u32, true, false, 5u64),
+            (vec![2u8; 8], 8192, 4096, false, true, 6),
         ];
         let len = log_len(entries.len(), 8) as usize;
         assert_eq!(len, 4096);
@@ -277,6 +282,7 @@ mod tests {
         assert_eq!((log.generation, log.start, log.entries.len()), (4, 4096, 2));
         assert_eq!(log.entries[0].key, vec![1u8; 8]);
         assert!(log.entries[0].mfu && !log.entries[1].mfu);
+        assert!(!log.entries[0].t2 && log.entries[1].t2);
         // Another generation, key length, or a flipped byte: rejected.
         assert!(decode_log(
             &b,

@@ -1,20 +1,29 @@
 //! The second tier's in-memory headers (OpenZFS's L2-only `arc_buf_hdr_t`):
-//! per key, where its copy lies on the device, its length, checksum and
-//! the list it was fed from; or that it is being written. Striped maps;
-//! 16 bytes per record beside the key.
+//! per key, where its copy lies on the device, its length, checksum, the
+//! memory list it was fed from, the tier's own list (T1: written once, T2:
+//! read back or remembered by the tier's history) and a reference bit; or
+//! that it is being written. Striped maps; 16 bytes per record beside the
+//! key. The bytes of the cached records of each tier list are counted here,
+//! for the hand's choice (`mod.rs`).
 
 use crate::key::Key;
 use crate::lock::Mutex;
 use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 const STRIPES: usize = 64;
 /// `len` flag: fed from the MFU list.
 const MFU: u32 = 1 << 31;
 /// `len` flag: in a batch being written (`unit` is then the batch's id).
 const WRITING: u32 = 1 << 30;
-/// The largest buffer a record describes (below both flags).
-pub(crate) const MAX_LEN: u64 = (1 << 30) - 1;
+/// `len` flag: on the tier's second list (T2).
+const T2: u32 = 1 << 29;
+/// `len` flag: read back since it was written (CAR's reference bit).
+const REF: u32 = 1 << 28;
+const FLAGS: u32 = MFU | WRITING | T2 | REF;
+/// The largest buffer a record describes (below the flags).
+pub(crate) const MAX_LEN: u64 = (1 << 28) - 1;
 
 /// One key's record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,19 +35,27 @@ pub(crate) struct Rec {
     cksum: u64,
 }
 
+fn flag(on: bool, f: u32) -> u32 {
+    if on {
+        f
+    } else {
+        0
+    }
+}
+
 impl Rec {
-    pub(crate) fn cached(unit: u32, len: u32, mfu: bool, cksum: u64) -> Rec {
+    pub(crate) fn cached(unit: u32, len: u32, mfu: bool, t2: bool, cksum: u64) -> Rec {
         Rec {
             unit,
-            len: len | if mfu { MFU } else { 0 },
+            len: len | flag(mfu, MFU) | flag(t2, T2),
             cksum,
         }
     }
 
-    fn writing(batch: u32, len: u32, mfu: bool) -> Rec {
+    fn writing(batch: u32, len: u32, mfu: bool, t2: bool) -> Rec {
         Rec {
             unit: batch,
-            len: len | WRITING | if mfu { MFU } else { 0 },
+            len: len | WRITING | flag(mfu, MFU) | flag(t2, T2),
             cksum: 0,
         }
     }
@@ -52,7 +69,27 @@ impl Rec {
     }
 
     pub(crate) fn len(&self) -> u32 {
-        self.len & !(MFU | WRITING)
+        self.len & !FLAGS
+    }
+
+    /// On the tier's second list.
+    pub(crate) fn t2(&self) -> bool {
+        self.len & T2 != 0
+    }
+
+    /// Read back since it was written.
+    pub(crate) fn referenced(&self) -> bool {
+        self.len & REF != 0
+    }
+
+    /// Device units it covers, `[unit, end)` (cached records).
+    pub(crate) fn end(&self) -> u64 {
+        self.unit as u64 + (self.len() as u64).div_ceil(super::device::UNIT).max(1)
+    }
+
+    /// The device bytes its copy takes: its length in whole units.
+    pub(crate) fn device_bytes(&self) -> u64 {
+        super::device::units(self.len() as u64).max(super::device::UNIT)
     }
 
     pub(crate) fn mfu(&self) -> bool {
@@ -74,6 +111,10 @@ pub(crate) struct Index<K> {
     hasher: foldhash::fast::RandomState,
     stripes: Box<[Mutex<HashMap<K, Rec, foldhash::fast::RandomState>>]>,
     tombstones: Mutex<Tombstones<K>>,
+    /// Device bytes (whole units) of the cached records on T1 and on T2.
+    list_bytes: [AtomicU64; 2],
+    /// Bytes of buffers of the cached records.
+    data_bytes: AtomicU64,
 }
 
 impl<K: Key> Index<K> {
@@ -87,26 +128,86 @@ impl<K: Key> Index<K> {
                 active: false,
                 keys: HashSet::default(),
             }),
+            list_bytes: [AtomicU64::new(0), AtomicU64::new(0)],
+            data_bytes: AtomicU64::new(0),
         }
     }
 
+    /// A fingerprint of `key` (the tier's history remembers these).
+    pub(crate) fn fingerprint(&self, key: &K) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    /// Counts a cached record in (`add`) or out of its list's bytes.
+    fn account(&self, r: &Rec, add: bool) {
+        if r.is_writing() {
+            return;
+        }
+        let b = &self.list_bytes[usize::from(r.t2())];
+        if add {
+            b.fetch_add(r.device_bytes(), Ordering::Relaxed);
+            self.data_bytes.fetch_add(r.len() as u64, Ordering::Relaxed);
+        } else {
+            b.fetch_sub(r.device_bytes(), Ordering::Relaxed);
+            self.data_bytes.fetch_sub(r.len() as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// Bytes of buffers of the cached records.
+    pub(crate) fn data_bytes(&self) -> u64 {
+        self.data_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Device bytes of the cached records on (T1, T2).
+    pub(crate) fn list_bytes(&self) -> (u64, u64) {
+        (
+            self.list_bytes[0].load(Ordering::Relaxed),
+            self.list_bytes[1].load(Ordering::Relaxed),
+        )
+    }
+
     fn stripe(&self, key: &K) -> &Mutex<HashMap<K, Rec, foldhash::fast::RandomState>> {
-        &self.stripes[(self.hasher.hash_one(key) >> 58) as usize % STRIPES]
+        &self.stripes[(self.fingerprint(key) >> 58) as usize % STRIPES]
     }
 
     pub(crate) fn get(&self, key: &K) -> Option<Rec> {
         self.stripe(key).lock().get(key).copied()
     }
 
-    /// Marks `key` as being written in batch `batch`; false if the index
-    /// already has a record of it.
-    pub(crate) fn begin_write(&self, key: &K, batch: u32, len: u32, mfu: bool) -> bool {
+    /// Marks `key` as being written in batch `batch`, onto the tier list
+    /// that `list` chooses (T2 if true; called once the key is known to be
+    /// absent, with the stripe lock held); `None` if the index already has
+    /// a record of it, else whether it goes onto T2.
+    pub(crate) fn begin_write(
+        &self,
+        key: &K,
+        batch: u32,
+        len: u32,
+        mfu: bool,
+        list: impl FnOnce() -> bool,
+    ) -> Option<bool> {
         let mut map = self.stripe(key).lock();
         if map.contains_key(key) {
-            return false;
+            return None;
         }
-        map.insert(key.clone(), Rec::writing(batch, len, mfu));
-        true
+        let t2 = list();
+        map.insert(key.clone(), Rec::writing(batch, len, mfu, t2));
+        Some(t2)
+    }
+
+    /// Turns `key`'s cached record `old` into one being rewritten in
+    /// `batch` (the hand keeps it), onto T2 if `t2`; false if the record
+    /// is no longer `old`.
+    pub(crate) fn begin_rewrite(&self, key: &K, old: &Rec, batch: u32, t2: bool) -> bool {
+        let mut map = self.stripe(key).lock();
+        match map.get_mut(key) {
+            Some(r) if r == old => {
+                self.account(r, false);
+                *r = Rec::writing(batch, r.len(), r.mfu(), t2);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// The write of `key` in `batch` is on the device at `unit`: true if
@@ -115,10 +216,19 @@ impl<K: Key> Index<K> {
         let mut map = self.stripe(key).lock();
         match map.get_mut(key) {
             Some(r) if r.is_writing() && r.unit == batch => {
-                *r = Rec::cached(unit, r.len(), r.mfu(), cksum);
+                *r = Rec::cached(unit, r.len(), r.mfu(), r.t2(), cksum);
+                self.account(r, true);
                 true
             }
             _ => false,
+        }
+    }
+
+    /// Sets the reference bit of `key`'s record if it is still `rec`.
+    pub(crate) fn reference(&self, key: &K, rec: &Rec) {
+        let mut map = self.stripe(key).lock();
+        if let Some(r) = map.get_mut(key).filter(|r| *r == rec) {
+            r.len |= REF;
         }
     }
 
@@ -138,6 +248,7 @@ impl<K: Key> Index<K> {
         let mut map = self.stripe(key).lock();
         if map.get(key) == Some(rec) {
             map.remove(key);
+            self.account(rec, false);
             return true;
         }
         false
@@ -149,6 +260,9 @@ impl<K: Key> Index<K> {
     pub(crate) fn invalidate(&self, key: &K) -> Option<Rec> {
         let mut map = self.stripe(key).lock();
         let old = map.remove(key);
+        if let Some(r) = &old {
+            self.account(r, false);
+        }
         let mut t = self.tombstones.lock();
         if t.active {
             t.keys.insert(key.clone());
@@ -172,30 +286,24 @@ impl<K: Key> Index<K> {
         if map.contains_key(&key) || self.tombstones.lock().keys.contains(&key) {
             return false;
         }
+        self.account(&rec, true);
         map.insert(key, rec);
         true
     }
 
-    /// Drops every cached record whose extent meets `[start, end)` (unit
-    /// offsets); returns (records, data bytes) dropped.
-    pub(crate) fn evict_range(&self, start: u64, end: u64) -> (u64, u64) {
-        let (mut n, mut bytes) = (0, 0);
+    /// The cached records whose extents meet `[start, end)` (unit
+    /// offsets), in device order.
+    pub(crate) fn records_in(&self, start: u64, end: u64) -> Vec<(K, Rec)> {
+        let mut out = Vec::new();
         for s in self.stripes.iter() {
-            s.lock().retain(|_, r| {
-                if r.is_writing() {
-                    return true;
+            for (k, r) in s.lock().iter() {
+                if !r.is_writing() && (r.unit as u64) < end && start < r.end() {
+                    out.push((k.clone(), *r));
                 }
-                let lo = r.unit as u64;
-                let hi = lo + (r.len() as u64).div_ceil(super::device::UNIT).max(1);
-                let hit = lo < end && start < hi;
-                if hit {
-                    n += 1;
-                    bytes += r.len() as u64;
-                }
-                !hit
-            });
+            }
         }
-        (n, bytes)
+        out.sort_unstable_by_key(|(_, r)| r.unit);
+        out
     }
 
     /// Memory held by the maps: their buckets (key and record) and control

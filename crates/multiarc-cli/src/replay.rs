@@ -161,7 +161,7 @@ fn l2_batch_units(blocks: u64, memory: u64) -> u64 {
 /// `batch`: the header, the buffers, a log block for every half batch
 /// (batches may be half full), and a batch of slack for the ring's wrap.
 fn l2_device_bytes(blocks: u64, batch: u64) -> u64 {
-    let log_units = (72 + batch * 32).div_ceil(4096);
+    let log_units = (80 + batch * 32).div_ceil(4096);
     let batches = blocks.div_ceil(batch.div_ceil(2));
     4096 * (1 + blocks + batches * log_units + batch + log_units)
 }

@@ -76,9 +76,10 @@ pub(crate) fn feed_once<K: Key, M>(core: &Core<K, M>) -> u64 {
             }
         }
     }
-    if batch.is_empty() {
+    if batch.is_empty() && !tier.has_pending() {
         return 0;
     }
+    // (An empty batch still writes down the tombstones waiting.)
     let bytes = batch.bytes();
     match batch.commit() {
         Ok(_) => bytes,

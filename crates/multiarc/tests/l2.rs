@@ -147,6 +147,53 @@ fn a_rewrite_or_removal_is_never_undone_by_an_old_copy() {
     }
 }
 
+/// A rewrite or removal must also hold across a restart: the device keeps
+/// the old copies' log entries, so what was invalidated is written down
+/// (tombstones in the next log block, or at a clean stop) and a rebuild
+/// skips it.
+#[test]
+fn a_rewrite_or_removal_is_never_undone_by_a_restart() {
+    let path = device("rewrite-restart");
+    {
+        let cache = builder(&path, 256 << 10, 16 << 20, HitMode::Lazy, true);
+        fill(&cache, 0..400, 0);
+        fill(&cache, 10_000..10_200, 0);
+        assert!(cache.stats().l2_size > 0);
+        for k in (0..400).step_by(2) {
+            drop(cache.insert(k, data_of(k, 1, BLOCK)));
+        }
+        for k in (0..400).step_by(5) {
+            cache.remove(&k);
+        }
+        // Some of the invalidations reach a log block with later feeds,
+        // the rest only at the clean stop.
+        fill(&cache, 20_000..20_100, 0);
+        for k in (1..400).step_by(10) {
+            cache.remove(&k);
+        }
+    }
+    let cache = builder(&path, 256 << 10, 16 << 20, HitMode::Lazy, true);
+    cache.l2_wait_rebuild();
+    assert!(cache.stats().l2_rebuild_blocks > 0);
+    let mut found = 0;
+    for k in 0..400u64 {
+        let got = cache.get(&k);
+        if k % 5 == 0 || k % 10 == 1 {
+            assert!(got.is_none(), "removed key {k} came back after a restart");
+            continue;
+        }
+        if let Some(h) = got {
+            let v = if k % 2 == 0 { 1 } else { 0 };
+            assert!(
+                *h == data_of(k, v, BLOCK)[..],
+                "stale bytes for {k} after a restart"
+            );
+            found += 1;
+        }
+    }
+    assert!(found > 0, "nothing found again");
+}
+
 #[test]
 fn a_clean_restart_finds_the_device_contents_again() {
     let path = device("restart");
@@ -373,6 +420,84 @@ fn crash_mid_feed_loses_nothing_acknowledged() {
         assert!(round > 0 || s.l2_rebuild_blocks > 0 || found == 0, "{s:?}");
         assert!(found > 0, "round {round}: nothing found again: {s:?}");
     }
+}
+
+/// The child of `a_crash_amid_rewrites_never_brings_back_an_old_version`:
+/// rewrites 300 keys in turn, each with a newer version, and appends the
+/// number of every insert that returned to a progress file.
+#[test]
+#[ignore = "run by a_crash_amid_rewrites_never_brings_back_an_old_version as a child process"]
+fn rewriting_child() {
+    use std::io::Write;
+    let (Ok(path), Ok(progress)) = (
+        std::env::var("MULTIARC_L2_CRASH_DEVICE"),
+        std::env::var("MULTIARC_L2_CRASH_PROGRESS"),
+    ) else {
+        return;
+    };
+    let mut out = std::fs::File::create(progress).unwrap();
+    let cache = builder(Path::new(&path), 256 << 10, 4 << 20, HitMode::Lazy, false);
+    for i in 0u64.. {
+        drop(cache.insert(i % 300, data_of(i % 300, i / 300, BLOCK)));
+        writeln!(out, "{i}").unwrap();
+        if i.is_multiple_of(64) {
+            cache.l2_feed();
+        }
+    }
+}
+
+/// SIGKILL while keys are being rewritten: after reopening, no key reads
+/// back a version older than the last one whose insert returned (either the
+/// tombstones were on the device, or its header says dirty and the tier
+/// starts empty).
+#[test]
+fn a_crash_amid_rewrites_never_brings_back_an_old_version() {
+    let path = device("crash-rewrites");
+    let progress = device("crash-rewrites.progress");
+    let (mut rebuilt, mut empty) = (0, 0);
+    for round in 0..4u64 {
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "rewriting_child", "--ignored", "--nocapture"])
+            .env("MULTIARC_L2_CRASH_DEVICE", &path)
+            .env("MULTIARC_L2_CRASH_PROGRESS", &progress)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(600 + 257 * round));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        // The last insert that returned (a line cut short by the kill is
+        // not counted).
+        let text = std::fs::read_to_string(&progress).unwrap();
+        let last: u64 = text
+            .lines()
+            .filter_map(|l| l.parse().ok())
+            .max()
+            .expect("the child made progress");
+        let cache = builder(&path, 256 << 10, 4 << 20, HitMode::Lazy, true);
+        cache.l2_wait_rebuild();
+        if cache.stats().l2_size > 0 {
+            rebuilt += 1;
+        } else {
+            empty += 1;
+        }
+        for key in 0..300u64 {
+            // The version of `key`'s last returned insert, and the one an
+            // insert cut short by the kill may have left.
+            let Some(i) = (0..=last).rev().find(|i| i % 300 == key) else {
+                continue;
+            };
+            let ok = [i / 300, i / 300 + 1].map(|v| data_of(key, v, BLOCK));
+            if let Some(h) = cache.get(&key) {
+                assert!(
+                    ok.iter().any(|d| *h == d[..]),
+                    "round {round}: key {key} read back an old version after a crash"
+                );
+            }
+        }
+    }
+    eprintln!("crash amid rewrites: {rebuilt} restarts rebuilt the index, {empty} started empty");
 }
 
 /// The restart target (docs/BENCHMARKS.md): fills an L2 of

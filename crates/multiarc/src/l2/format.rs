@@ -9,9 +9,12 @@
 //!
 //! - The **header** (unit 0): magic, version, unit size, the cache
 //!   identity, the device size, the key encoding's length, a pointer to the
-//!   newest log block, and a *trim* range: the region the hand is about to
+//!   newest log block, a *trim* range: the region the hand is about to
 //!   overwrite, written before that overwrite so that a rebuild after a
-//!   crash never trusts what lay there. It ends with its own checksum.
+//!   crash never trusts what lay there, and a *dirty* flag: set (written)
+//!   before the first rewrite or removal of a key that is not yet written
+//!   down in a log block, cleared once all are. It ends with its own
+//!   checksum.
 //! - A **batch** is written in one sequential write at the ring's hand:
 //!   its buffers, each padded to whole units, then one **log block**
 //!   (whole units) that describes them: magic, its own checksum, its
@@ -19,19 +22,24 @@
 //!   previous log block (offset, length, checksum, generation: the chain
 //!   back), where the batch starts, and per buffer the encoded key, device
 //!   offset, length, flags (bit 0: fed from MFU; bit 1: on the tier's
-//!   second list, T2) and data checksum.
+//!   second list, T2) and data checksum; then the *tombstones*: the
+//!   encoded keys rewritten or removed in memory since the previous log
+//!   block, whose copies in older batches are stale.
 //!
 //! The index is rebuilt by walking the chain back from the header's
-//! pointer (`mod.rs`, `rebuild`).
+//! pointer (`mod.rs`, `rebuild`); a tombstone hides the entries of its key
+//! in the blocks older than its own. A device whose header is dirty (the
+//! cache stopped without writing its last tombstones down: a crash) is
+//! started empty, since some copies on it may be stale.
 
 use super::checksum::checksum;
 use super::device::{units, UNIT};
 
-pub(crate) const VERSION: u32 = 1;
+pub(crate) const VERSION: u32 = 2;
 const HEADER_MAGIC: &[u8; 8] = b"MARC-L2\0";
 const LOG_MAGIC: &[u8; 8] = b"MARC-LOG";
 /// Bytes of a log block before its entries.
-const LOG_FIXED: usize = 72;
+const LOG_FIXED: usize = 80;
 /// Bytes of an entry beyond its key.
 const ENTRY_FIXED: usize = 24;
 
@@ -84,6 +92,8 @@ pub(crate) struct Header {
     pub(crate) newest: LogPtr,
     /// `[start, end)` the hand may be overwriting; empty when none.
     pub(crate) trim: (u64, u64),
+    /// Rewrites or removals are not all written down in log blocks.
+    pub(crate) dirty: bool,
 }
 
 /// Why a header was not used.
@@ -110,6 +120,7 @@ impl Header {
         self.newest.put(&mut b[40..72]);
         b[72..80].copy_from_slice(&self.trim.0.to_le_bytes());
         b[80..88].copy_from_slice(&self.trim.1.to_le_bytes());
+        b[88..92].copy_from_slice(&u32::from(self.dirty).to_le_bytes());
         let sum = checksum(&b[..UNIT as usize - 8]);
         b[UNIT as usize - 8..].copy_from_slice(&sum.to_le_bytes());
     }
@@ -134,6 +145,7 @@ impl Header {
             key_len: u32_at(b, 32),
             newest: LogPtr::get(&b[40..72]),
             trim: (u64_at(b, 72), u64_at(b, 80)),
+            dirty: u32_at(b, 88) != 0,
         })
     }
 }
@@ -158,11 +170,14 @@ pub(crate) struct LogBlock {
     /// Where its batch starts (its first buffer).
     pub(crate) start: u64,
     pub(crate) entries: Vec<LogEntry>,
+    /// Encoded keys whose entries in older blocks are stale.
+    pub(crate) tombstones: Vec<Vec<u8>>,
 }
 
-/// The bytes of a log block of `n` entries with keys of `key_len` bytes.
-pub(crate) fn log_len(n: usize, key_len: usize) -> u64 {
-    units((LOG_FIXED + n * (key_len + ENTRY_FIXED)) as u64)
+/// The bytes of a log block of `n` entries and `t` tombstones with keys of
+/// `key_len` bytes.
+pub(crate) fn log_len(n: usize, t: usize, key_len: usize) -> u64 {
+    units((LOG_FIXED + n * (key_len + ENTRY_FIXED) + t * key_len) as u64)
 }
 
 /// Writes the log block into `b` (exactly `log_len` bytes); returns its
@@ -174,6 +189,7 @@ pub(crate) fn encode_log(
     start: u64,
     key_len: usize,
     entries: impl ExactSizeIterator<Item = (Vec<u8>, u64, u32, bool, bool, u64)>,
+    tombstones: &[Vec<u8>],
 ) -> u64 {
     b.fill(0);
     b[0..8].copy_from_slice(LOG_MAGIC);
@@ -182,6 +198,7 @@ pub(crate) fn encode_log(
     b[56..64].copy_from_slice(&start.to_le_bytes());
     b[64..68].copy_from_slice(&(entries.len() as u32).to_le_bytes());
     b[68..72].copy_from_slice(&(key_len as u32).to_le_bytes());
+    b[72..76].copy_from_slice(&(tombstones.len() as u32).to_le_bytes());
     let mut at = LOG_FIXED;
     for (key, offset, len, mfu, t2, cksum) in entries {
         b[at..at + key_len].copy_from_slice(&key);
@@ -192,6 +209,10 @@ pub(crate) fn encode_log(
         b[at + 12..at + 16].copy_from_slice(&flags.to_le_bytes());
         b[at + 16..at + 24].copy_from_slice(&cksum.to_le_bytes());
         at += ENTRY_FIXED;
+    }
+    for key in tombstones {
+        b[at..at + key_len].copy_from_slice(key);
+        at += key_len;
     }
     let sum = checksum(&b[16..]);
     b[8..16].copy_from_slice(&sum.to_le_bytes());
@@ -209,7 +230,12 @@ pub(crate) fn decode_log(b: &[u8], ptr: &LogPtr, key_len: usize) -> Option<LogBl
         return None;
     }
     let n = u32_at(b, 64) as usize;
-    if u32_at(b, 68) as usize != key_len || log_len(n, key_len) != b.len() as u64 {
+    let t = u32_at(b, 72) as usize;
+    if u32_at(b, 68) as usize != key_len
+        || n > b.len()
+        || t > b.len()
+        || log_len(n, t, key_len) != b.len() as u64
+    {
         return None;
     }
     let mut entries = Vec::with_capacity(n);
@@ -227,11 +253,15 @@ pub(crate) fn decode_log(b: &[u8], ptr: &LogPtr, key_len: usize) -> Option<LogBl
         });
         at += ENTRY_FIXED;
     }
+    let tombstones = (0..t)
+        .map(|i| b[at + i * key_len..at + (i + 1) * key_len].to_vec())
+        .collect();
     Some(LogBlock {
         generation: ptr.generation,
         prev: LogPtr::get(&b[24..56]),
         start: u64_at(b, 56),
         entries,
+        tombstones,
     })
 }
 
@@ -252,6 +282,7 @@ mod tests {
                 generation: 3,
             },
             trim: (4096, 12288),
+            dirty: true,
         };
         let mut b = vec![0u8; 4096];
         assert_eq!(Header::decode(&b), Err(HeaderProblem::Blank));
@@ -267,11 +298,20 @@ mod tests {
             (vec![1u8; 8], 4096u64, 10u32, true, false, 5u64),
             (vec![2u8; 8], 8192, 4096, false, true, 6),
         ];
-        let len = log_len(entries.len(), 8) as usize;
+        let tombstones = vec![vec![7u8; 8], vec![9u8; 8]];
+        let len = log_len(entries.len(), tombstones.len(), 8) as usize;
         assert_eq!(len, 4096);
         let mut b = vec![0u8; len];
         let prev = LogPtr::default();
-        let sum = encode_log(&mut b, 4, &prev, 4096, 8, entries.clone().into_iter());
+        let sum = encode_log(
+            &mut b,
+            4,
+            &prev,
+            4096,
+            8,
+            entries.clone().into_iter(),
+            &tombstones,
+        );
         let ptr = LogPtr {
             offset: 12288,
             len: len as u32,
@@ -283,6 +323,7 @@ mod tests {
         assert_eq!(log.entries[0].key, vec![1u8; 8]);
         assert!(log.entries[0].mfu && !log.entries[1].mfu);
         assert!(!log.entries[0].t2 && log.entries[1].t2);
+        assert_eq!(log.tombstones, tombstones);
         // Another generation, key length, or a flipped byte: rejected.
         assert!(decode_log(
             &b,

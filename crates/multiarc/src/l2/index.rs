@@ -224,6 +224,23 @@ impl<K: Key> Index<K> {
         }
     }
 
+    /// `key`'s record is being written in `batch`.
+    pub(crate) fn writing_in(&self, key: &K, batch: u32) -> bool {
+        self.stripe(key)
+            .lock()
+            .get(key)
+            .is_some_and(|r| r.is_writing() && r.unit == batch)
+    }
+
+    /// A rebuild found a tombstone of `key`: its entries in older log
+    /// blocks must not come back.
+    pub(crate) fn tombstone(&self, key: K) {
+        let mut t = self.tombstones.lock();
+        if t.active {
+            t.keys.insert(key);
+        }
+    }
+
     /// Sets the reference bit of `key`'s record if it is still `rec`.
     pub(crate) fn reference(&self, key: &K, rec: &Rec) {
         let mut map = self.stripe(key).lock();

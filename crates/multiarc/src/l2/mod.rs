@@ -35,7 +35,13 @@
 //! what the hand is about to overwrite leaves the index (or is marked as
 //! being written) before the write, and the device header names that
 //! region first, so a rebuild after a crash skips it. A crash loses at most
-//! the batch being written, and the copies it was keeping.
+//! the batch being written, and the copies it was keeping. Across a
+//! restart, a rewrite or removal holds too: its key is a tombstone in the
+//! next log block (or in the last one, written at a clean stop), which
+//! hides the key's entries in older blocks from the rebuild; until it is
+//! on the device the header says dirty (written before the invalidation
+//! returns), and a device found dirty (a crash in that window) starts
+//! empty.
 //!
 //! Where the hand's overwrites are found: by a pass over the index
 //! (`Index::records_in`), once per batch; at one batch a second that is a
@@ -54,6 +60,7 @@ use device::{units, AlignedBuf, Device, UNIT};
 use format::{decode_log, encode_log, log_len, Header, HeaderProblem, LogPtr};
 use history::{Ghost, History};
 use index::{Index, Rec, MAX_LEN};
+use std::collections::HashSet;
 use std::io;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -224,6 +231,14 @@ pub(crate) struct Tier<K> {
     /// alone).
     history: Mutex<History>,
     ring: Mutex<Ring>,
+    /// Keys rewritten or removed in memory whose older log entries no
+    /// tombstone on the device hides yet (taken after `ring`, or alone).
+    pending: Mutex<HashSet<K, foldhash::fast::RandomState>>,
+    /// The header on the device says dirty (`pending` was not empty when
+    /// it was last written, or has been since).
+    dirty: AtomicBool,
+    /// The most tombstones one log block carries.
+    max_tombstones: usize,
     ring_start: u64,
     ring_end: u64,
     /// The largest log block of a batch.
@@ -272,8 +287,8 @@ impl<K: Key> Tier<K> {
         let path = config.path.display().to_string();
         let ring_start = UNIT;
         let ring_end = config.bytes / UNIT * UNIT;
-        let max_log = log_len((config.write_max / UNIT).max(1) as usize, codec.len);
-        let min = ring_start + UNIT + log_len(1, codec.len);
+        let max_log = log_len((config.write_max / UNIT).max(1) as usize, 0, codec.len);
+        let min = ring_start + UNIT + log_len(1, 0, codec.len);
         if config.bytes < min {
             return Err(bad_config(format!(
                 "l2 device {path}: {} bytes is too small: it needs at least {min} (a header, one log block and one block)",
@@ -315,6 +330,10 @@ impl<K: Key> Tier<K> {
                 h.key_len, codec.len
             )),
             Ok(_) if !config.rebuild => Err("l2_rebuild is off".to_string()),
+            Ok(h) if h.dirty => Err(
+                "its last run stopped before it wrote down which copies rewrites or removals made stale (a crash?)"
+                    .to_string(),
+            ),
             Ok(h) if h.newest.is_none() => Err(String::new()),
             Ok(h) => Ok(h),
             Err(HeaderProblem::Blank) => Err(String::new()),
@@ -347,12 +366,21 @@ impl<K: Key> Tier<K> {
                 )
             }
         };
+        // What is left of the ring beside a full batch, in keys (a unit
+        // spare for the rounding), and at most 64 Ki.
+        let max_tombstones = ((ring_end - ring_start)
+            .saturating_sub(units(config.write_max) + max_log + UNIT)
+            / codec.len.max(1) as u64)
+            .min(1 << 16) as usize;
         let tier = Arc::new(Tier {
             codec,
             device,
             index: Index::new(),
             history: Mutex::new(History::default()),
             ring: Mutex::new(ring),
+            pending: Mutex::new(HashSet::default()),
+            dirty: AtomicBool::new(false),
+            max_tombstones,
             ring_start,
             ring_end,
             max_log,
@@ -371,7 +399,7 @@ impl<K: Key> Tier<K> {
             None => {
                 // A fresh header: older log blocks are unreachable from it.
                 let ring = tier.ring.lock();
-                tier.write_header(&ring, (0, 0)).map_err(|e| {
+                tier.write_header(&ring, (0, 0), false).map_err(|e| {
                     io::Error::new(
                         e.kind(),
                         format!("l2 device {path}: cannot write its header: {e}"),
@@ -400,7 +428,7 @@ impl<K: Key> Tier<K> {
         &self.config
     }
 
-    fn write_header(&self, ring: &Ring, trim: (u64, u64)) -> io::Result<()> {
+    fn write_header(&self, ring: &Ring, trim: (u64, u64), dirty: bool) -> io::Result<()> {
         let mut b = AlignedBuf::zeroed(UNIT as usize);
         Header {
             identity: self.config.identity,
@@ -408,6 +436,7 @@ impl<K: Key> Tier<K> {
             key_len: self.codec.len as u32,
             newest: ring.newest,
             trim,
+            dirty,
         }
         .encode(b.bytes_mut());
         self.device.write_at(&b, 0)
@@ -467,6 +496,10 @@ impl<K: Key> Tier<K> {
                 let key = (self.codec.decode)(&e.key);
                 let rec = Rec::cached((e.offset / UNIT) as u32, e.len, e.mfu, e.t2, e.cksum);
                 self.index.restore(key, rec);
+            }
+            // Older blocks' entries of these keys are stale.
+            for t in &log.tombstones {
+                self.index.tombstone((self.codec.decode)(t));
             }
             if log.generation == 0 || log.prev.generation + 1 != log.generation {
                 break;
@@ -529,9 +562,38 @@ impl<K: Key> Tier<K> {
     }
 
     /// Forgets `key`'s copy (its buffer was written anew or removed). Also
-    /// keeps a rebuild still running from bringing back an older copy.
+    /// keeps a rebuild still running from bringing back an older copy, and
+    /// a rebuild after a restart: the key goes into the next log block as a
+    /// tombstone, and until then the header says dirty (written here, the
+    /// first time, before this returns), so that a crash before that block
+    /// starts the tier empty instead of bringing the old copy back.
     pub(crate) fn invalidate(&self, key: &K) {
-        self.index.invalidate(key);
+        let had = self.index.invalidate(key).is_some();
+        if !had && !self.rebuilding() {
+            return;
+        }
+        let clean = {
+            let mut p = self.pending.lock();
+            p.insert(key.clone());
+            !self.dirty.load(Ordering::Acquire)
+        };
+        if clean {
+            let ring = self.ring.lock();
+            let p = self.pending.lock();
+            if !self.dirty.load(Ordering::Acquire) && !p.is_empty() {
+                match self.write_header(&ring, (0, 0), true) {
+                    Ok(()) => self.dirty.store(true, Ordering::Release),
+                    Err(_) => {
+                        self.counters.io_errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Keys waiting to be written down as tombstones.
+    pub(crate) fn has_pending(&self) -> bool {
+        !self.pending.lock().is_empty()
     }
 
     /// True while the index is being rebuilt (the feed waits).
@@ -579,13 +641,20 @@ impl<K: Key> Tier<K> {
         }
     }
 
-    /// Stops the rebuild thread; the device stays as it is (the next open
-    /// rebuilds from it).
+    /// Stops the rebuild thread and writes the tombstones still waiting
+    /// (the header is then clean); the device stays as it is otherwise (the
+    /// next open rebuilds from it). If they cannot be written, the header
+    /// stays dirty and the next open starts empty.
     pub(crate) fn shutdown(&self) {
         self.rebuild.stop.store(true, Ordering::Relaxed);
         let handle = crate::sync::unpoisoned(self.rebuild.thread.lock()).take();
         if let Some(h) = handle {
             let _ = h.join();
+        }
+        while self.max_tombstones > 0 && self.has_pending() {
+            if self.batch().commit_now().is_err() {
+                break;
+            }
         }
     }
 
@@ -605,18 +674,25 @@ impl<K: Key> Tier<K> {
     /// What a batch of `batch`'s new buffers at `start` overwrites, with at
     /// most `budget` bytes of copies written again: see `Plan`. Pure: the
     /// caller acts on it.
-    fn plan(&self, ring: &Ring, start: u64, batch: &Batch<'_, K>, budget: u64) -> Plan<K> {
+    fn plan(
+        &self,
+        ring: &Ring,
+        start: u64,
+        batch: &Batch<'_, K>,
+        budget: u64,
+        tombstones: usize,
+    ) -> Plan<K> {
         let key_len = self.codec.len;
-        let (n, used) = (batch.entries.len(), batch.used);
+        let (n, used, t) = (batch.entries.len(), batch.used, tombstones);
         let mut plan = Plan {
-            total: used + log_len(n, key_len),
+            total: used + log_len(n, t, key_len),
             dropped: Vec::new(),
             kept: Vec::new(),
         };
         if !ring.wrapped {
             return plan;
         }
-        let reach = start + used + budget + log_len(n + (budget / UNIT) as usize, key_len);
+        let reach = start + used + budget + log_len(n + (budget / UNIT) as usize, t, key_len);
         let candidates = self
             .index
             .records_in(start / UNIT, reach.min(self.ring_end).div_ceil(UNIT));
@@ -642,7 +718,7 @@ impl<K: Key> Tier<K> {
                     t2 += len;
                 }
                 plan.kept.push((key, rec));
-                plan.total = used + kept_bytes + log_len(n + plan.kept.len(), key_len);
+                plan.total = used + kept_bytes + log_len(n + plan.kept.len(), t, key_len);
             } else {
                 if rec.t2() {
                     t2 = t2.saturating_sub(len);
@@ -657,24 +733,34 @@ impl<K: Key> Tier<K> {
 
     /// Writes `batch` at the hand: see `Batch::commit`.
     fn commit(&self, batch: &mut Batch<'_, K>) -> io::Result<usize> {
-        if batch.entries.is_empty() {
-            return Ok(0);
-        }
         let key_len = self.codec.len;
         let ring_len = self.ring_end - self.ring_start;
         let mut ring = self.ring.lock();
+        // The tombstones this log block carries.
+        let tombstones: Vec<K> = {
+            let mut p = self.pending.lock();
+            let some: Vec<K> = p.iter().take(self.max_tombstones).cloned().collect();
+            for k in &some {
+                p.remove(k);
+            }
+            some
+        };
+        if batch.entries.is_empty() && tombstones.is_empty() {
+            return Ok(0);
+        }
+        let t = tombstones.len();
         let budget = batch
             .used
             .saturating_mul(self.config.rewrite_ratio)
             .min(ring_len / 4);
-        let mut plan = self.plan(&ring, ring.hand, batch, budget);
+        let mut plan = self.plan(&ring, ring.hand, batch, budget, t);
         if ring.hand + plan.total > self.ring_end {
             ring.hand = self.ring_start;
             ring.wrapped = true;
-            plan = self.plan(&ring, ring.hand, batch, budget);
+            plan = self.plan(&ring, ring.hand, batch, budget, t);
             if ring.hand + plan.total > self.ring_end {
                 // A batch near the ring's size: nothing is written again.
-                plan = self.plan(&ring, ring.hand, batch, 0);
+                plan = self.plan(&ring, ring.hand, batch, 0, t);
             }
         }
         let start = ring.hand;
@@ -705,8 +791,9 @@ impl<K: Key> Tier<K> {
         } else {
             ring.newest
         };
+        let dirty = self.dirty.load(Ordering::Acquire);
         let result = self
-            .write_header(&ring, (start, start + planned))
+            .write_header(&ring, (start, start + planned), dirty)
             .and_then(|()| {
                 // 2. The new buffers, then the kept copies read back (each
                 //    verified; one that fails is let go of), then the log block.
@@ -743,16 +830,25 @@ impl<K: Key> Tier<K> {
                     at += padded;
                 }
                 let log_at = start + at;
-                let entries = batch.entries.len() + batch.rewritten.len();
-                let log_bytes = log_len(entries, key_len);
+                let encode = |k: &K| {
+                    let mut key = vec![0u8; key_len];
+                    (self.codec.encode)(k, &mut key);
+                    key
+                };
+                // Only what is still this batch's: a key rewritten or
+                // removed since it was added is not described (one
+                // invalidated from here on is a tombstone of the next).
+                let described: Vec<_> = batch
+                    .entries
+                    .iter()
+                    .chain(&batch.rewritten)
+                    .filter(|e| self.index.writing_in(&e.key, batch.id))
+                    .map(|e| (encode(&e.key), start + e.at, e.len, e.mfu, e.t2, e.cksum))
+                    .collect();
+                let tombs: Vec<Vec<u8>> = tombstones.iter().map(encode).collect();
+                let log_bytes = log_len(described.len(), tombs.len(), key_len);
                 let total = at + log_bytes;
                 let generation = ring.newest.generation + 1;
-                let described = batch.entries.iter().chain(&batch.rewritten).map(|e| {
-                    let mut key = vec![0u8; key_len];
-                    (self.codec.encode)(&e.key, &mut key);
-                    (key, start + e.at, e.len, e.mfu, e.t2, e.cksum)
-                });
-                let described: Vec<_> = described.collect();
                 let log = &mut out.bytes_mut()[at as usize..total as usize];
                 let cksum = encode_log(
                     log,
@@ -761,6 +857,7 @@ impl<K: Key> Tier<K> {
                     start,
                     key_len,
                     described.into_iter(),
+                    &tombs,
                 );
                 self.device.write_at_prefix(&out, total as usize, start)?;
                 // 3. The header points at the new log block.
@@ -771,13 +868,18 @@ impl<K: Key> Tier<K> {
                     generation,
                 };
                 ring.hand = start + total;
-                self.write_header(&ring, (0, 0))?;
+                // Clean again if nothing waits; under `pending`, so that an
+                // invalidation meanwhile either waits or sees it clean.
+                let p = self.pending.lock();
+                self.write_header(&ring, (0, 0), !p.is_empty())?;
+                self.dirty.store(!p.is_empty(), Ordering::Release);
                 Ok(total)
             });
         drop(ring);
         let total = match result {
             Ok(total) => total,
             Err(e) => {
+                self.pending.lock().extend(tombstones);
                 self.counters.io_errors.fetch_add(1, Ordering::Relaxed);
                 for e in batch.rewritten.drain(..) {
                     self.index.abort_write(&e.key, batch.id);
@@ -879,10 +981,15 @@ impl<K: Key> Batch<'_, K> {
     /// and its log block, then the device header; the keys become `Cached`.
     /// On an error, they become `Absent` again. Returns buffers written.
     /// While the tier rebuilds its index, writes nothing (returns 0).
-    pub(crate) fn commit(mut self) -> io::Result<usize> {
+    pub(crate) fn commit(self) -> io::Result<usize> {
         if self.tier.rebuilding() {
             return Ok(0);
         }
+        self.commit_now()
+    }
+
+    /// `commit` without the rebuild's check (the rebuild is stopped).
+    fn commit_now(mut self) -> io::Result<usize> {
         let tier = self.tier;
         tier.commit(&mut self)
     }

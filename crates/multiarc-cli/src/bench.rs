@@ -193,6 +193,12 @@ pub struct BenchArgs {
     /// --workload l2: bytes read at random (default: 4 x --memory).
     #[arg(long, value_parser = size_arg)]
     working_set: Option<u64>,
+    /// --workload l2: time added to every read of the backing file, for
+    /// every row alike (e.g. 500us): a store slower than the second tier's
+    /// device, such as a network store or a disk array, emulated on a
+    /// machine whose one disk holds both (default 0: the disk as it is).
+    #[arg(long, value_parser = crate::util::duration_arg)]
+    backing_latency: Option<std::time::Duration>,
     /// --workload l2: where the backing file and the second tiers go (a
     /// disk filesystem: O_DIRECT; default: the current directory); removed
     /// afterwards.
@@ -484,12 +490,17 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             l2_bytes: args.l2_bytes,
             working_set: args.working_set,
             dir: args.dir.clone(),
+            backing_latency: args.backing_latency.unwrap_or_default(),
             rows,
             json: args.json,
         });
     }
-    if args.l2_rows.is_some() || args.working_set.is_some() || args.dir.is_some() {
-        bail!("--l2-rows, --working-set and --dir apply to --workload l2 only");
+    if args.l2_rows.is_some()
+        || args.working_set.is_some()
+        || args.dir.is_some()
+        || args.backing_latency.is_some()
+    {
+        bail!("--l2-rows, --working-set, --dir and --backing-latency apply to --workload l2 only");
     }
     if let Some(workload) = args.workload.file_workload() {
         if args.caches.is_some() || args.lockstat || args.plot.is_some() {

@@ -227,6 +227,11 @@ where
 {
     let stop = AtomicBool::new(false);
     let start_line = StartLine::new();
+    // Each run draws its own streams: a workload that misses must not
+    // read the blocks of the run before it again (reproducible still: the
+    // n-th run of a process always draws the same).
+    static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let run = RUNS.fetch_add(1, Ordering::Relaxed);
     std::thread::scope(|s| {
         let mut handles = Vec::with_capacity(threads);
         for t in 0..threads {
@@ -235,8 +240,9 @@ where
                 if !start_line.wait() {
                     return (0, 0);
                 }
-                // Xoshiro256++: uniform 64-bit draws, seeded per thread.
-                let mut rng = multiarc_sim::workload::rng(0x5EED ^ (t as u64) << 32);
+                // Xoshiro256++: uniform 64-bit draws, seeded per thread
+                // and run.
+                let mut rng = multiarc_sim::workload::rng(0x5EED ^ (t as u64) << 32 ^ run << 16);
                 let mut buf = vec![0u8; block];
                 let (mut n, mut missed) = (0u64, 0u64);
                 while !stop.load(Ordering::Relaxed) {

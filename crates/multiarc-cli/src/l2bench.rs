@@ -6,8 +6,9 @@
 //! memory plus disk cache, the same budgets; with the `peers` feature),
 //! `multiarc` (memory only) and `direct` (every read from the backing file).
 //! Every row reads the same blocks of the same file; each is warmed first
-//! (the working set read twice, in random order, and for multiarc-l2 fed
-//! until the feed has nothing left), then measured like the other
+//! (the working set read twice, in random order, by as many threads as
+//! the most measured, at least 8, at the backing store's speed, and for
+//! multiarc-l2 fed until the feed has nothing left), then measured like the other
 //! workloads: rows interleaved per repetition, medians. Each read is
 //! classed as a memory hit, a second-tier hit or a backing read, and the
 //! latency of second-tier hits is recorded (p50, p99).
@@ -21,7 +22,7 @@ use std::fs::File;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// A row of `--l2-rows`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -57,6 +58,7 @@ pub struct L2BenchArgs<'a> {
     pub l2_bytes: u64,
     pub working_set: Option<u64>,
     pub dir: Option<PathBuf>,
+    pub backing_latency: Duration,
     pub rows: Vec<L2Row>,
     pub json: bool,
 }
@@ -86,6 +88,7 @@ struct L2Config {
     working_set: u64,
     dir: String,
     direct_io: bool,
+    backing_latency_us: f64,
 }
 
 #[derive(Serialize)]
@@ -130,16 +133,21 @@ impl Aligned {
     }
 }
 
-/// The backing file, read with `O_DIRECT`.
+/// The backing file, read with `O_DIRECT`; each read then waits
+/// `latency` more (`--backing-latency`: a slower store, emulated).
 struct Backing {
     file: File,
     block: u64,
+    latency: Duration,
 }
 
 impl Backing {
     fn read(&self, b: u64) -> std::io::Result<Vec<u8>> {
         let mut buf = Aligned::new(self.block as usize);
         self.file.read_exact_at(buf.bytes_mut(), b * self.block)?;
+        if !self.latency.is_zero() {
+            std::thread::sleep(self.latency);
+        }
         Ok(buf.bytes_mut().to_vec())
     }
 }
@@ -344,7 +352,11 @@ pub fn run(args: L2BenchArgs) -> anyhow::Result<()> {
         .custom_flags(libc::O_DIRECT)
         .open(&path)
         .with_context(|| format!("opening {} with O_DIRECT", path.display()))?;
-    let backing = Backing { file, block };
+    let backing = Backing {
+        file,
+        block,
+        latency: args.backing_latency,
+    };
 
     let mut prepared = Vec::new();
     for &row in &args.rows {
@@ -352,12 +364,23 @@ pub fn run(args: L2BenchArgs) -> anyhow::Result<()> {
         let started = Instant::now();
         let p = prepare(row, &args, &dir.0)?;
         if !matches!(p, Prepared::Direct) {
-            let mut out = vec![0u8; block as usize];
-            let mut rng = multiarc_sim::workload::rng(17);
-            for _ in 0..2 * blocks {
-                let b = rand::Rng::next_u64(&mut rng) % blocks;
-                p.read(&backing, b, &mut out);
-            }
+            // The working set read twice at random, by as many threads as
+            // the most measured (8 at least), at the backing store's speed:
+            // the churn the caches see is the one the runs will have.
+            let warmers = args.threads.iter().copied().max().unwrap_or(1).max(8) as u64;
+            std::thread::scope(|s| {
+                for t in 0..warmers {
+                    let (p, backing) = (&p, &backing);
+                    s.spawn(move || {
+                        let mut out = vec![0u8; block as usize];
+                        let mut rng = multiarc_sim::workload::rng(17 + t);
+                        for _ in 0..(2 * blocks).div_ceil(warmers) {
+                            let b = rand::Rng::next_u64(&mut rng) % blocks;
+                            p.read(backing, b, &mut out);
+                        }
+                    });
+                }
+            });
             if let Prepared::Multiarc(cache) = &p {
                 for _ in 0..100 {
                     if cache.l2_feed() == 0 {
@@ -469,14 +492,23 @@ pub fn run(args: L2BenchArgs) -> anyhow::Result<()> {
                 working_set,
                 dir: base.display().to_string(),
                 direct_io: true,
+                backing_latency_us: args.backing_latency.as_secs_f64() * 1e6,
             },
             results,
         };
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
+    let latency = if args.backing_latency.is_zero() {
+        String::new()
+    } else {
+        format!(
+            " plus {:.0} us per read",
+            args.backing_latency.as_secs_f64() * 1e6
+        )
+    };
     println!(
-        "random {} KiB reads over {} MiB (O_DIRECT backing file), memory {} MiB, second tier {} MiB; medians of {}",
+        "random {} KiB reads over {} MiB (O_DIRECT backing file{latency}), memory {} MiB, second tier {} MiB; medians of {}",
         block >> 10,
         working_set >> 20,
         args.memory >> 20,

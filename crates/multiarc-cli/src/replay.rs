@@ -120,6 +120,11 @@ struct ReplayResult {
     hits: u64,
     /// Of them, served by the second tier.
     l2_hits: u64,
+    /// Bytes written to the second tier's device (buffers, each in a 4 KiB
+    /// unit, and log blocks; 0 without one).
+    l2_write_bytes: u64,
+    /// Copies its hand kept and wrote again.
+    l2_rewrites: u64,
     /// Hits of either tier per request.
     hit_ratio: f64,
 }
@@ -152,7 +157,7 @@ impl Drop for L2Device {
 /// one): at most an eighth of the tier, a quarter of the memory (the
 /// synchronous feed runs once a batch's worth has been inserted, so a
 /// batch larger than memory would let buffers come and go unfed) and
-/// 2048 (8 MiB, the default); at least 1.
+/// 2048 (8 MiB, OpenZFS's old default); at least 1.
 fn l2_batch_units(blocks: u64, memory: u64) -> u64 {
     (blocks / 8).min(memory / 4).clamp(1, 2048)
 }
@@ -199,6 +204,9 @@ fn build_tiered(
         .inline_eviction(true)
         .l2(&path, l2_device_bytes(l2_blocks, batch))
         .l2_write_max(batch * 4096)
+        // The synchronous feed runs once a batch's worth has been inserted:
+        // two batches up the tails cover what eviction reaches next.
+        .l2_headroom(2)
         .l2_rebuild(false)
         .l2_direct(false)
         .l2_mfu_only(l2.mfu_only)
@@ -718,14 +726,12 @@ fn replay(
         done += requests;
         bar.set_done(done);
         for (name, l2_blocks, policy, hits) in running {
-            let l2_hits = match &policy {
+            let (l2_hits, l2_write_bytes, l2_rewrites) = match &policy {
                 Policy::Tiered { cache, .. } => {
-                    if std::env::var_os("MULTIARC_DEBUG_L2").is_some() {
-                        eprintln!("{:?}", cache.stats());
-                    }
-                    cache.stats().l2_hits
+                    let s = cache.stats();
+                    (s.l2_hits, s.l2_write_bytes, s.l2_rewrites)
                 }
-                _ => 0,
+                _ => (0, 0, 0),
             };
             results.push(ReplayResult {
                 policy: name,
@@ -733,6 +739,8 @@ fn replay(
                 l2_capacity_blocks: l2_blocks,
                 hits,
                 l2_hits,
+                l2_write_bytes,
+                l2_rewrites,
                 hit_ratio: hits as f64 / requests as f64,
             });
         }

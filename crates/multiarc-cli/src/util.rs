@@ -171,6 +171,39 @@ impl<E: clap::ValueEnum + Clone + Send + Sync + 'static> clap::builder::TypedVal
     }
 }
 
+/// Parses a short duration: `0`, or a number with `ns`, `us`, `ms` or `s`
+/// (`500us`, `1.5ms`); at most one minute.
+pub fn parse_duration(text: &str) -> anyhow::Result<std::time::Duration> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let scale = match unit.trim() {
+        "" if num.chars().all(|c| c == '0') && !num.is_empty() => 1e-9,
+        "ns" => 1e-9,
+        "us" => 1e-6,
+        "ms" => 1e-3,
+        "s" => 1.0,
+        other => {
+            bail!("duration {text:?}: unknown unit {other:?} (use ns, us, ms or s, e.g. 500us)")
+        }
+    };
+    let value: f64 = num
+        .parse()
+        .with_context(|| format!("duration {text:?}: {num:?} is not a number"))?;
+    let seconds = value * scale;
+    if !seconds.is_finite() || !(0.0..=60.0).contains(&seconds) {
+        bail!("duration {text:?} must be between 0 and 60 s");
+    }
+    Ok(std::time::Duration::from_secs_f64(seconds))
+}
+
+/// `parse_duration` for clap.
+pub fn duration_arg(text: &str) -> Result<std::time::Duration, String> {
+    parse_duration(text).map_err(|e| format!("{e:#}"))
+}
+
 /// The longest `--seconds` a timed command accepts: one day. Past it a run
 /// is a mistake (`1e20`), and `Duration` cannot hold every float anyway.
 pub const MAX_SECONDS: f64 = 86_400.0;
@@ -384,6 +417,21 @@ pub fn unpoisoned<G>(r: std::sync::LockResult<G>) -> G {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_parse_with_units_and_bad_ones_say_why() {
+        use std::time::Duration;
+        assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
+        assert_eq!(parse_duration("500us").unwrap(), Duration::from_micros(500));
+        assert_eq!(
+            parse_duration("1.5ms").unwrap(),
+            Duration::from_micros(1500)
+        );
+        assert_eq!(parse_duration("2s").unwrap(), Duration::from_secs(2));
+        for bad in ["", "5", "ms", "1h", "-1ms", "61s", "1e9s"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn sizes() {

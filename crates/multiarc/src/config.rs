@@ -288,9 +288,10 @@ impl<K> Builder<K> {
         }
         let mut l2 = l2.clone();
         if l2.write_max == 0 {
-            // The default: 8 MiB, or a sixteenth of a small device (a
-            // device too small for it is the tier's to refuse, by its size).
-            l2.write_max = (8 << 20).min((l2.bytes / 16) / 4096 * 4096).max(4096);
+            // The default: 32 MiB (OpenZFS's since its change 15457), or a sixteenth
+            // of a small device (a device too small for it is the tier's to
+            // refuse, by its size).
+            l2.write_max = (32 << 20).min((l2.bytes / 16) / 4096 * 4096).max(4096);
         } else if l2.write_max > l2.bytes / 2 {
             return Err(ConfigError::new(format!(
                 "l2_write_max ({}) must be at most half the l2 size ({})",
@@ -352,7 +353,8 @@ impl<K: PersistentKey> Builder<K> {
     }
 
     /// `l2arc_write_max`: bytes written to the second tier per feed
-    /// (default 8 MiB, or a sixteenth of a device smaller than 128 MiB);
+    /// (default 32 MiB, as OpenZFS's since its change 15457, or a sixteenth of a
+    /// device smaller than 512 MiB);
     /// at most half the device.
     pub fn l2_write_max(mut self, bytes: u64) -> Builder<K> {
         self.l2_mut().write_max = bytes.max(1);
@@ -360,7 +362,8 @@ impl<K: PersistentKey> Builder<K> {
     }
 
     /// `l2arc_headroom`: how far up the list tails a feed looks for
-    /// buffers to write, as a multiple of the write size (default 2).
+    /// buffers to write, as a multiple of the write size (default 8, as
+    /// OpenZFS's since its change 15457).
     pub fn l2_headroom(mut self, multiple: u64) -> Builder<K> {
         self.l2_mut().headroom = multiple;
         self

@@ -25,7 +25,7 @@ use crate::shared::Core;
 use crate::sync::{unpoisoned, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Runs one feed: returns the bytes written to the tier (0 when it has
 /// nothing to write, is rebuilding its index, or the write failed; the
@@ -125,11 +125,39 @@ fn tail_keys<K: Key>(list: &Multilist<K>, i: usize, budget: u64) -> Vec<(K, u64)
 pub(crate) trait Feedable: Send + Sync {
     /// One feed; bytes written.
     fn feed(&self) -> u64;
+    /// Bytes eviction has dropped so far that the tier could have held but
+    /// did not (`evict_l2_eligible`): the feed fell behind.
+    fn missed(&self) -> u64;
+    /// Bytes evicted so far.
+    fn evicted(&self) -> u64;
+    /// How far up the list tails a feed looks: `headroom x write_max`, or
+    /// all of memory if that is less.
+    fn reach(&self) -> u64;
+    /// Memory has filled up once (OpenZFS's `arc_warm`).
+    fn warm(&self) -> bool;
 }
 
 impl<K: Key, M: Send + Sync> Feedable for Core<K, M> {
     fn feed(&self) -> u64 {
         feed_once(self)
+    }
+
+    fn missed(&self) -> u64 {
+        self.events.get(crate::stats::Event::EvictL2Eligible)
+    }
+
+    fn evicted(&self) -> u64 {
+        self.events.get(crate::stats::Event::EvictedBytes)
+    }
+
+    fn reach(&self) -> u64 {
+        let config = self.l2.as_deref().map(|t| t.config());
+        let look = config.map_or(0, |c| c.headroom.saturating_mul(c.write_max));
+        look.min(self.c())
+    }
+
+    fn warm(&self) -> bool {
+        self.evicted() > 0 || self.sizes().data() >= self.c()
     }
 }
 
@@ -141,7 +169,14 @@ pub(crate) struct FeedThread {
 
 impl FeedThread {
     /// Feeds every `interval`, or every `min_interval` after a feed that
-    /// wrote more than `busy` bytes.
+    /// wrote more than `busy` bytes (OpenZFS's "feed again"). Two rules keep
+    /// it up with a churn that those intervals, made for memories of
+    /// gigabytes, would not: it also feeds once eviction has gone through
+    /// half of what the last feed looked at (`reach`), so that eviction
+    /// never reaches buffers no feed has seen (it looks every `TICK`); and
+    /// while eviction still drops buffers the tier could have held (the
+    /// feed is behind), it feeds again at once after a feed that wrote
+    /// anything, as fast as the device writes.
     pub(crate) fn start(
         target: Arc<dyn Feedable>,
         interval: Duration,
@@ -154,16 +189,40 @@ impl FeedThread {
             .name("multiarc-l2-feed".into())
             .spawn(move || {
                 let (lock, wake) = &*for_thread;
-                let mut next = interval;
+                let tick = TICK.min(min_interval);
+                let mut wait = min_interval;
+                let mut last = Instant::now();
+                let (mut missed, mut evicted) = (target.missed(), target.evicted());
+                let mut again = false;
                 loop {
-                    let stopped = unpoisoned(lock.lock());
-                    let (stopped, _) = unpoisoned(wake.wait_timeout_while(stopped, next, |s| !*s));
-                    if *stopped {
+                    if !again {
+                        let stopped = unpoisoned(lock.lock());
+                        let (stopped, _) =
+                            unpoisoned(wake.wait_timeout_while(stopped, tick, |s| !*s));
+                        if *stopped {
+                            return;
+                        }
+                        let through = target.evicted() - evicted;
+                        if last.elapsed() < wait && through < target.reach() / 2 {
+                            continue;
+                        }
+                    } else if *unpoisoned(lock.lock()) {
                         return;
                     }
-                    drop(stopped);
                     let wrote = target.feed();
-                    next = if wrote > busy { min_interval } else { interval };
+                    last = Instant::now();
+                    evicted = target.evicted();
+                    let now_missed = target.missed();
+                    again = now_missed > missed && wrote > 0;
+                    missed = now_missed;
+                    // While memory fills, as OpenZFS's warm-up: every
+                    // `min_interval`, so the first tails are fed before
+                    // eviction reaches them.
+                    wait = if wrote > busy || !target.warm() {
+                        min_interval
+                    } else {
+                        interval
+                    };
                 }
             })
             .expect("spawning the multiarc l2 feed thread");
@@ -173,6 +232,9 @@ impl FeedThread {
         }
     }
 }
+
+/// How often the feed thread looks at eviction's progress.
+const TICK: Duration = Duration::from_millis(50);
 
 impl Drop for FeedThread {
     fn drop(&mut self) {

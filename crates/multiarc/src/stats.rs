@@ -205,8 +205,8 @@ statistics! {
     /// Buffers the second tier let go of when its write hand came round to
     /// them.
     l2_evictions: counter,
-    /// Buffers the second tier's hand kept, written again after a batch's
-    /// new buffers (counted in `l2_write_bytes` too).
+    /// Buffers the second tier's hand kept, written again with a batch
+    /// (counted in `l2_write_bytes` too).
     l2_rewrites: counter,
     /// Second-tier reads whose checksum did not verify (counted as misses).
     l2_cksum_bad: counter,

@@ -24,8 +24,8 @@
 //!   order: while the rewrite budget (`ratio` units per new page) lasts it
 //!   keeps a referenced copy (onto T2) and a copy of the list that is not
 //!   over its target (T1 is over when it holds more than p, or T2 is
-//!   empty), written again after the new pages, each one more unit that
-//!   the batch then covers; it lets go of the rest. With `ratio` 0 it lets
+//!   empty), written again in device order before the new pages, each one
+//!   more unit that the batch then covers; it lets go of the rest. With `ratio` 0 it lets
 //!   go of everything (OpenZFS's ring).
 //!
 //! With every page one unit, the cache must agree with it on every request
@@ -206,26 +206,24 @@ impl Model {
             {
             }
         }
-        for (i, (x, mfu, t2)) in pages.into_iter().enumerate() {
-            let unit = start + i as u64;
-            self.on_device.insert(
-                x,
-                Copy {
-                    unit,
-                    mfu,
-                    t2,
-                    referenced: false,
-                },
-            );
-        }
+        let k = kept.len() as u64;
         for (i, x) in kept.into_iter().enumerate() {
             let c = self.on_device.get_mut(&x).expect("kept");
             *c = Copy {
-                unit: start + n + i as u64,
+                unit: start + i as u64,
                 mfu: c.mfu,
                 t2: c.t2 || c.referenced,
                 referenced: false,
             };
+        }
+        for (i, (x, mfu, t2)) in pages.into_iter().enumerate() {
+            let copy = Copy {
+                unit: start + k + i as u64,
+                mfu,
+                t2,
+                referenced: false,
+            };
+            self.on_device.insert(x, copy);
         }
         self.hand = start + total;
     }
@@ -420,6 +418,7 @@ fn run_with(name: &str, trace: &[u64], memory_pages: usize, device_bytes: u64, r
         .hit_mode(HitMode::Eager)
         .l2(&path, device_bytes)
         .l2_write_max(write_max)
+        .l2_headroom(2)
         .l2_rewrite_ratio(ratio)
         .l2_rebuild(false)
         .build()

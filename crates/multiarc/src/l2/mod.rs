@@ -21,8 +21,8 @@
 //! batch is about to overwrite copies, the hand lets go of those of the list
 //! that is over its target, as ARC's replacement would, and keeps the
 //! others, plus any copy read back since it was written (CAR's second
-//! chance, the ring being CAR's clock), by writing them again after the
-//! batch's new buffers, read back and verified first. What it keeps is
+//! chance, the ring being CAR's clock), by writing them again, read back
+//! and verified first, at the front of the batch's region. What it keeps is
 //! bounded (`rewrite_ratio` bytes per new byte), so a batch's write stays
 //! bounded too; the price is those extra device writes (`l2_rewrites`).
 //!
@@ -76,10 +76,10 @@ pub(crate) struct L2Config {
     pub(crate) path: PathBuf,
     /// The bytes of the device the tier uses, header included.
     pub(crate) bytes: u64,
-    /// `l2arc_write_max`: bytes written per feed (default 8 MiB).
+    /// `l2arc_write_max`: bytes written per feed (default 32 MiB).
     pub(crate) write_max: u64,
     /// `l2arc_headroom`: how far up the list tails a feed looks, as a
-    /// multiple of `write_max` (default 2).
+    /// multiple of `write_max` (default 8).
     pub(crate) headroom: u64,
     /// `l2arc_feed_secs`: the interval between feeds (default 1 s).
     pub(crate) feed_interval: Duration,
@@ -109,7 +109,7 @@ impl L2Config {
             path,
             bytes,
             write_max,
-            headroom: 2,
+            headroom: 8,
             feed_interval: Duration::from_secs(1),
             feed_min_interval: Duration::from_millis(200),
             mfu_only: false,
@@ -795,27 +795,37 @@ impl<K: Key> Tier<K> {
         let result = self
             .write_header(&ring, (start, start + planned), dirty)
             .and_then(|()| {
-                // 2. The new buffers, then the kept copies read back (each
-                //    verified; one that fails is let go of), then the log block.
-                let mut out = AlignedBuf::zeroed(planned as usize);
-                let used = batch.used as usize;
-                out.bytes_mut()[..used].copy_from_slice(&batch.buf.bytes()[..used]);
-                let mut at = batch.used;
+                // 2. The kept copies, each read back and verified (one that
+                //    fails is let go of) and written again in device order
+                //    at the front of the region: each lands at or before
+                //    where it was, and after every copy not yet read, so a
+                //    write never meets a copy still to be read. Then the new
+                //    buffers, then the log block.
+                let mut gather = Gather {
+                    device: &self.device,
+                    buf: AlignedBuf::zeroed(GATHER),
+                    at: start,
+                    len: 0,
+                };
+                let mut at = 0u64;
                 for (key, rec) in plan.kept.drain(..) {
                     let len = rec.len() as u64;
                     let padded = units(len).max(UNIT);
                     let t2 = rec.t2() || rec.referenced();
-                    if self.index.begin_rewrite(&key, &rec, batch.id, t2) {
-                        let dst = &mut out.bytes_mut()[at as usize..(at + padded) as usize];
+                    let dst = gather.space(padded as usize)?;
+                    let ok = if self.index.begin_rewrite(&key, &rec, batch.id, t2) {
                         match self.read_copy(&rec, dst) {
-                            Ok(()) => batch.rewritten.push(BatchEntry {
-                                key,
-                                at,
-                                len: len as u32,
-                                mfu: rec.mfu(),
-                                t2,
-                                cksum: rec.cksum(),
-                            }),
+                            Ok(()) => {
+                                batch.rewritten.push(BatchEntry {
+                                    key,
+                                    at,
+                                    len: len as u32,
+                                    mfu: rec.mfu(),
+                                    t2,
+                                    cksum: rec.cksum(),
+                                });
+                                true
+                            }
                             Err(bad) => {
                                 self.index.abort_write(&key, batch.id);
                                 let c = if bad {
@@ -824,11 +834,24 @@ impl<K: Key> Tier<K> {
                                     &self.counters.io_errors
                                 };
                                 c.fetch_add(1, Ordering::Relaxed);
+                                false
                             }
                         }
+                    } else {
+                        false
+                    };
+                    if !ok {
+                        dst.fill(0);
                     }
                     at += padded;
                 }
+                gather.flush()?;
+                for e in &mut batch.entries {
+                    e.at += at;
+                }
+                self.device
+                    .write_at_prefix(&batch.buf, batch.used as usize, start + at)?;
+                at += batch.used;
                 let log_at = start + at;
                 let encode = |k: &K| {
                     let mut key = vec![0u8; key_len];
@@ -849,9 +872,9 @@ impl<K: Key> Tier<K> {
                 let log_bytes = log_len(described.len(), tombs.len(), key_len);
                 let total = at + log_bytes;
                 let generation = ring.newest.generation + 1;
-                let log = &mut out.bytes_mut()[at as usize..total as usize];
+                let mut log = AlignedBuf::zeroed(log_bytes as usize);
                 let cksum = encode_log(
-                    log,
+                    log.bytes_mut(),
                     generation,
                     &prev,
                     start,
@@ -859,7 +882,7 @@ impl<K: Key> Tier<K> {
                     described.into_iter(),
                     &tombs,
                 );
-                self.device.write_at_prefix(&out, total as usize, start)?;
+                self.device.write_at(&log, log_at)?;
                 // 3. The header points at the new log block.
                 ring.newest = LogPtr {
                     offset: log_at,
@@ -925,9 +948,46 @@ impl<K: Key> Tier<K> {
     }
 }
 
+/// The most bytes of kept copies gathered into one write.
+const GATHER: usize = 1 << 20;
+
+/// Kept copies on their way back to the device: consecutive ones go out
+/// in writes of up to `GATHER` bytes.
+struct Gather<'a> {
+    device: &'a Device,
+    buf: AlignedBuf,
+    /// The device offset of `buf`'s first byte.
+    at: u64,
+    len: usize,
+}
+
+impl Gather<'_> {
+    /// Room for the next `n` bytes (whole units), after the ones before.
+    fn space(&mut self, n: usize) -> io::Result<&mut [u8]> {
+        if self.len + n > self.buf.bytes().len() {
+            self.flush()?;
+            if n > self.buf.bytes().len() {
+                self.buf = AlignedBuf::zeroed(n);
+            }
+        }
+        let s = &mut self.buf.bytes_mut()[self.len..self.len + n];
+        self.len += n;
+        Ok(s)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if self.len > 0 {
+            self.device.write_at_prefix(&self.buf, self.len, self.at)?;
+            self.at += self.len as u64;
+            self.len = 0;
+        }
+        Ok(())
+    }
+}
+
 /// What one batch overwrites: the region `[hand, hand + total)` holds the
-/// new buffers, the copies the hand keeps (written again after them) and
-/// the log block; every record meeting it is either `dropped` or `kept`.
+/// copies the hand keeps (written again), the new buffers and the log
+/// block; every record meeting it is either `dropped` or `kept`.
 struct Plan<K> {
     total: u64,
     dropped: Vec<(K, Rec)>,

@@ -375,6 +375,16 @@ fn loads_and_holds_race_the_feed_and_eviction() {
             stop.store(true, Ordering::Relaxed);
         });
         let s: Stats = cache.stats();
+        eprintln!(
+            "{mode:?}: {} s, {} reads, {} L2 hits, {} batches, {} copies kept by the hand, {} let go, {} evict_l2_skip, no wrong byte",
+            stress_seconds(),
+            s.hits + s.misses,
+            s.l2_hits,
+            s.l2_writes,
+            s.l2_rewrites,
+            s.l2_evictions,
+            s.evict_l2_skip
+        );
         assert!(s.l2_writes > 0 && s.l2_hits > 0, "{mode:?}: {s:?}");
         assert_eq!(s.l2_io_errors, 0, "{mode:?}: {s:?}");
     }

@@ -191,11 +191,19 @@ pub(crate) enum Added {
 struct Ring {
     /// Where the next batch goes.
     hand: u64,
-    /// The newest log block (the header's pointer).
+    /// The newest log block.
     newest: LogPtr,
     /// The hand has gone round at least once (or the device held data on
     /// start): an overwrite may meet records.
     wrapped: bool,
+}
+
+/// The header's changing fields, as last written.
+#[derive(Default)]
+struct Written {
+    newest: LogPtr,
+    trim: (u64, u64),
+    dirty: bool,
 }
 
 /// The rebuild's state, for `wait_rebuild`.
@@ -231,8 +239,11 @@ pub(crate) struct Tier<K> {
     /// alone).
     history: Mutex<History>,
     ring: Mutex<Ring>,
+    /// What the header on the device says, and the lock it is written
+    /// under (taken after `ring`, or alone).
+    header: Mutex<Written>,
     /// Keys rewritten or removed in memory whose older log entries no
-    /// tombstone on the device hides yet (taken after `ring`, or alone).
+    /// tombstone on the device hides yet (taken after `header`, or alone).
     pending: Mutex<HashSet<K, foldhash::fast::RandomState>>,
     /// The header on the device says dirty (`pending` was not empty when
     /// it was last written, or has been since).
@@ -377,6 +388,11 @@ impl<K: Key> Tier<K> {
             device,
             index: Index::new(),
             history: Mutex::new(History::default()),
+            header: Mutex::new(Written {
+                newest: ring.newest,
+                trim: header.map_or((0, 0), |h| h.trim),
+                dirty: false,
+            }),
             ring: Mutex::new(ring),
             pending: Mutex::new(HashSet::default()),
             dirty: AtomicBool::new(false),
@@ -398,8 +414,8 @@ impl<K: Key> Tier<K> {
         match header {
             None => {
                 // A fresh header: older log blocks are unreachable from it.
-                let ring = tier.ring.lock();
-                tier.write_header(&ring, (0, 0), false).map_err(|e| {
+                let h = tier.header.lock();
+                tier.write_header(&h).map_err(|e| {
                     io::Error::new(
                         e.kind(),
                         format!("l2 device {path}: cannot write its header: {e}"),
@@ -428,15 +444,16 @@ impl<K: Key> Tier<K> {
         &self.config
     }
 
-    fn write_header(&self, ring: &Ring, trim: (u64, u64), dirty: bool) -> io::Result<()> {
+    /// Writes the header as `h` says (the caller holds `header`).
+    fn write_header(&self, h: &Written) -> io::Result<()> {
         let mut b = AlignedBuf::zeroed(UNIT as usize);
         Header {
             identity: self.config.identity,
             device_bytes: self.config.bytes,
             key_len: self.codec.len as u32,
-            newest: ring.newest,
-            trim,
-            dirty,
+            newest: h.newest,
+            trim: h.trim,
+            dirty: h.dirty,
         }
         .encode(b.bytes_mut());
         self.device.write_at(&b, 0)
@@ -578,10 +595,13 @@ impl<K: Key> Tier<K> {
             !self.dirty.load(Ordering::Acquire)
         };
         if clean {
-            let ring = self.ring.lock();
+            // Only the header's own lock: a batch being written (which
+            // holds `ring` for its I/O) does not hold this up for long.
+            let mut h = self.header.lock();
             let p = self.pending.lock();
             if !self.dirty.load(Ordering::Acquire) && !p.is_empty() {
-                match self.write_header(&ring, (0, 0), true) {
+                h.dirty = true;
+                match self.write_header(&h) {
                     Ok(()) => self.dirty.store(true, Ordering::Release),
                     Err(_) => {
                         self.counters.io_errors.fetch_add(1, Ordering::Relaxed);
@@ -791,113 +811,119 @@ impl<K: Key> Tier<K> {
         } else {
             ring.newest
         };
-        let dirty = self.dirty.load(Ordering::Acquire);
-        let result = self
-            .write_header(&ring, (start, start + planned), dirty)
-            .and_then(|()| {
-                // 2. The kept copies, each read back and verified (one that
-                //    fails is let go of) and written again in device order
-                //    at the front of the region: each lands at or before
-                //    where it was, and after every copy not yet read, so a
-                //    write never meets a copy still to be read. Then the new
-                //    buffers, then the log block.
-                let mut gather = Gather {
-                    device: &self.device,
-                    buf: AlignedBuf::zeroed(GATHER),
-                    at: start,
-                    len: 0,
-                };
-                let mut at = 0u64;
-                for (key, rec) in plan.kept.drain(..) {
-                    let len = rec.len() as u64;
-                    let padded = units(len).max(UNIT);
-                    let t2 = rec.t2() || rec.referenced();
-                    let dst = gather.space(padded as usize)?;
-                    let ok = if self.index.begin_rewrite(&key, &rec, batch.id, t2) {
-                        match self.read_copy(&rec, dst) {
-                            Ok(()) => {
-                                batch.rewritten.push(BatchEntry {
-                                    key,
-                                    at,
-                                    len: len as u32,
-                                    mfu: rec.mfu(),
-                                    t2,
-                                    cksum: rec.cksum(),
-                                });
-                                true
-                            }
-                            Err(bad) => {
-                                self.index.abort_write(&key, batch.id);
-                                let c = if bad {
-                                    &self.counters.cksum_bad
-                                } else {
-                                    &self.counters.io_errors
-                                };
-                                c.fetch_add(1, Ordering::Relaxed);
-                                false
-                            }
+        let named = {
+            let mut h = self.header.lock();
+            h.trim = (start, start + planned);
+            self.write_header(&h)
+        };
+        let result = named.and_then(|()| {
+            // 2. The kept copies, each read back and verified (one that
+            //    fails is let go of) and written again in device order
+            //    at the front of the region: each lands at or before
+            //    where it was, and after every copy not yet read, so a
+            //    write never meets a copy still to be read. Then the new
+            //    buffers, then the log block.
+            let mut gather = Gather {
+                device: &self.device,
+                buf: AlignedBuf::zeroed(GATHER),
+                at: start,
+                len: 0,
+            };
+            let mut at = 0u64;
+            for (key, rec) in plan.kept.drain(..) {
+                let len = rec.len() as u64;
+                let padded = units(len).max(UNIT);
+                let t2 = rec.t2() || rec.referenced();
+                let dst = gather.space(padded as usize)?;
+                let ok = if self.index.begin_rewrite(&key, &rec, batch.id, t2) {
+                    match self.read_copy(&rec, dst) {
+                        Ok(()) => {
+                            batch.rewritten.push(BatchEntry {
+                                key,
+                                at,
+                                len: len as u32,
+                                mfu: rec.mfu(),
+                                t2,
+                                cksum: rec.cksum(),
+                            });
+                            true
                         }
-                    } else {
-                        false
-                    };
-                    if !ok {
-                        dst.fill(0);
+                        Err(bad) => {
+                            self.index.abort_write(&key, batch.id);
+                            let c = if bad {
+                                &self.counters.cksum_bad
+                            } else {
+                                &self.counters.io_errors
+                            };
+                            c.fetch_add(1, Ordering::Relaxed);
+                            false
+                        }
                     }
-                    at += padded;
-                }
-                gather.flush()?;
-                for e in &mut batch.entries {
-                    e.at += at;
-                }
-                self.device
-                    .write_at_prefix(&batch.buf, batch.used as usize, start + at)?;
-                at += batch.used;
-                let log_at = start + at;
-                let encode = |k: &K| {
-                    let mut key = vec![0u8; key_len];
-                    (self.codec.encode)(k, &mut key);
-                    key
+                } else {
+                    false
                 };
-                // Only what is still this batch's: a key rewritten or
-                // removed since it was added is not described (one
-                // invalidated from here on is a tombstone of the next).
-                let described: Vec<_> = batch
-                    .entries
-                    .iter()
-                    .chain(&batch.rewritten)
-                    .filter(|e| self.index.writing_in(&e.key, batch.id))
-                    .map(|e| (encode(&e.key), start + e.at, e.len, e.mfu, e.t2, e.cksum))
-                    .collect();
-                let tombs: Vec<Vec<u8>> = tombstones.iter().map(encode).collect();
-                let log_bytes = log_len(described.len(), tombs.len(), key_len);
-                let total = at + log_bytes;
-                let generation = ring.newest.generation + 1;
-                let mut log = AlignedBuf::zeroed(log_bytes as usize);
-                let cksum = encode_log(
-                    log.bytes_mut(),
-                    generation,
-                    &prev,
-                    start,
-                    key_len,
-                    described.into_iter(),
-                    &tombs,
-                );
-                self.device.write_at(&log, log_at)?;
-                // 3. The header points at the new log block.
-                ring.newest = LogPtr {
-                    offset: log_at,
-                    len: log_bytes as u32,
-                    cksum,
-                    generation,
-                };
-                ring.hand = start + total;
-                // Clean again if nothing waits; under `pending`, so that an
-                // invalidation meanwhile either waits or sees it clean.
-                let p = self.pending.lock();
-                self.write_header(&ring, (0, 0), !p.is_empty())?;
-                self.dirty.store(!p.is_empty(), Ordering::Release);
-                Ok(total)
-            });
+                if !ok {
+                    dst.fill(0);
+                }
+                at += padded;
+            }
+            gather.flush()?;
+            for e in &mut batch.entries {
+                e.at += at;
+            }
+            self.device
+                .write_at_prefix(&batch.buf, batch.used as usize, start + at)?;
+            at += batch.used;
+            let log_at = start + at;
+            let encode = |k: &K| {
+                let mut key = vec![0u8; key_len];
+                (self.codec.encode)(k, &mut key);
+                key
+            };
+            // Only what is still this batch's: a key rewritten or
+            // removed since it was added is not described (one
+            // invalidated from here on is a tombstone of the next).
+            let described: Vec<_> = batch
+                .entries
+                .iter()
+                .chain(&batch.rewritten)
+                .filter(|e| self.index.writing_in(&e.key, batch.id))
+                .map(|e| (encode(&e.key), start + e.at, e.len, e.mfu, e.t2, e.cksum))
+                .collect();
+            let tombs: Vec<Vec<u8>> = tombstones.iter().map(encode).collect();
+            let log_bytes = log_len(described.len(), tombs.len(), key_len);
+            let total = at + log_bytes;
+            let generation = ring.newest.generation + 1;
+            let mut log = AlignedBuf::zeroed(log_bytes as usize);
+            let cksum = encode_log(
+                log.bytes_mut(),
+                generation,
+                &prev,
+                start,
+                key_len,
+                described.into_iter(),
+                &tombs,
+            );
+            self.device.write_at(&log, log_at)?;
+            // 3. The header points at the new log block.
+            ring.newest = LogPtr {
+                offset: log_at,
+                len: log_bytes as u32,
+                cksum,
+                generation,
+            };
+            ring.hand = start + total;
+            // Clean again if nothing waits; under `pending`, so that an
+            // invalidation meanwhile either waits or sees it clean.
+            let mut h = self.header.lock();
+            let p = self.pending.lock();
+            h.newest = ring.newest;
+            h.trim = (0, 0);
+            h.dirty = !p.is_empty();
+            self.write_header(&h)?;
+            self.dirty.store(h.dirty, Ordering::Release);
+            Ok(total)
+        });
         drop(ring);
         let total = match result {
             Ok(total) => total,

@@ -113,37 +113,51 @@ fn the_feed_thread_writes_on_its_own() {
     assert!(found > 0 && s.l2_hits + s.hits > 0, "{s:?}");
 }
 
+/// Keys 0..400 cached and pushed onto the device; then new bytes (version
+/// 1) for the even keys and removal of every fifth.
+fn rewrite_and_remove(cache: &Cache<u64>) {
+    fill(cache, 0..400, 0);
+    // Push everything out of memory, onto the device.
+    fill(cache, 10_000..10_200, 0);
+    assert!(cache.stats().l2_size > 0);
+    for k in (0..400).step_by(2) {
+        drop(cache.insert(k, data_of(k, 1, BLOCK)));
+    }
+    for k in (0..400).step_by(5) {
+        cache.remove(&k);
+    }
+}
+
+/// Reads keys 0..400 back: `removed` ones must be gone, the rest must have
+/// their newest bytes (version 1 for even keys). Returns the keys found.
+fn check_rewritten(cache: &Cache<u64>, removed: impl Fn(u64) -> bool, what: &str) -> usize {
+    let mut found = 0;
+    for k in 0..400u64 {
+        let got = cache.get(&k);
+        if removed(k) {
+            assert!(got.is_none(), "{what}: removed key {k} came back");
+            continue;
+        }
+        if let Some(h) = got {
+            let v = if k % 2 == 0 { 1 } else { 0 };
+            assert!(
+                *h == data_of(k, v, BLOCK)[..],
+                "{what}: stale bytes for {k}"
+            );
+            found += 1;
+        }
+    }
+    found
+}
+
 #[test]
 fn a_rewrite_or_removal_is_never_undone_by_an_old_copy() {
     for mode in [HitMode::Lazy, HitMode::Eager] {
         let path = device(&format!("rewrite-{mode:?}"));
         let cache = builder(&path, 256 << 10, 16 << 20, mode, true);
-        fill(&cache, 0..400, 0);
-        // Push everything out of memory, onto the device.
-        fill(&cache, 10_000..10_200, 0);
-        assert!(cache.stats().l2_size > 0);
-        // New bytes for the even keys, removal for every fifth.
-        for k in (0..400).step_by(2) {
-            drop(cache.insert(k, data_of(k, 1, BLOCK)));
-        }
-        for k in (0..400).step_by(5) {
-            cache.remove(&k);
-        }
+        rewrite_and_remove(&cache);
         fill(&cache, 20_000..20_400, 0);
-        for k in 0..400u64 {
-            let got = cache.get(&k);
-            if k % 5 == 0 {
-                assert!(got.is_none(), "{mode:?}: removed key {k} came back");
-                continue;
-            }
-            if let Some(h) = got {
-                let v = if k % 2 == 0 { 1 } else { 0 };
-                assert!(
-                    *h == data_of(k, v, BLOCK)[..],
-                    "{mode:?}: stale bytes for {k}"
-                );
-            }
-        }
+        check_rewritten(&cache, |k| k.is_multiple_of(5), &format!("{mode:?}"));
     }
 }
 
@@ -156,15 +170,7 @@ fn a_rewrite_or_removal_is_never_undone_by_a_restart() {
     let path = device("rewrite-restart");
     {
         let cache = builder(&path, 256 << 10, 16 << 20, HitMode::Lazy, true);
-        fill(&cache, 0..400, 0);
-        fill(&cache, 10_000..10_200, 0);
-        assert!(cache.stats().l2_size > 0);
-        for k in (0..400).step_by(2) {
-            drop(cache.insert(k, data_of(k, 1, BLOCK)));
-        }
-        for k in (0..400).step_by(5) {
-            cache.remove(&k);
-        }
+        rewrite_and_remove(&cache);
         // Some of the invalidations reach a log block with later feeds,
         // the rest only at the clean stop.
         fill(&cache, 20_000..20_100, 0);
@@ -175,22 +181,8 @@ fn a_rewrite_or_removal_is_never_undone_by_a_restart() {
     let cache = builder(&path, 256 << 10, 16 << 20, HitMode::Lazy, true);
     cache.l2_wait_rebuild();
     assert!(cache.stats().l2_rebuild_blocks > 0);
-    let mut found = 0;
-    for k in 0..400u64 {
-        let got = cache.get(&k);
-        if k % 5 == 0 || k % 10 == 1 {
-            assert!(got.is_none(), "removed key {k} came back after a restart");
-            continue;
-        }
-        if let Some(h) = got {
-            let v = if k % 2 == 0 { 1 } else { 0 };
-            assert!(
-                *h == data_of(k, v, BLOCK)[..],
-                "stale bytes for {k} after a restart"
-            );
-            found += 1;
-        }
-    }
+    let removed = |k: u64| k.is_multiple_of(5) || k % 10 == 1;
+    let found = check_rewritten(&cache, removed, "after a restart");
     assert!(found > 0, "nothing found again");
 }
 
@@ -408,20 +400,31 @@ fn crash_child() {
     }
 }
 
+/// Runs the ignored test `child` of this binary as a child process with
+/// `env`, and kills it with SIGKILL after `after`.
+fn run_and_kill(child: &str, env: &[(&str, &Path)], after: Duration) {
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", child, "--ignored", "--nocapture"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    std::thread::sleep(after);
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+}
+
 #[test]
 fn crash_mid_feed_loses_nothing_acknowledged() {
     let path = device("crash");
     for round in 0..4u64 {
-        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "crash_child", "--ignored", "--nocapture"])
-            .env("MULTIARC_L2_CRASH_DEVICE", &path)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(700 + 311 * round));
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
+        run_and_kill(
+            "crash_child",
+            &[("MULTIARC_L2_CRASH_DEVICE", &path)],
+            Duration::from_millis(700 + 311 * round),
+        );
         let cache = builder(&path, 256 << 10, 4 << 20, HitMode::Lazy, true);
         cache.l2_wait_rebuild();
         // Every hit verifies (check_all asserts the bytes).
@@ -466,17 +469,14 @@ fn a_crash_amid_rewrites_never_brings_back_an_old_version() {
     let progress = device("crash-rewrites.progress");
     let (mut rebuilt, mut empty) = (0, 0);
     for round in 0..4u64 {
-        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "rewriting_child", "--ignored", "--nocapture"])
-            .env("MULTIARC_L2_CRASH_DEVICE", &path)
-            .env("MULTIARC_L2_CRASH_PROGRESS", &progress)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(600 + 257 * round));
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
+        run_and_kill(
+            "rewriting_child",
+            &[
+                ("MULTIARC_L2_CRASH_DEVICE", &path),
+                ("MULTIARC_L2_CRASH_PROGRESS", &progress),
+            ],
+            Duration::from_millis(600 + 257 * round),
+        );
         // The last insert that returned (a line cut short by the kill is
         // not counted).
         let text = std::fs::read_to_string(&progress).unwrap();

@@ -378,4 +378,34 @@ fn the_l2_workload_runs_its_rows_and_refuses_bad_sizes() {
         assert!(!out.status.success(), "{flag} {value}");
         assert!(err.contains(want), "{flag} {value}: {err}");
     }
+    // A slower backing store: every row waits after each of its reads, and
+    // the report says so; bad durations get one clear line.
+    let mut args = base.to_vec();
+    args.extend(["--l2-rows", "direct", "--backing-latency", "2ms", "--json"]);
+    let out = multiarc(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(doc["config"]["backing_latency_us"], 2000.0);
+    let direct = &doc["results"].as_array().unwrap()[0];
+    // Two threads each waiting 2 ms per read: at most 1000 reads/s.
+    assert!(
+        direct["ops_per_sec"].as_f64().unwrap() <= 1000.0,
+        "{direct}"
+    );
+    for bad in ["2", "2h", "-1ms", "90s"] {
+        let flag = format!("--backing-latency={bad}");
+        let mut args = base.to_vec();
+        args.push(&flag);
+        let out = multiarc(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "--backing-latency {bad}");
+        assert!(err.contains("duration"), "--backing-latency {bad}: {err}");
+    }
+    let out = multiarc(&["bench", "--backing-latency", "1ms"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("apply to --workload l2 only"));
 }

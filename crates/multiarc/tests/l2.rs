@@ -307,6 +307,11 @@ fn bad_devices_are_refused_with_one_clear_error() {
     assert!(e.contains("at most half"), "{e}");
     let e = err(base().l2(device("zero"), 0));
     assert!(e.contains("greater than 0"), "{e}");
+    let e = err(base().l2(device("ratio"), 8 << 20).l2_rewrite_ratio(65));
+    assert!(
+        e.contains("l2_rewrite_ratio (65) must be at most 64"),
+        "{e}"
+    );
 
     let path = device("in-use");
     let first = base().l2(&path, 8 << 20).build().unwrap();

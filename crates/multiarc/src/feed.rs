@@ -202,7 +202,7 @@ impl FeedThread {
                         if *stopped {
                             return;
                         }
-                        let through = target.evicted() - evicted;
+                        let through = target.evicted().saturating_sub(evicted);
                         if last.elapsed() < wait && through < target.reach() / 2 {
                             continue;
                         }

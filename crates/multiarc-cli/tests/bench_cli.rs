@@ -11,26 +11,35 @@ fn multiarc(args: &[&str]) -> std::process::Output {
         .expect("running multiarc")
 }
 
-#[test]
-fn every_row_produces_numbers_and_the_json_parses() {
-    let out = multiarc(&[
-        "bench",
-        "--file-bytes",
-        "1MiB",
-        "--seconds",
-        "0.1",
-        "--threads",
-        "1,2",
-        "--lockstat",
-        "--json",
-    ]);
+/// Runs `multiarc args` (with `--json` among them), which must succeed, and
+/// parses its one JSON document; `what` names the run in a failure.
+fn multiarc_json(args: &[&str], what: &str) -> serde_json::Value {
+    let out = multiarc(args);
     assert!(
         out.status.success(),
-        "{}",
+        "{what}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let doc: serde_json::Value =
-        serde_json::from_slice(&out.stdout).expect("one JSON document on stdout");
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{what}: one JSON document on stdout: {e}"))
+}
+
+#[test]
+fn every_row_produces_numbers_and_the_json_parses() {
+    let doc = multiarc_json(
+        &[
+            "bench",
+            "--file-bytes",
+            "1MiB",
+            "--seconds",
+            "0.1",
+            "--threads",
+            "1,2",
+            "--lockstat",
+            "--json",
+        ],
+        "bench",
+    );
     assert!(doc["machine"]["cpus"].as_u64().unwrap() >= 1);
     assert_eq!(doc["config"]["block_size"], 8192);
     let results = doc["results"].as_array().unwrap();
@@ -235,25 +244,21 @@ fn file_workloads_report_every_locking_mode() {
         ("randread", ["8KiB", "unaligned"], ["read", "read"]),
         ("rangelock", ["disjoint", "overlapping"], ["read", "write"]),
     ] {
-        let out = multiarc(&[
-            "bench",
-            "--workload",
+        let doc = multiarc_json(
+            &[
+                "bench",
+                "--workload",
+                workload,
+                "--file-bytes",
+                "2MiB",
+                "--seconds",
+                "0.05",
+                "--threads",
+                "1,2",
+                "--json",
+            ],
             workload,
-            "--file-bytes",
-            "2MiB",
-            "--seconds",
-            "0.05",
-            "--threads",
-            "1,2",
-            "--json",
-        ]);
-        assert!(
-            out.status.success(),
-            "{workload}: {}",
-            String::from_utf8_lossy(&out.stderr)
         );
-        let doc: serde_json::Value =
-            serde_json::from_slice(&out.stdout).expect("one JSON document");
         let results = doc["results"].as_array().unwrap();
         let lockings: &[&str] = if workload == "rangelock" {
             &["range", "rwsem"]
@@ -326,13 +331,7 @@ fn the_l2_workload_runs_its_rows_and_refuses_bad_sizes() {
     ];
     let mut args = base.to_vec();
     args.extend(["--l2-rows", "multiarc-l2,multiarc,direct", "--json"]);
-    let out = multiarc(&args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    let doc = multiarc_json(&args, "bench --workload l2");
     let results = doc["results"].as_array().unwrap();
     for (row, threads) in [
         ("multiarc-l2", 1),
@@ -382,13 +381,7 @@ fn the_l2_workload_runs_its_rows_and_refuses_bad_sizes() {
     // the report says so; bad durations get one clear line.
     let mut args = base.to_vec();
     args.extend(["--l2-rows", "direct", "--backing-latency", "2ms", "--json"]);
-    let out = multiarc(&args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    let doc = multiarc_json(&args, "bench --backing-latency 2ms");
     assert_eq!(doc["config"]["backing_latency_us"], 2000.0);
     let direct = &doc["results"].as_array().unwrap()[0];
     // Two threads each waiting 2 ms per read: at most 1000 reads/s.

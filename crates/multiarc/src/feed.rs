@@ -50,29 +50,35 @@ pub(crate) fn feed_once<K: Key, M>(core: &Core<K, M>) -> u64 {
         let n = list.len();
         let per_sublist = budget.div_ceil(n as u64).max(1);
         let start = (thread_random() % n as u64) as usize;
-        for k in 0..n {
-            let i = (start + k) % n;
-            for (key, hash) in tail_keys(list, i, per_sublist) {
-                // Under the key's stripe lock: the entry cannot go, and an
-                // insert or removal of the key (which invalidates its copy
-                // under the same lock) cannot slip between the copy and
-                // its record.
-                let stripe = core.table.stripe(hash).read();
-                let Some((e, len)) = stripe.find_with_len(hash, &key) else {
-                    continue;
-                };
-                let now = e.state();
-                if !now.is_live() || (config.mfu_only && now != State::Mfu) {
-                    continue;
-                }
-                if len as u64 > config.write_max {
-                    // Ineligible (eviction counts it so).
-                    continue;
-                }
-                match batch.add(&key, e.data_prefix(len), now == State::Mfu) {
-                    Added::Copied | Added::Present => {}
-                    Added::Full => break 'lists,
-                }
+        let tails: Vec<Vec<(K, u64)>> = (0..n)
+            .map(|k| tail_keys(list, (start + k) % n, per_sublist))
+            .collect();
+        // Tail-most first across the sublists (the first of each, then the
+        // second of each, ...), as eviction goes round them, so that a
+        // batch that fills up has taken what eviction reaches next in
+        // every sublist, not one sublist's whole tail.
+        let deepest = tails.iter().map(Vec::len).max().unwrap_or(0);
+        let by_depth = (0..deepest).flat_map(|d| tails.iter().filter_map(move |t| t.get(d)));
+        for (key, hash) in by_depth.cloned() {
+            // Under the key's stripe lock: the entry cannot go, and an
+            // insert or removal of the key (which invalidates its copy
+            // under the same lock) cannot slip between the copy and
+            // its record.
+            let stripe = core.table.stripe(hash).read();
+            let Some((e, len)) = stripe.find_with_len(hash, &key) else {
+                continue;
+            };
+            let now = e.state();
+            if !now.is_live() || (config.mfu_only && now != State::Mfu) {
+                continue;
+            }
+            if len as u64 > config.write_max {
+                // Ineligible (eviction counts it so).
+                continue;
+            }
+            match batch.add(&key, e.data_prefix(len), now == State::Mfu) {
+                Added::Copied | Added::Present => {}
+                Added::Full => break 'lists,
             }
         }
     }

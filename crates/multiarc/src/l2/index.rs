@@ -84,7 +84,7 @@ impl Rec {
 
     /// Device units it covers, `[unit, end)` (cached records).
     pub(crate) fn end(&self) -> u64 {
-        self.unit as u64 + (self.len() as u64).div_ceil(super::device::UNIT).max(1)
+        self.unit as u64 + self.device_bytes() / super::device::UNIT
     }
 
     /// The device bytes its copy takes: its length in whole units.

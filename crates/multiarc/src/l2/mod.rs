@@ -252,8 +252,6 @@ pub(crate) struct Tier<K> {
     max_tombstones: usize,
     ring_start: u64,
     ring_end: u64,
-    /// The largest log block of a batch.
-    max_log: u64,
     next_batch: AtomicU32,
     rebuild: Rebuild,
     counters: Counters,
@@ -263,7 +261,7 @@ pub(crate) struct Tier<K> {
 pub(crate) struct Batch<'a, K: Key> {
     tier: &'a Tier<K>,
     id: u32,
-    /// The buffers, each at a unit boundary, then room for the log block.
+    /// The buffers, each at a unit boundary.
     buf: AlignedBuf,
     /// Bytes of buffers (padded).
     used: u64,
@@ -399,7 +397,6 @@ impl<K: Key> Tier<K> {
             max_tombstones,
             ring_start,
             ring_end,
-            max_log,
             next_batch: AtomicU32::new(1),
             rebuild: Rebuild {
                 running: AtomicBool::new(header.is_some()),
@@ -634,7 +631,7 @@ impl<K: Key> Tier<K> {
         Batch {
             tier: self,
             id: self.next_batch.fetch_add(1, Ordering::Relaxed),
-            buf: AlignedBuf::zeroed((units(self.config.write_max) + self.max_log) as usize),
+            buf: AlignedBuf::zeroed(units(self.config.write_max) as usize),
             used: 0,
             entries: Vec::new(),
             rewritten: Vec::new(),
@@ -724,7 +721,6 @@ impl<K: Key> Tier<K> {
                 break;
             }
             let padded = rec.device_bytes();
-            let len = padded;
             // ARC's replacement: the list over its target (T1 when it holds
             // more than p, or T2 is empty) lets go; the other list's copies,
             // and any copy read back since it was written (CAR's second
@@ -734,16 +730,16 @@ impl<K: Key> Tier<K> {
             if keep {
                 kept_bytes += padded;
                 if rec.referenced() && !rec.t2() {
-                    t1 = t1.saturating_sub(len);
-                    t2 += len;
+                    t1 = t1.saturating_sub(padded);
+                    t2 += padded;
                 }
                 plan.kept.push((key, rec));
                 plan.total = used + kept_bytes + log_len(n + plan.kept.len(), t, key_len);
             } else {
                 if rec.t2() {
-                    t2 = t2.saturating_sub(len);
+                    t2 = t2.saturating_sub(padded);
                 } else {
-                    t1 = t1.saturating_sub(len);
+                    t1 = t1.saturating_sub(padded);
                 }
                 plan.dropped.push((key, rec));
             }
@@ -790,7 +786,6 @@ impl<K: Key> Tier<K> {
         //    batch, so that nobody reads it where it is about to be
         //    overwritten; the header names the region before anything is
         //    written there.
-        let capacity = ring_len;
         for (key, rec) in &plan.dropped {
             if self.index.remove_if(key, rec) {
                 self.counters.evictions.fetch_add(1, Ordering::Relaxed);
@@ -799,7 +794,7 @@ impl<K: Key> Tier<K> {
                 let t = self.index.list_bytes();
                 self.history
                     .lock()
-                    .remember(fp, rec.device_bytes(), ghost, t, capacity);
+                    .remember(fp, rec.device_bytes(), ghost, t, ring_len);
             }
         }
         // The previous newest log block may lie in the region: then the
@@ -831,8 +826,7 @@ impl<K: Key> Tier<K> {
             };
             let mut at = 0u64;
             for (key, rec) in plan.kept.drain(..) {
-                let len = rec.len() as u64;
-                let padded = units(len).max(UNIT);
+                let padded = rec.device_bytes();
                 let t2 = rec.t2() || rec.referenced();
                 let dst = gather.space(padded as usize)?;
                 let ok = if self.index.begin_rewrite(&key, &rec, batch.id, t2) {
@@ -841,7 +835,7 @@ impl<K: Key> Tier<K> {
                             batch.rewritten.push(BatchEntry {
                                 key,
                                 at,
-                                len: len as u32,
+                                len: rec.len(),
                                 mfu: rec.mfu(),
                                 t2,
                                 cksum: rec.cksum(),

@@ -337,49 +337,82 @@ fn stress_seconds() -> u64 {
         .unwrap_or(3)
 }
 
-/// Holds, loads and removals by three threads while the feed thread writes
-/// and the evict thread evicts, on a device small enough that the hand
-/// overwrites what readers are reading: every byte returned is right.
+/// Holds, loads and removals by three threads, and rewrites by a fourth,
+/// while the feed thread writes and the evict thread evicts, on a device
+/// small enough that the hand overwrites what readers are reading: every
+/// byte returned is right, and never older than the last rewrite of its key
+/// that had returned when the read began.
 #[test]
 fn loads_and_holds_race_the_feed_and_eviction() {
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    const KEYS: u64 = 3000;
     for mode in [HitMode::Lazy, HitMode::Eager] {
         let path = device(&format!("stress-{mode:?}"));
         // A small device, so the hand wraps and overwrites while readers read.
         let cache = builder(&path, 512 << 10, 4 << 20, mode, false);
         let stop = AtomicBool::new(false);
+        // The backing store's version of each key, and the newest version
+        // whose insert has returned.
+        let store: Vec<AtomicU64> = (0..KEYS).map(|_| AtomicU64::new(0)).collect();
+        let acked: Vec<AtomicU64> = (0..KEYS).map(|_| AtomicU64::new(0)).collect();
+        let rewrites = AtomicU64::new(0);
         std::thread::scope(|s| {
             for t in 0..3u64 {
-                let cache = &cache;
-                let stop = &stop;
+                let (cache, stop, store, acked) = (&cache, &stop, &store, &acked);
                 s.spawn(move || {
                     let mut rng = common::rng(t + 1);
                     let mut held = Vec::new();
                     while !stop.load(Ordering::Relaxed) {
                         let x: u64 = rng.random();
-                        let k = x % 3000;
+                        let k = x % KEYS;
+                        let lo = acked[k as usize].load(Ordering::Acquire);
                         let h = cache
-                            .get_or_load(k, || Ok::<_, std::io::Error>(data_of(k, 0, BLOCK)))
+                            .get_or_load(k, || {
+                                let v = store[k as usize].load(Ordering::Acquire);
+                                Ok::<_, std::io::Error>(data_of(k, v, BLOCK))
+                            })
                             .unwrap();
-                        assert!(*h == data_of(k, 0, BLOCK)[..], "wrong bytes for {k}");
+                        let v = u64::from_le_bytes(h[8..16].try_into().unwrap());
+                        let hi = store[k as usize].load(Ordering::Acquire);
+                        assert!(
+                            *h == data_of(k, v, BLOCK)[..] && (lo..=hi).contains(&v),
+                            "wrong bytes for {k}: version {v}, expected {lo}..={hi}"
+                        );
                         held.push(h);
                         if held.len() > 8 {
                             held.remove(0);
                         }
                         if x.is_multiple_of(97) {
-                            cache.remove(&(x % 3000));
+                            cache.remove(&(x % KEYS));
                         }
                     }
                 });
             }
+            let (cache, stop, store, acked, rewrites) = (&cache, &stop, &store, &acked, &rewrites);
+            s.spawn(move || {
+                let mut rng = common::rng(99);
+                while !stop.load(Ordering::Relaxed) {
+                    let k = rng.random::<u64>() % KEYS;
+                    // The store first, then the cache, as a write-through
+                    // user would; one writer, so versions only grow.
+                    let v = store[k as usize].load(Ordering::Relaxed) + 1;
+                    store[k as usize].store(v, Ordering::Release);
+                    drop(cache.insert(k, data_of(k, v, BLOCK)));
+                    acked[k as usize].store(v, Ordering::Release);
+                    rewrites.fetch_add(1, Ordering::Relaxed);
+                    // Rewrites are a small share of the traffic.
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+            });
             std::thread::sleep(Duration::from_secs(stress_seconds()));
             stop.store(true, Ordering::Relaxed);
         });
         let s: Stats = cache.stats();
         eprintln!(
-            "{mode:?}: {} s, {} reads, {} L2 hits, {} batches, {} copies kept by the hand, {} let go, {} evict_l2_skip, no wrong byte",
+            "{mode:?}: {} s, {} reads, {} rewrites, {} L2 hits, {} batches, {} copies kept by the hand, {} let go, {} evict_l2_skip, no wrong byte",
             stress_seconds(),
             s.hits + s.misses,
+            rewrites.load(Ordering::Relaxed),
             s.l2_hits,
             s.l2_writes,
             s.l2_rewrites,

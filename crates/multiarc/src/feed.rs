@@ -4,8 +4,9 @@
 //! eviction reaches next. Copying them to the device *before* they are
 //! evicted means that eviction itself never waits for I/O, and that most
 //! buffers it drops already have a copy (`evict_l2_cached`). A feed looks
-//! `headroom x write_max` bytes up the tails of MFU then MRU (MFU only with
-//! `mfu_only`), spread over every sublist, and copies the buffers the tier
+//! `headroom x write_max` bytes up the tails of both lists, the one ARC's
+//! REPLACE would take from now first (MFU only with `mfu_only`), spread
+//! over every sublist, and copies the buffers the tier
 //! does not hold yet into one batch of at most `write_max` bytes, written
 //! sequentially at the ring's hand (`l2/`). Nothing here runs on a memory
 //! hit: the hit path does not know the tier exists.
@@ -21,6 +22,7 @@ use crate::entry::State;
 use crate::key::Key;
 use crate::l2::Added;
 use crate::multilist::Multilist;
+use crate::protocol::HitProtocol;
 use crate::shared::Core;
 use crate::sync::{unpoisoned, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -30,7 +32,7 @@ use std::time::{Duration, Instant};
 /// Runs one feed: returns the bytes written to the tier (0 when it has
 /// nothing to write, is rebuilding its index, or the write failed; the
 /// tier counts its errors).
-pub(crate) fn feed_once<K: Key, M>(core: &Core<K, M>) -> u64 {
+pub(crate) fn feed_once<K: Key, M: HitProtocol>(core: &Core<K, M>) -> u64 {
     let Some(tier) = core.l2.as_deref() else {
         return 0;
     };
@@ -39,8 +41,13 @@ pub(crate) fn feed_once<K: Key, M>(core: &Core<K, M>) -> u64 {
     }
     let config = tier.config();
     let budget = config.headroom.saturating_mul(config.write_max);
+    // The list eviction takes from next (ARC's REPLACE, as things stand)
+    // first: its tail is what goes soonest.
+    let p = core.p.load(Ordering::Acquire);
     let lists: &[State] = if config.mfu_only {
         &[State::Mfu]
+    } else if M::evict_from_mru(&core.sizes(), p, false) {
+        &[State::Mru, State::Mfu]
     } else {
         &[State::Mfu, State::Mru]
     };
@@ -97,7 +104,7 @@ pub(crate) fn feed_once<K: Key, M>(core: &Core<K, M>) -> u64 {
 /// worth has been inserted since the last feed (`size`: the insert's bytes,
 /// counted as the device will store them, in whole 4 KiB units, since a
 /// batch's size is counted so).
-pub(crate) fn feed_inline<K: Key, M>(core: &Core<K, M>, size: u64) {
+pub(crate) fn feed_inline<K: Key, M: HitProtocol>(core: &Core<K, M>, size: u64) {
     let Some(tier) = core.l2.as_deref() else {
         return;
     };
@@ -143,7 +150,7 @@ pub(crate) trait Feedable: Send + Sync {
     fn warm(&self) -> bool;
 }
 
-impl<K: Key, M: Send + Sync> Feedable for Core<K, M> {
+impl<K: Key, M: HitProtocol + Send + Sync> Feedable for Core<K, M> {
     fn feed(&self) -> u64 {
         feed_once(self)
     }

@@ -10,7 +10,8 @@
 //!   (its ghost is gone) counts as a ghost hit of the list it was fed from;
 //! - the feed: on a miss that finds memory full, once a batch's worth of
 //!   pages has been inserted since the last feed, it looks `headroom` batches
-//!   up the LRU ends of T2 then T1 and copies the pages the device does not
+//!   up the LRU ends of both lists, first the one REPLACE would take from
+//!   now (T1 if it is over p, or T2 is empty), and copies the pages the device does not
 //!   hold, up to one batch, before anything is evicted;
 //! - the device is a ring of 4 KiB units after a header unit: a batch takes
 //!   one unit per page plus one for its log block, at the hand, or at the
@@ -150,14 +151,24 @@ impl Model {
 
     /// A miss is about to insert a page: the feed's turn (see the module
     /// comment).
-    fn feed(&mut self) {
+    /// `p`: ARC's target as the insert's REPLACE will see it (a ghost hit
+    /// adapts it first).
+    fn feed(&mut self, p: usize) {
         self.unfed += 1;
         if self.unfed < self.batch || self.t1.len() + self.t2.len() < self.c {
             return;
         }
         self.unfed = 0;
         let mut pages: Vec<(u64, bool)> = Vec::new();
-        'lists: for (list, mfu) in [(&self.t2, true), (&self.t1, false)] {
+        // The list REPLACE takes from next first (not knowing whether the
+        // miss to come is a B2 hit).
+        let t1_first = !self.t1.is_empty() && (self.t2.is_empty() || self.t1.len() > p);
+        let order = if t1_first {
+            [(&self.t1, false), (&self.t2, true)]
+        } else {
+            [(&self.t2, true), (&self.t1, false)]
+        };
+        'lists: for (list, mfu) in order {
             for &x in list.iter().take(self.headroom * self.batch) {
                 if self.on_device.contains_key(&x) {
                     continue;
@@ -302,18 +313,23 @@ impl Model {
         }
     }
 
-    fn ghost_hit(&mut self, x: u64, list: List, listed: bool) {
+    /// ARC's p after a ghost hit on `list` (`listed`: the page is on it).
+    fn adapted_p(&self, list: List, listed: bool) -> usize {
         let (b1, b2) = (
             self.b1.len() + usize::from(!listed && list == List::B1),
             self.b2.len() + usize::from(!listed && list == List::B2),
         );
         if list == List::B1 {
             let delta = if b1 >= b2 { 1 } else { b2 / b1 };
-            self.p = (self.p + delta).min(self.c);
+            (self.p + delta).min(self.c)
         } else {
             let delta = if b2 >= b1 { 1 } else { b1 / b2 };
-            self.p = self.p.saturating_sub(delta);
+            self.p.saturating_sub(delta)
         }
+    }
+
+    fn ghost_hit(&mut self, x: u64, list: List, listed: bool) {
+        self.p = self.adapted_p(list, listed);
         if listed {
             self.unlink(x, list);
         }
@@ -340,16 +356,16 @@ impl Model {
                 return Served::Memory;
             }
             Some(l @ (List::B1 | List::B2)) => {
-                self.feed();
+                self.feed(self.adapted_p(l, true));
                 self.ghost_hit(x, l, true)
             }
             None => {
                 // The copy is read before the insert feeds (and the feed
                 // may overwrite it).
                 let copy = self.on_device.get(&x).copied();
-                self.feed();
-                if let Some(c) = copy {
-                    let as_ghost = if c.mfu { List::B2 } else { List::B1 };
+                let as_ghost = copy.map(|c| if c.mfu { List::B2 } else { List::B1 });
+                self.feed(as_ghost.map_or(self.p, |l| self.adapted_p(l, false)));
+                if let Some(as_ghost) = as_ghost {
                     self.ghost_hit(x, as_ghost, false);
                     // The history's bounds: |T1| + |B1| <= c, all <= 2c.
                     while self.t1.len() + self.b1.len() > self.c && !self.b1.is_empty() {

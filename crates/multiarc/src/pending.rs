@@ -78,8 +78,15 @@ impl<K: Eq> Loads<K> {
         }
     }
 
+    /// The load in flight for `key` that a new caller may join: not one
+    /// superseded (its bytes may be older than an insert or removal that
+    /// has returned; they go to its loader and the waiters that joined it
+    /// before, and a new caller loads for itself).
     pub(crate) fn find(&self, key: &K) -> Option<&Arc<Pending<K>>> {
-        self.0.iter().find(|(k, _)| k == key).map(|(_, p)| p)
+        self.0
+            .iter()
+            .find(|(k, p)| k == key && !p.superseded.load(Ordering::Relaxed))
+            .map(|(_, p)| p)
     }
 
     pub(crate) fn push(&mut self, key: K, p: Arc<Pending<K>>) {

@@ -34,6 +34,7 @@ macro_rules! in_both_modes {
 in_both_modes!(
     get_insert_remove,
     a_load_overtaken_by_an_insert_or_remove_is_not_cached,
+    a_miss_after_an_insert_or_remove_does_not_join_the_stale_load,
     replacing_keeps_old_bytes_for_holders,
     held_buffers_are_never_evicted,
     inline_eviction_keeps_the_byte_bound_and_ghost_bounds,
@@ -317,6 +318,67 @@ fn lazy_held_buffers_stay_linked_but_are_not_evicted() {
     assert_eq!((s.held_bytes, s.anon_bytes), (0, 1), "{s:?}");
     drop(held);
     assert_eq!(cache.stats().anon_bytes, 0);
+}
+
+/// A miss that begins after an `insert` or `remove` of its key returned
+/// never gets the bytes of a load that began before it (found by the second
+/// tier's stress: a caller joined such a load in flight and read the
+/// version before the one acknowledged). It loads for itself instead.
+fn a_miss_after_an_insert_or_remove_does_not_join_the_stale_load(mode: HitMode) {
+    for remove in [false, true] {
+        let cache = inline(1 << 20, mode);
+        let started = Barrier::new(2);
+        let changed = Barrier::new(2);
+        std::thread::scope(|s| {
+            let stale = s.spawn(|| {
+                let h = cache
+                    .get_or_load(1, || -> Result<Vec<u8>, ()> {
+                        started.wait();
+                        changed.wait();
+                        Ok(vec![1; 64])
+                    })
+                    .unwrap();
+                h.to_vec()
+            });
+            started.wait();
+            if remove {
+                assert!(!cache.remove(&1));
+            } else {
+                drop(cache.insert(1, vec![2; 64]));
+                // Gone again (evicted or removed): the next caller misses.
+                assert!(cache.remove(&1));
+            }
+            // A new caller, after the change returned, while the old load
+            // is still in flight (a thread: were it to join that load, it
+            // would wait for `changed`).
+            let fresh = s.spawn(|| {
+                cache
+                    .get_or_load(1, || -> Result<Vec<u8>, ()> { Ok(vec![3; 64]) })
+                    .unwrap()
+                    .to_vec()
+            });
+            // Up to 2 s for it to finish on its own; then let the old load
+            // end, so that a caller that joined it returns (with the stale
+            // bytes) and fails below instead of hanging.
+            let mut released = false;
+            for _ in 0..2000 {
+                if fresh.is_finished() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            if !fresh.is_finished() {
+                changed.wait();
+                released = true;
+            }
+            let got = fresh.join().unwrap();
+            if !released {
+                changed.wait();
+            }
+            assert_eq!(got, vec![3; 64], "joined a load older than the change");
+            assert_eq!(stale.join().unwrap(), vec![1; 64]);
+        });
+    }
 }
 
 /// A load that started before an `insert` (or `remove`) of its key may have

@@ -320,6 +320,30 @@ fn lazy_held_buffers_stay_linked_but_are_not_evicted() {
     assert_eq!(cache.stats().anon_bytes, 0);
 }
 
+/// Starts a `get_or_load` of key 1 in `s` whose loader returns `[1; 64]`
+/// once `changed` is passed; returns when the loader is running (the load
+/// is in flight).
+fn spawn_blocked_load<'s>(
+    s: &'s std::thread::Scope<'s, '_>,
+    cache: &'s Cache<u64>,
+    changed: &'s Barrier,
+) -> std::thread::ScopedJoinHandle<'s, Vec<u8>> {
+    let started = std::sync::Arc::new(Barrier::new(2));
+    let running = std::sync::Arc::clone(&started);
+    let h = s.spawn(move || {
+        cache
+            .get_or_load(1, || -> Result<Vec<u8>, ()> {
+                running.wait();
+                changed.wait();
+                Ok(vec![1; 64])
+            })
+            .unwrap()
+            .to_vec()
+    });
+    started.wait();
+    h
+}
+
 /// A miss that begins after an `insert` or `remove` of its key returned
 /// never gets the bytes of a load that began before it (found by the second
 /// tier's stress: a caller joined such a load in flight and read the
@@ -327,20 +351,9 @@ fn lazy_held_buffers_stay_linked_but_are_not_evicted() {
 fn a_miss_after_an_insert_or_remove_does_not_join_the_stale_load(mode: HitMode) {
     for remove in [false, true] {
         let cache = inline(1 << 20, mode);
-        let started = Barrier::new(2);
         let changed = Barrier::new(2);
         std::thread::scope(|s| {
-            let stale = s.spawn(|| {
-                let h = cache
-                    .get_or_load(1, || -> Result<Vec<u8>, ()> {
-                        started.wait();
-                        changed.wait();
-                        Ok(vec![1; 64])
-                    })
-                    .unwrap();
-                h.to_vec()
-            });
-            started.wait();
+            let stale = spawn_blocked_load(s, &cache, &changed);
             if remove {
                 assert!(!cache.remove(&1));
             } else {
@@ -387,20 +400,9 @@ fn a_miss_after_an_insert_or_remove_does_not_join_the_stale_load(mode: HitMode) 
 fn a_load_overtaken_by_an_insert_or_remove_is_not_cached(mode: HitMode) {
     for remove in [false, true] {
         let cache = inline(1 << 20, mode);
-        let started = Barrier::new(2);
         let changed = Barrier::new(2);
         std::thread::scope(|s| {
-            let loader = s.spawn(|| {
-                let h = cache
-                    .get_or_load(1, || -> Result<Vec<u8>, ()> {
-                        started.wait();
-                        changed.wait();
-                        Ok(vec![1; 64])
-                    })
-                    .unwrap();
-                h.to_vec()
-            });
-            started.wait();
+            let loader = spawn_blocked_load(s, &cache, &changed);
             if remove {
                 assert!(!cache.remove(&1));
             } else {

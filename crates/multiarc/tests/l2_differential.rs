@@ -11,8 +11,8 @@
 //! - the feed: on a miss that finds memory full, once a batch's worth of
 //!   pages has been inserted since the last feed, it looks `headroom` batches
 //!   up the LRU ends of both lists, first the one REPLACE would take from
-//!   now (T1 if it is over p, or T2 is empty), and copies the pages the device does not
-//!   hold, up to one batch, before anything is evicted;
+//!   now (T1 if it is over p, or T2 is empty), and copies the pages the
+//!   device does not hold, up to one batch, before anything is evicted;
 //! - the device is a ring of 4 KiB units after a header unit: a batch takes
 //!   one unit per page plus one for its log block, at the hand, or at the
 //!   ring's start when it does not fit before the end; a read leaves the

@@ -84,11 +84,11 @@ pub struct ReplayArgs {
     /// Feed only MFU buffers to the --l2 tier (OpenZFS's l2arc_mfuonly).
     #[arg(long)]
     l2_mfu_only: bool,
-    /// Bytes of copies the --l2 tier's hand may write again per byte of
-    /// new buffers (`Builder::l2_rewrite_ratio`; 0: it overwrites whatever
-    /// it reaches, as OpenZFS's L2ARC does).
+    /// Bytes of copies the --l2 tier's hand may keep where they are per
+    /// byte of new buffers (`Builder::l2_keep_ratio`, default 32; 0: it
+    /// overwrites whatever it reaches, as OpenZFS's L2ARC does).
     #[arg(long)]
-    l2_rewrite_ratio: Option<u64>,
+    l2_keep_ratio: Option<u64>,
     /// Draw hit ratio against capacity into this SVG file.
     #[arg(long)]
     plot: Option<PathBuf>,
@@ -124,7 +124,7 @@ struct ReplayResult {
     /// unit, and log blocks; 0 without one).
     l2_write_bytes: u64,
     /// Copies its hand kept and wrote again.
-    l2_rewrites: u64,
+    l2_kept: u64,
     /// Hits of either tier per request.
     hit_ratio: f64,
 }
@@ -135,7 +135,7 @@ struct L2Options {
     sizes: Vec<String>,
     dir: PathBuf,
     mfu_only: bool,
-    rewrite_ratio: Option<u64>,
+    keep_ratio: Option<u64>,
 }
 
 /// The multiarc policies, which can have a second tier.
@@ -194,8 +194,8 @@ fn build_tiered(
         HitMode::Lazy
     };
     let mut builder = Cache::<u64>::builder();
-    if let Some(ratio) = l2.rewrite_ratio {
-        builder = builder.l2_rewrite_ratio(ratio);
+    if let Some(ratio) = l2.keep_ratio {
+        builder = builder.l2_keep_ratio(ratio);
     }
     let cache = builder
         .max_bytes(blocks)
@@ -726,10 +726,10 @@ fn replay(
         done += requests;
         bar.set_done(done);
         for (name, l2_blocks, policy, hits) in running {
-            let (l2_hits, l2_write_bytes, l2_rewrites) = match &policy {
+            let (l2_hits, l2_write_bytes, l2_kept) = match &policy {
                 Policy::Tiered { cache, .. } => {
                     let s = cache.stats();
-                    (s.l2_hits, s.l2_write_bytes, s.l2_rewrites)
+                    (s.l2_hits, s.l2_write_bytes, s.l2_kept)
                 }
                 _ => (0, 0, 0),
             };
@@ -740,7 +740,7 @@ fn replay(
                 hits,
                 l2_hits,
                 l2_write_bytes,
-                l2_rewrites,
+                l2_kept,
                 hit_ratio: hits as f64 / requests as f64,
             });
         }
@@ -778,15 +778,15 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
         bail!("--l2 applies to the multiarc policies (multiarc, multiarc-eager, multiarc-lazy), and --policy has none");
     }
     if args.l2.is_none()
-        && (args.l2_dir.is_some() || args.l2_mfu_only || args.l2_rewrite_ratio.is_some())
+        && (args.l2_dir.is_some() || args.l2_mfu_only || args.l2_keep_ratio.is_some())
     {
-        bail!("--l2-dir, --l2-mfu-only and --l2-rewrite-ratio apply with --l2 only");
+        bail!("--l2-dir, --l2-mfu-only and --l2-keep-ratio apply with --l2 only");
     }
     let l2_options = L2Options {
         sizes: l2,
         dir: args.l2_dir.clone().unwrap_or_else(std::env::temp_dir),
         mfu_only: args.l2_mfu_only,
-        rewrite_ratio: args.l2_rewrite_ratio,
+        keep_ratio: args.l2_keep_ratio,
     };
     let bar = Bar::counting("replay", 0, "requests", args.json);
     let Outcome {
@@ -932,7 +932,7 @@ mod tests {
                 sizes: Vec::new(),
                 dir: PathBuf::from("."),
                 mfu_only: false,
-                rewrite_ratio: None,
+                keep_ratio: None,
             },
             8192,
             &Bar::hidden(),
@@ -1033,7 +1033,7 @@ mod tests {
                     sizes: Vec::new(),
                     dir: PathBuf::from("."),
                     mfu_only: false,
-                    rewrite_ratio: None,
+                    keep_ratio: None,
                 },
                 8192,
                 &Bar::hidden(),

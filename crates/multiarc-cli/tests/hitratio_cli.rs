@@ -374,15 +374,15 @@ fn replay_with_a_second_tier() {
         })
         .collect();
     assert!(left.is_empty(), "device files left: {left:?}");
-    // The hand's rewrite ratio: 0 keeps nothing (OpenZFS's ring), the
-    // default keeps copies, and the rows say what was written.
+    // The hand's keep ratio: 0 keeps nothing (OpenZFS's ring), the
+    // default keeps copies, and the rows say what was kept and written.
     let with = |ratio: &str| {
         let doc = json(&run(&[
             "--l2",
             "1000",
             "--l2-dir",
             dir.to_str().unwrap(),
-            "--l2-rewrite-ratio",
+            "--l2-keep-ratio",
             ratio,
         ]));
         doc["results"]
@@ -394,18 +394,16 @@ fn replay_with_a_second_tier() {
             .clone()
     };
     let fifo = with("0");
-    assert_eq!(fifo["l2_rewrites"], 0, "{fifo}");
+    assert_eq!(fifo["l2_kept"], 0, "{fifo}");
     assert!(fifo["l2_write_bytes"].as_u64().unwrap() > 0, "{fifo}");
     assert!(tiered["l2_write_bytes"].as_u64().unwrap() > 0, "{tiered}");
     assert_eq!(arc["l2_write_bytes"], 0);
-    let out = run(&["--l2-rewrite-ratio", "4"]);
+    let out = run(&["--l2-keep-ratio", "4"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("apply with --l2 only"));
-    let out = run(&["--l2", "1000", "--l2-rewrite-ratio", "65"]);
+    let out = run(&["--l2", "1000", "--l2-keep-ratio", "65"]);
     assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("l2_rewrite_ratio (65) must be at most 64")
-    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("l2_keep_ratio (65) must be at most 64"));
     // Bad values, and --l2 without a multiarc policy: one clear line.
     for bad in ["0", "abc", "1.5"] {
         let out = run(&["--l2", bad]);

@@ -467,7 +467,7 @@ impl<K: Key> Cache<K> {
                 l2_writes: l2.writes,
                 l2_write_bytes: l2.write_bytes,
                 l2_evictions: l2.evictions,
-                l2_rewrites: l2.rewrites,
+                l2_kept: l2.kept,
                 l2_cksum_bad: l2.cksum_bad,
                 l2_io_errors: l2.io_errors,
                 l2_hdr_bytes: l2.hdr_bytes,

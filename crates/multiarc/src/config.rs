@@ -305,10 +305,10 @@ impl<K> Builder<K> {
                 l2.headroom
             )));
         }
-        if l2.rewrite_ratio > 64 {
+        if l2.keep_ratio > 64 {
             return Err(ConfigError::new(format!(
-                "l2_rewrite_ratio ({}) must be at most 64",
-                l2.rewrite_ratio
+                "l2_keep_ratio ({}) must be at most 64",
+                l2.keep_ratio
             )));
         }
         if l2.feed_interval.is_zero() || l2.feed_min_interval.is_zero() {
@@ -388,15 +388,17 @@ impl<K: PersistentKey> Builder<K> {
         self
     }
 
-    /// How many bytes of copies the second tier's hand may write again per
-    /// byte of new buffers in a batch (default 4, at most 64). The hand
-    /// keeps, instead of overwriting, the copies of the tier list that is
-    /// under its adaptive target and those read back since they were
-    /// written (ARC's choice and CAR's second chance, on the ring); 0
-    /// lets it overwrite everything it reaches, as OpenZFS's L2ARC does (a
-    /// FIFO of what memory evicted, with the fewest device writes).
-    pub fn l2_rewrite_ratio(mut self, ratio: u64) -> Builder<K> {
-        self.l2_mut().rewrite_ratio = ratio;
+    /// How many bytes of copies the second tier's hand may keep per byte
+    /// of new buffers in a batch (default 32, at most 64). The hand keeps,
+    /// instead of overwriting, the copies of the tier list that is under
+    /// its adaptive target and those read back since they were written
+    /// (ARC's choice and CAR's second chance, on the ring). A kept copy
+    /// stays where it is (the batch's new buffers go into the gaps around
+    /// it) and costs an entry in the batch's log block, not a write of its
+    /// bytes. 0 lets the hand overwrite everything it reaches, as
+    /// OpenZFS's L2ARC does (a FIFO of what memory evicted).
+    pub fn l2_keep_ratio(mut self, ratio: u64) -> Builder<K> {
+        self.l2_mut().keep_ratio = ratio;
         self
     }
 

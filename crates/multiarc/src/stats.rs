@@ -205,9 +205,9 @@ statistics! {
     /// Buffers the second tier let go of when its write hand came round to
     /// them.
     l2_evictions: counter,
-    /// Buffers the second tier's hand kept, written again with a batch
-    /// (counted in `l2_write_bytes` too).
-    l2_rewrites: counter,
+    /// Copies the second tier's hand kept where they were (not written
+    /// again: described anew in a batch's log block), counted each time.
+    l2_kept: counter,
     /// Second-tier reads whose checksum did not verify (counted as misses).
     l2_cksum_bad: counter,
     /// Second-tier reads or writes that failed.
@@ -312,7 +312,7 @@ mod tests {
                 "l2_writes",
                 "l2_write_bytes",
                 "l2_evictions",
-                "l2_rewrites",
+                "l2_kept",
                 "l2_cksum_bad",
                 "l2_io_errors",
                 "l2_hdr_bytes",
@@ -356,7 +356,7 @@ mod tests {
             l2_writes: 22,
             l2_write_bytes: 23,
             l2_evictions: 24,
-            l2_rewrites: 30,
+            l2_kept: 30,
             l2_cksum_bad: 25,
             l2_io_errors: 26,
             l2_hdr_bytes: 27,

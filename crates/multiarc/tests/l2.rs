@@ -311,11 +311,8 @@ fn bad_devices_are_refused_with_one_clear_error() {
     assert!(e.contains("at most half"), "{e}");
     let e = err(base().l2(device("zero"), 0));
     assert!(e.contains("greater than 0"), "{e}");
-    let e = err(base().l2(device("ratio"), 8 << 20).l2_rewrite_ratio(65));
-    assert!(
-        e.contains("l2_rewrite_ratio (65) must be at most 64"),
-        "{e}"
-    );
+    let e = err(base().l2(device("ratio"), 8 << 20).l2_keep_ratio(65));
+    assert!(e.contains("l2_keep_ratio (65) must be at most 64"), "{e}");
 
     let path = device("in-use");
     let first = base().l2(&path, 8 << 20).build().unwrap();
@@ -415,7 +412,7 @@ fn loads_and_holds_race_the_feed_and_eviction() {
             rewrites.load(Ordering::Relaxed),
             s.l2_hits,
             s.l2_writes,
-            s.l2_rewrites,
+            s.l2_kept,
             s.l2_evictions,
             s.evict_l2_skip
         );

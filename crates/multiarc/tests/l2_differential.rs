@@ -13,21 +13,27 @@
 //!   up the LRU ends of both lists, first the one REPLACE would take from
 //!   now (T1 if it is over p, or T2 is empty), and copies the pages the
 //!   device does not hold, up to one batch, before anything is evicted;
-//! - the device is a ring of 4 KiB units after a header unit: a batch takes
-//!   one unit per page plus one for its log block, at the hand, or at the
-//!   ring's start when it does not fit before the end; a read leaves the
-//!   copy in place and sets its reference bit;
+//! - the device is a ring of 4 KiB units after a header unit: a batch
+//!   covers a region from the hand, or from the ring's start when the
+//!   region would not end before the ring's end; a read leaves the copy in
+//!   place and sets its reference bit;
 //! - the device's own history: its copies are on T1 or T2, and what the
 //!   hand lets go of is remembered on B1 or B2 (queues, bounded as ARC
 //!   bounds them with the ring's units as c); a page written while B1 or
 //!   B2 remembers it goes onto T2 and moves the device's p as ARC does;
-//! - the hand, walking the copies the batch would overwrite in device
-//!   order: while the rewrite budget (`ratio` units per new page) lasts it
-//!   keeps a referenced copy (onto T2) and a copy of the list that is not
-//!   over its target (T1 is over when it holds more than p, or T2 is
-//!   empty), written again in device order before the new pages, each one
-//!   more unit that the batch then covers; it lets go of the rest. With `ratio` 0 it lets
-//!   go of everything (OpenZFS's ring).
+//! - the hand, walking the copies in the batch's way in device order,
+//!   judges the copies of the list that is over its target (T1 is over
+//!   when it holds more than p, or T2 is empty) as CAR's clock of that
+//!   list does: a referenced one is kept, onto T2 with its bit cleared, an
+//!   unreferenced one let go of; a copy of the other list is kept as it is
+//!   (list and reference bit). Kept copies stay where they are, while the
+//!   keep budget (`ratio` units per new page) lasts; past it the hand lets
+//!   go of everything. The new pages fill the free units from the hand in
+//!   order, and the log block (a fixed part and an entry per new page and
+//!   kept copy, in whole units) comes after them and every kept copy, in
+//!   free units; a copy is in the batch's way while the pages or the log
+//!   block do not fit before it. With `ratio` 0 the hand lets go of
+//!   everything (OpenZFS's ring).
 //!
 //! With every page one unit, the cache must agree with it on every request
 //! and on where every block is at the end.
@@ -59,6 +65,22 @@ struct Copy {
     referenced: bool,
 }
 
+/// What a batch overwrites: the units it covers from the hand (its log
+/// block included), where its new pages go, the copies let go of, and the
+/// copies kept (and whether the hand judged them).
+struct Plan {
+    total: u64,
+    placed: Vec<u64>,
+    dropped: Vec<u64>,
+    kept: Vec<(u64, bool)>,
+}
+
+/// Units of a log block describing `entries` copies (the format's 80-byte
+/// fixed part, and 24 bytes plus the 8-byte key per entry).
+fn log_units(entries: u64) -> u64 {
+    (80 + entries * 32).div_ceil(BLOCK as u64)
+}
+
 /// Where a request was served.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Served {
@@ -82,7 +104,7 @@ struct Model {
     dev_b1: VecDeque<u64>,
     dev_b2: VecDeque<u64>,
     dev_p: u64,
-    /// Units of copies the hand may write again per new page.
+    /// Units of copies the hand may keep per new page.
     ratio: u64,
     /// The ring's units `[ring_start, ring_end)`, its hand, and whether the
     /// hand went round.
@@ -191,17 +213,16 @@ impl Model {
         let n = pages.len() as u64;
         let budget = (n * self.ratio).min(cap / 4);
         let mut plan = self.plan(self.hand, n, budget);
-        if self.hand + plan.0 > self.ring_end {
+        if self.hand + plan.total > self.ring_end {
             self.hand = self.ring_start;
             self.wrapped = true;
             plan = self.plan(self.hand, n, budget);
-            if self.hand + plan.0 > self.ring_end {
+            if self.hand + plan.total > self.ring_end {
                 plan = self.plan(self.hand, n, 0);
             }
         }
-        let (total, dropped, kept) = plan;
         let start = self.hand;
-        for x in dropped {
+        for x in plan.dropped {
             let copy = self.on_device.remove(&x).expect("on the device");
             if copy.t2 {
                 self.dev_b2.push_back(x);
@@ -217,26 +238,21 @@ impl Model {
             {
             }
         }
-        let k = kept.len() as u64;
-        for (i, x) in kept.into_iter().enumerate() {
+        for (x, judged) in plan.kept {
             let c = self.on_device.get_mut(&x).expect("kept");
-            *c = Copy {
-                unit: start + i as u64,
-                mfu: c.mfu,
-                t2: c.t2 || c.referenced,
-                referenced: false,
-            };
+            c.t2 |= judged;
+            c.referenced &= !judged;
         }
-        for (i, (x, mfu, t2)) in pages.into_iter().enumerate() {
+        for ((x, mfu, t2), unit) in pages.into_iter().zip(plan.placed) {
             let copy = Copy {
-                unit: start + k + i as u64,
+                unit,
                 mfu,
                 t2,
                 referenced: false,
             };
             self.on_device.insert(x, copy);
         }
-        self.hand = start + total;
+        self.hand = start + plan.total;
     }
 
     /// A page is written: if the device's history remembers it, forget it
@@ -256,48 +272,59 @@ impl Model {
         }
     }
 
-    /// What a batch of `n` new pages at `start` overwrites: (units it
-    /// covers with its log block, copies let go of, copies kept), walking
-    /// the copies from `start` in device order while they lie under the
-    /// batch's growing end.
-    fn plan(&self, start: u64, n: u64, budget: u64) -> (u64, Vec<u64>, Vec<u64>) {
-        let mut total = n + 1;
-        let (mut dropped, mut kept) = (Vec::new(), Vec::new());
-        if !self.wrapped {
-            return (total, dropped, kept);
-        }
+    /// What a batch of `n` new pages at `start` overwrites, walking the
+    /// copies from `start` in device order while they are in its way.
+    fn plan(&self, start: u64, n: u64, budget: u64) -> Plan {
+        let mut plan = Plan {
+            total: 0,
+            placed: Vec::new(),
+            dropped: Vec::new(),
+            kept: Vec::new(),
+        };
         let mut copies: Vec<(u64, u64)> = self
             .on_device
             .iter()
-            .filter(|(_, c)| c.unit >= start)
+            .filter(|(_, c)| self.wrapped && c.unit >= start)
             .map(|(&x, c)| (c.unit, x))
             .collect();
         copies.sort_unstable();
         let mut t1 = self.on_device.values().filter(|c| !c.t2).count() as u64;
         let mut t2 = self.on_device.len() as u64 - t1;
+        let mut cursor = start;
         for (unit, x) in copies {
-            if unit >= start + total {
+            while (plan.placed.len() as u64) < n && cursor < unit {
+                plan.placed.push(cursor);
+                cursor += 1;
+            }
+            let log = log_units(n + plan.kept.len() as u64);
+            if plan.placed.len() as u64 == n && cursor + log <= unit {
                 break;
             }
             let c = self.on_device[&x];
             let shrink_t1 = t1 > self.dev_p || t2 == 0;
-            if (kept.len() as u64) < budget && (c.referenced || c.t2 == shrink_t1) {
-                if c.referenced && !c.t2 {
+            let judged = c.t2 != shrink_t1;
+            if (plan.kept.len() as u64) < budget && (!judged || c.referenced) {
+                if judged && !c.t2 {
                     t1 -= 1;
                     t2 += 1;
                 }
-                kept.push(x);
-                total = n + kept.len() as u64 + 1;
+                plan.kept.push((x, judged));
+                cursor = cursor.max(unit + 1);
             } else {
                 if c.t2 {
                     t2 -= 1;
                 } else {
                     t1 -= 1;
                 }
-                dropped.push(x);
+                plan.dropped.push(x);
             }
         }
-        (total, dropped, kept)
+        while (plan.placed.len() as u64) < n {
+            plan.placed.push(cursor);
+            cursor += 1;
+        }
+        plan.total = cursor + log_units(n + plan.kept.len() as u64) - start;
+        plan
     }
 
     fn replace(&mut self, x_in_b2: bool) {
@@ -408,10 +435,11 @@ fn data_of(key: u64) -> Vec<u8> {
 }
 
 fn run(name: &str, trace: &[u64], memory_pages: usize, device_bytes: u64) {
-    // The default rewrite ratio (4), and none (OpenZFS's ring).
-    for ratio in [4, 0] {
+    // The default keep ratio (32), a tight one (4: the budget runs out
+    // often), and none (OpenZFS's ring).
+    for ratio in [32, 4, 0] {
         run_with(
-            &format!("{name}-rewrite-{ratio}"),
+            &format!("{name}-keep-{ratio}"),
             trace,
             memory_pages,
             device_bytes,
@@ -435,7 +463,7 @@ fn run_with(name: &str, trace: &[u64], memory_pages: usize, device_bytes: u64, r
         .l2(&path, device_bytes)
         .l2_write_max(write_max)
         .l2_headroom(2)
-        .l2_rewrite_ratio(ratio)
+        .l2_keep_ratio(ratio)
         .l2_rebuild(false)
         .build()
         .unwrap();

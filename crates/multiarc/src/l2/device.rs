@@ -257,6 +257,18 @@ impl Device {
         len: usize,
         offset: u64,
     ) -> io::Result<()> {
+        self.write_range(buf, 0, len, offset)
+    }
+
+    /// Writes `len` bytes of `buf` from `from` (both whole units, so the
+    /// source stays aligned for `O_DIRECT`) at `offset`.
+    pub(crate) fn write_range(
+        &self,
+        buf: &AlignedBuf,
+        from: usize,
+        len: usize,
+        offset: u64,
+    ) -> io::Result<()> {
         if self.faults.writes.load(Ordering::Relaxed) {
             return Err(io::Error::from_raw_os_error(libc::EIO));
         }
@@ -265,6 +277,7 @@ impl Device {
         {
             return Err(io::Error::from_raw_os_error(libc::EIO));
         }
-        self.file.write_all_at(&buf.bytes()[..len], offset)
+        self.file
+            .write_all_at(&buf.bytes()[from..from + len], offset)
     }
 }

@@ -99,6 +99,15 @@ impl Rec {
     pub(crate) fn cksum(&self) -> u64 {
         self.cksum
     }
+
+    /// The same cached copy as `other` (its lists and bit aside).
+    pub(crate) fn same_copy(&self, other: &Rec) -> bool {
+        !self.is_writing()
+            && !other.is_writing()
+            && self.unit == other.unit
+            && self.len() == other.len()
+            && self.cksum == other.cksum
+    }
 }
 
 /// Keys a running rebuild must not bring back (invalidated meanwhile).
@@ -195,19 +204,18 @@ impl<K: Key> Index<K> {
         Some(t2)
     }
 
-    /// Turns `key`'s cached record `old` into one being rewritten in
-    /// `batch` (the hand keeps it), onto T2 if `t2`; false if the record
-    /// is no longer `old`.
-    pub(crate) fn begin_rewrite(&self, key: &K, old: &Rec, batch: u32, t2: bool) -> bool {
+    /// The hand keeps `key`'s cached record `old` where it is, onto T2
+    /// if `t2`, its reference bit set if `referenced`: the record as it is
+    /// now, or `None` if it is no longer `old` (a reference bit set since
+    /// is kept, unless the hand judged it).
+    pub(crate) fn keep(&self, key: &K, old: &Rec, t2: bool, referenced: bool) -> Option<Rec> {
         let mut map = self.stripe(key).lock();
-        match map.get_mut(key) {
-            Some(r) if r == old => {
-                self.account(r, false);
-                *r = Rec::writing(batch, r.len(), r.mfu(), t2);
-                true
-            }
-            _ => false,
-        }
+        let r = map.get_mut(key).filter(|r| r.same_copy(old))?;
+        self.account(r, false);
+        let read_since = r.referenced() && !old.referenced();
+        r.len = (r.len & !(T2 | REF)) | flag(t2, T2) | flag(referenced || read_since, REF);
+        self.account(r, true);
+        Some(*r)
     }
 
     /// The write of `key` in `batch` is on the device at `unit`: true if

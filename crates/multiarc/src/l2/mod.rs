@@ -8,7 +8,8 @@
 //!   invalidation, and the rebuild of the index from the device's log
 //!   blocks on start (persistent L2ARC).
 //! - `Batch`: one feed's worth of buffers, copied, then written at the hand
-//!   in one sequential write followed by its log block.
+//!   (in the gaps between the copies the hand keeps) followed by its log
+//!   block.
 //!
 //! The feed thread that chooses *which* buffers to write lives with the
 //! cache (`feed.rs`), as OpenZFS's `l2arc_feed_thread` lives in `arc.c`.
@@ -17,25 +18,35 @@
 //! reaches keeps a FIFO of what memory evicted, about LRU, which loses to
 //! ARC wherever frequency matters (measured: 6 points of hit ratio on the
 //! CloudPhysics trace at 1% + 10%). So the tier runs ARC over its own
-//! records (`history.rs`): T1 and T2, ghosts B1 and B2, a target p. When a
-//! batch is about to overwrite copies, the hand lets go of those of the list
-//! that is over its target, as ARC's replacement would, and keeps the
-//! others, plus any copy read back since it was written (CAR's second
-//! chance, the ring being CAR's clock), by writing them again, read back
-//! and verified first, at the front of the batch's region. What it keeps is
-//! bounded (`rewrite_ratio` bytes per new byte), so a batch's write stays
-//! bounded too; the price is those extra device writes (`l2_rewrites`).
+//! records (`history.rs`): T1 and T2, ghosts B1 and B2, a target p, with
+//! the ring as the clock of CAR (ARC's clock form). When a batch is about
+//! to overwrite copies, the hand judges those of the list over its target
+//! as that list's clock would: one read back since it was written gets a
+//! second chance (onto T2), one not read back is let go of; the other
+//! list's copies are passed over as they are, reference bit and all (their
+//! clock has not reached them).
+//! A kept copy stays where it is: the batch's new buffers go into the
+//! gaps between kept copies, and its log block describes the kept copies
+//! again (older log blocks are cut off from the chain once the hand has
+//! passed them). So keeping costs a log entry (32 bytes), not a write of
+//! the copy: an earlier design that wrote kept copies again at the front of
+//! the region paid 3.7x OpenZFS's device writes on P6 for a smaller
+//! budget and a worse hit ratio (docs/BENCHMARKS.md). What it keeps is
+//! bounded (`keep_ratio` bytes per new byte), so a batch's region, and
+//! its log block, stay bounded too.
 //!
 //! Why it cannot return wrong bytes: every buffer's checksum is kept in
 //! its header and checked on every read; a copy whose key was rewritten or
 //! removed in memory is dropped first (`invalidate`, under the key's lock
 //! in the cache, which a feed copying the old bytes also holds); a batch
-//! marks its keys as being written, kept copies included, and turns them
-//! into records only if they are still its own when the write is done;
-//! what the hand is about to overwrite leaves the index (or is marked as
-//! being written) before the write, and the device header names that
-//! region first, so a rebuild after a crash skips it. A crash loses at most
-//! the batch being written, and the copies it was keeping. Across a
+//! marks its keys as being written and turns them into records only if
+//! they are still its own when the write is done; a kept copy is not
+//! written at all (it stays readable where it is), and the new log block
+//! describes it only if its record is still that copy; what the hand is
+//! about to overwrite leaves the index before the write, and the device
+//! header names that region first, so a rebuild after a crash skips it. A
+//! crash loses at most the batch being written, and the copies it was
+//! keeping (their older log blocks are in the region). Across a
 //! restart, a rewrite or removal holds too: its key is a tombstone in the
 //! next log block (or in the last one, written at a clean stop), which
 //! hides the key's entries in older blocks from the rebuild; until it is
@@ -88,10 +99,10 @@ pub(crate) struct L2Config {
     pub(crate) feed_min_interval: Duration,
     /// `l2arc_mfuonly`: feed only buffers of the MFU list.
     pub(crate) mfu_only: bool,
-    /// Bytes of copies the hand may write again per byte of new buffers in
-    /// a batch (default 4; 0: the hand lets go of everything it reaches,
-    /// as OpenZFS's does).
-    pub(crate) rewrite_ratio: u64,
+    /// Bytes of copies the hand may keep (where they are) per byte of new
+    /// buffers in a batch (default 32; 0: the hand lets go of everything
+    /// it reaches, as OpenZFS's does).
+    pub(crate) keep_ratio: u64,
     /// `l2arc_rebuild_enabled`: rebuild the index from the device on start.
     pub(crate) rebuild: bool,
     /// The cache identity written in the device header; a device with
@@ -113,7 +124,7 @@ impl L2Config {
             feed_interval: Duration::from_secs(1),
             feed_min_interval: Duration::from_millis(200),
             mfu_only: false,
-            rewrite_ratio: 4,
+            keep_ratio: 32,
             rebuild: true,
             identity: 0,
             direct: true,
@@ -167,7 +178,7 @@ pub(crate) struct L2Figures {
     pub(crate) writes: u64,
     pub(crate) write_bytes: u64,
     pub(crate) evictions: u64,
-    pub(crate) rewrites: u64,
+    pub(crate) kept: u64,
     pub(crate) cksum_bad: u64,
     pub(crate) io_errors: u64,
     pub(crate) hdr_bytes: u64,
@@ -222,7 +233,7 @@ struct Counters {
     writes: AtomicU64,
     write_bytes: AtomicU64,
     evictions: AtomicU64,
-    rewrites: AtomicU64,
+    kept: AtomicU64,
     cksum_bad: AtomicU64,
     io_errors: AtomicU64,
     rebuild_blocks: AtomicU64,
@@ -266,8 +277,6 @@ pub(crate) struct Batch<'a, K: Key> {
     /// Bytes of buffers (padded).
     used: u64,
     entries: Vec<BatchEntry<K>>,
-    /// Copies the hand keeps, being written again (during `commit`).
-    rewritten: Vec<BatchEntry<K>>,
 }
 
 struct BatchEntry<K> {
@@ -279,6 +288,13 @@ struct BatchEntry<K> {
     /// On the tier's T2.
     t2: bool,
     cksum: u64,
+}
+
+impl<K> BatchEntry<K> {
+    /// The device bytes it takes: its length in whole units.
+    fn padded(&self) -> u64 {
+        units(self.len as u64).max(UNIT)
+    }
 }
 
 fn bad_config(what: String) -> io::Error {
@@ -634,7 +650,6 @@ impl<K: Key> Tier<K> {
             buf: AlignedBuf::zeroed(units(self.config.write_max) as usize),
             used: 0,
             entries: Vec::new(),
-            rewritten: Vec::new(),
         }
     }
 
@@ -648,7 +663,7 @@ impl<K: Key> Tier<K> {
             writes: get(&c.writes),
             write_bytes: get(&c.write_bytes),
             evictions: get(&c.evictions),
-            rewrites: get(&c.rewrites),
+            kept: get(&c.kept),
             cksum_bad: get(&c.cksum_bad),
             io_errors: get(&c.io_errors),
             hdr_bytes: self.index.memory(),
@@ -689,8 +704,8 @@ impl<K: Key> Tier<K> {
     }
 
     /// What a batch of `batch`'s new buffers at `start` overwrites, with at
-    /// most `budget` bytes of copies written again: see `Plan`. Pure: the
-    /// caller acts on it.
+    /// most `budget` bytes of copies kept where they are: see `Plan`. Pure:
+    /// the caller acts on it.
     fn plan(
         &self,
         ring: &Ring,
@@ -700,41 +715,102 @@ impl<K: Key> Tier<K> {
         tombstones: usize,
     ) -> Plan<K> {
         let key_len = self.codec.len;
-        let (n, used, t) = (batch.entries.len(), batch.used, tombstones);
+        let (n, t) = (batch.entries.len(), tombstones);
+        let sizes: Vec<u64> = batch.entries.iter().map(|e| e.padded()).collect();
+        let sequential = |start: u64| {
+            let mut at = start;
+            let placed = sizes
+                .iter()
+                .map(|s| {
+                    at += s;
+                    at - s
+                })
+                .collect();
+            Plan {
+                total: at - start + log_len(n, t, key_len),
+                log_at: at,
+                placed,
+                dropped: Vec::new(),
+                kept: Vec::new(),
+            }
+        };
+        if !ring.wrapped {
+            return sequential(start);
+        }
+        let largest = sizes.iter().copied().max().unwrap_or(UNIT);
+        // Far enough for the new buffers, the kept copies, the gaps too
+        // small for the next buffer (one per kept copy at most) and the
+        // log block; looked further if that was not enough.
+        let mut reach = start
+            + batch.used
+            + budget
+            + (budget / UNIT + 1) * largest
+            + log_len(n + (budget / UNIT) as usize, t, key_len);
+        loop {
+            let end = reach.min(self.ring_end);
+            let candidates = self.index.records_in(start / UNIT, end.div_ceil(UNIT));
+            let plan = self.plan_over(start, &sizes, candidates, budget, t);
+            if start + plan.total <= end || end == self.ring_end {
+                return plan;
+            }
+            reach = reach.saturating_mul(2);
+        }
+    }
+
+    /// `plan` over the records met from `start`, in device order.
+    fn plan_over(
+        &self,
+        start: u64,
+        sizes: &[u64],
+        candidates: Vec<(K, Rec)>,
+        budget: u64,
+        t: usize,
+    ) -> Plan<K> {
+        let key_len = self.codec.len;
+        let n = sizes.len();
+        let (mut t1, mut t2) = self.index.list_bytes();
+        let p = self.history.lock().p();
         let mut plan = Plan {
-            total: used + log_len(n, t, key_len),
+            total: 0,
+            log_at: 0,
+            placed: Vec::with_capacity(n),
             dropped: Vec::new(),
             kept: Vec::new(),
         };
-        if !ring.wrapped {
-            return plan;
-        }
-        let reach = start + used + budget + log_len(n + (budget / UNIT) as usize, t, key_len);
-        let candidates = self
-            .index
-            .records_in(start / UNIT, reach.min(self.ring_end).div_ceil(UNIT));
-        let (mut t1, mut t2) = self.index.list_bytes();
-        let p = self.history.lock().p();
         let mut kept_bytes = 0;
+        let mut cursor = start;
         for (key, rec) in candidates {
-            if rec.unit() as u64 * UNIT >= start + plan.total {
+            let at = rec.unit() as u64 * UNIT;
+            // The gap before it takes the next new buffers that fit.
+            while plan.placed.len() < n && cursor + sizes[plan.placed.len()] <= at {
+                plan.placed.push(cursor);
+                cursor += sizes[plan.placed.len() - 1];
+            }
+            let log = log_len(n + plan.kept.len(), t, key_len);
+            if plan.placed.len() == n && cursor + log <= at {
                 break;
             }
+            // In the way. ARC's replacement, as CAR's two clocks: the list
+            // over its target (T1 when it holds more than p, or T2 is
+            // empty) is the one judged. A judged copy read back since it
+            // was written gets its second chance (onto T2, its bit
+            // cleared); one not read back is let go of. The other list's
+            // copies are only passed over, reference bit and all (their
+            // own clock has not reached them). Kept copies stay where they
+            // are, described again by the new log block, while the budget
+            // lasts.
             let padded = rec.device_bytes();
-            // ARC's replacement: the list over its target (T1 when it holds
-            // more than p, or T2 is empty) lets go; the other list's copies,
-            // and any copy read back since it was written (CAR's second
-            // chance, onto T2), are written again while the budget lasts.
             let shrink_t1 = t1 > p || t2 == 0;
-            let keep = kept_bytes + padded <= budget && (rec.referenced() || rec.t2() == shrink_t1);
+            let judged = rec.t2() != shrink_t1;
+            let keep = kept_bytes + padded <= budget && (!judged || rec.referenced());
             if keep {
                 kept_bytes += padded;
-                if rec.referenced() && !rec.t2() {
+                if judged && !rec.t2() {
                     t1 = t1.saturating_sub(padded);
                     t2 += padded;
                 }
-                plan.kept.push((key, rec));
-                plan.total = used + kept_bytes + log_len(n + plan.kept.len(), t, key_len);
+                cursor = cursor.max(rec.end() * UNIT);
+                plan.kept.push((key, rec, judged));
             } else {
                 if rec.t2() {
                     t2 = t2.saturating_sub(padded);
@@ -744,6 +820,13 @@ impl<K: Key> Tier<K> {
                 plan.dropped.push((key, rec));
             }
         }
+        // Past the last record met: the rest in a row.
+        while plan.placed.len() < n {
+            plan.placed.push(cursor);
+            cursor += sizes[plan.placed.len() - 1];
+        }
+        plan.log_at = cursor;
+        plan.total = cursor + log_len(n + plan.kept.len(), t, key_len) - start;
         plan
     }
 
@@ -767,7 +850,7 @@ impl<K: Key> Tier<K> {
         let t = tombstones.len();
         let budget = batch
             .used
-            .saturating_mul(self.config.rewrite_ratio)
+            .saturating_mul(self.config.keep_ratio)
             .min(ring_len / 4);
         let mut plan = self.plan(&ring, ring.hand, batch, budget, t);
         if ring.hand + plan.total > self.ring_end {
@@ -775,16 +858,15 @@ impl<K: Key> Tier<K> {
             ring.wrapped = true;
             plan = self.plan(&ring, ring.hand, batch, budget, t);
             if ring.hand + plan.total > self.ring_end {
-                // A batch near the ring's size: nothing is written again.
+                // A batch near the ring's size: nothing is kept.
                 plan = self.plan(&ring, ring.hand, batch, 0, t);
             }
         }
         let start = ring.hand;
         let planned = plan.total;
         // 1. What the hand lets go of leaves the index (and goes to the
-        //    history); what it keeps is marked as being written in this
-        //    batch, so that nobody reads it where it is about to be
-        //    overwritten; the header names the region before anything is
+        //    history); what it keeps takes its new place on the tier's
+        //    lists; the header names the region before anything is
         //    written there.
         for (key, rec) in &plan.dropped {
             if self.index.remove_if(key, rec) {
@@ -795,6 +877,14 @@ impl<K: Key> Tier<K> {
                 self.history
                     .lock()
                     .remember(fp, rec.device_bytes(), ghost, t, ring_len);
+            }
+        }
+        let mut kept = Vec::with_capacity(plan.kept.len());
+        for (key, rec, judged) in plan.kept.drain(..) {
+            let t2 = rec.t2() || judged;
+            let referenced = rec.referenced() && !judged;
+            if let Some(now) = self.index.keep(&key, &rec, t2, referenced) {
+                kept.push((key, now));
             }
         }
         // The previous newest log block may lie in the region: then the
@@ -812,81 +902,52 @@ impl<K: Key> Tier<K> {
             self.write_header(&h)
         };
         let result = named.and_then(|()| {
-            // 2. The kept copies, each read back and verified (one that
-            //    fails is let go of) and written again in device order
-            //    at the front of the region: each lands at or before
-            //    where it was, and after every copy not yet read, so a
-            //    write never meets a copy still to be read. Then the new
-            //    buffers, then the log block.
-            let mut gather = Gather {
-                device: &self.device,
-                buf: AlignedBuf::zeroed(GATHER),
-                at: start,
-                len: 0,
-            };
-            let mut at = 0u64;
-            for (key, rec) in plan.kept.drain(..) {
-                let padded = rec.device_bytes();
-                let t2 = rec.t2() || rec.referenced();
-                let dst = gather.space(padded as usize)?;
-                let ok = if self.index.begin_rewrite(&key, &rec, batch.id, t2) {
-                    match self.read_copy(&rec, dst) {
-                        Ok(()) => {
-                            batch.rewritten.push(BatchEntry {
-                                key,
-                                at,
-                                len: rec.len(),
-                                mfu: rec.mfu(),
-                                t2,
-                                cksum: rec.cksum(),
-                            });
-                            true
-                        }
-                        Err(bad) => {
-                            self.index.abort_write(&key, batch.id);
-                            let c = if bad {
-                                &self.counters.cksum_bad
-                            } else {
-                                &self.counters.io_errors
-                            };
-                            c.fetch_add(1, Ordering::Relaxed);
-                            false
-                        }
-                    }
-                } else {
-                    false
-                };
-                if !ok {
-                    dst.fill(0);
+            // 2. The new buffers, into the gaps between the kept copies
+            //    (each run of them in one write, straight from the
+            //    batch), then the log block after them all.
+            let mut i = 0;
+            while i < batch.entries.len() {
+                let first = i;
+                let mut len = batch.entries[i].padded();
+                while i + 1 < batch.entries.len()
+                    && plan.placed[i + 1] == plan.placed[i] + batch.entries[i].padded()
+                {
+                    i += 1;
+                    len += batch.entries[i].padded();
                 }
-                at += padded;
+                let from = batch.entries[first].at as usize;
+                self.device
+                    .write_range(&batch.buf, from, len as usize, plan.placed[first])?;
+                i += 1;
             }
-            gather.flush()?;
-            for e in &mut batch.entries {
-                e.at += at;
+            for (e, &at) in batch.entries.iter_mut().zip(&plan.placed) {
+                e.at = at - start;
             }
-            self.device
-                .write_at_prefix(&batch.buf, batch.used as usize, start + at)?;
-            at += batch.used;
-            let log_at = start + at;
+            let log_at = plan.log_at;
             let encode = |k: &K| {
                 let mut key = vec![0u8; key_len];
                 (self.codec.encode)(k, &mut key);
                 key
             };
-            // Only what is still this batch's: a key rewritten or
-            // removed since it was added is not described (one
+            // Only what is still this batch's, or still the kept record:
+            // a key rewritten or removed since is not described (one
             // invalidated from here on is a tombstone of the next).
-            let described: Vec<_> = batch
+            let new = batch
                 .entries
                 .iter()
-                .chain(&batch.rewritten)
                 .filter(|e| self.index.writing_in(&e.key, batch.id))
-                .map(|e| (encode(&e.key), start + e.at, e.len, e.mfu, e.t2, e.cksum))
-                .collect();
+                .map(|e| (encode(&e.key), start + e.at, e.len, e.mfu, e.t2, e.cksum));
+            let still = kept
+                .iter()
+                .filter(|(k, r)| self.index.get(k).is_some_and(|now| now.same_copy(r)))
+                .map(|(k, r)| {
+                    let at = r.unit() as u64 * UNIT;
+                    (encode(k), at, r.len(), r.mfu(), r.t2(), r.cksum())
+                });
+            let described: Vec<_> = new.chain(still).collect();
             let tombs: Vec<Vec<u8>> = tombstones.iter().map(encode).collect();
             let log_bytes = log_len(described.len(), tombs.len(), key_len);
-            let total = at + log_bytes;
+            let total = log_at + log_bytes - start;
             let generation = ring.newest.generation + 1;
             let mut log = AlignedBuf::zeroed(log_bytes as usize);
             let cksum = encode_log(
@@ -924,9 +985,6 @@ impl<K: Key> Tier<K> {
             Err(e) => {
                 self.pending.lock().extend(tombstones);
                 self.counters.io_errors.fetch_add(1, Ordering::Relaxed);
-                for e in batch.rewritten.drain(..) {
-                    self.index.abort_write(&e.key, batch.id);
-                }
                 return Err(e);
             }
         };
@@ -937,81 +995,31 @@ impl<K: Key> Tier<K> {
                 written += 1;
             }
         }
-        let rewritten = batch.rewritten.len() as u64;
-        for e in batch.rewritten.drain(..) {
-            let unit = ((start + e.at) / UNIT) as u32;
-            self.index.finish_write(&e.key, batch.id, unit, e.cksum);
-        }
         self.counters.writes.fetch_add(1, Ordering::Relaxed);
+        self.counters.write_bytes.fetch_add(
+            batch.used + (start + total - plan.log_at),
+            Ordering::Relaxed,
+        );
         self.counters
-            .write_bytes
-            .fetch_add(total, Ordering::Relaxed);
-        self.counters
-            .rewrites
-            .fetch_add(rewritten, Ordering::Relaxed);
+            .kept
+            .fetch_add(kept.len() as u64, Ordering::Relaxed);
         Ok(written)
-    }
-
-    /// Reads `rec`'s copy into `dst` (its padded length) and verifies it:
-    /// `Err(true)` for a bad checksum, `Err(false)` for an I/O error.
-    fn read_copy(&self, rec: &Rec, dst: &mut [u8]) -> Result<(), bool> {
-        let mut b = AlignedBuf::zeroed(dst.len());
-        self.device
-            .read_at(&mut b, rec.unit() as u64 * UNIT)
-            .map_err(|_| false)?;
-        let len = rec.len() as usize;
-        if checksum::checksum(&b.bytes()[..len]) != rec.cksum() {
-            return Err(true);
-        }
-        dst.copy_from_slice(b.bytes());
-        Ok(())
-    }
-}
-
-/// The most bytes of kept copies gathered into one write.
-const GATHER: usize = 1 << 20;
-
-/// Kept copies on their way back to the device: consecutive ones go out
-/// in writes of up to `GATHER` bytes.
-struct Gather<'a> {
-    device: &'a Device,
-    buf: AlignedBuf,
-    /// The device offset of `buf`'s first byte.
-    at: u64,
-    len: usize,
-}
-
-impl Gather<'_> {
-    /// Room for the next `n` bytes (whole units), after the ones before.
-    fn space(&mut self, n: usize) -> io::Result<&mut [u8]> {
-        if self.len + n > self.buf.bytes().len() {
-            self.flush()?;
-            if n > self.buf.bytes().len() {
-                self.buf = AlignedBuf::zeroed(n);
-            }
-        }
-        let s = &mut self.buf.bytes_mut()[self.len..self.len + n];
-        self.len += n;
-        Ok(s)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        if self.len > 0 {
-            self.device.write_at_prefix(&self.buf, self.len, self.at)?;
-            self.at += self.len as u64;
-            self.len = 0;
-        }
-        Ok(())
     }
 }
 
 /// What one batch overwrites: the region `[hand, hand + total)` holds the
-/// copies the hand keeps (written again), the new buffers and the log
-/// block; every record meeting it is either `dropped` or `kept`.
+/// copies the hand keeps (where they are), the new buffers in the gaps
+/// between them (at `placed`, in batch order) and the log block (at
+/// `log_at`, after everything else); every record meeting it is either
+/// `dropped` or `kept`.
 struct Plan<K> {
     total: u64,
+    log_at: u64,
+    placed: Vec<u64>,
     dropped: Vec<(K, Rec)>,
-    kept: Vec<(K, Rec)>,
+    /// Kept copies, and whether the hand judged them (then they go onto
+    /// T2 with their reference bit cleared) or only passed them over.
+    kept: Vec<(K, Rec, bool)>,
 }
 
 impl<K: Key> Batch<'_, K> {
@@ -1078,7 +1086,7 @@ impl<K: Key> Batch<'_, K> {
 impl<K: Key> Drop for Batch<'_, K> {
     fn drop(&mut self) {
         // Not written (dropped, failed, or refused during a rebuild).
-        for e in self.entries.drain(..).chain(self.rewritten.drain(..)) {
+        for e in self.entries.drain(..) {
             self.tier.index.abort_write(&e.key, self.id);
         }
     }
@@ -1186,15 +1194,27 @@ mod tests {
                 }
             }
             b.commit().unwrap();
-            if round % 7 == 0 {
-                // Every read equals what was written for its key.
-                for (&key, &len) in &model {
+            // No two copies share a unit, and all lie in the ring (the
+            // new buffers go into the gaps between kept copies).
+            let recs = tier.index.records_in(0, u64::MAX);
+            for w in recs.windows(2) {
+                assert!(w[0].1.end() <= w[1].1.unit() as u64, "overlap: {w:?}");
+            }
+            assert!(recs
+                .iter()
+                .all(|(_, r)| r.unit() as u64 * UNIT >= tier.ring_start
+                    && r.end() * UNIT <= tier.ring_end));
+            // Every read equals what was written for its key; reading some
+            // (a third, then all) sets reference bits for the hand to keep.
+            for (&key, &len) in &model {
+                if round % 7 == 0 || key % 3 == round % 3 {
                     if let Some(r) = tier.read(&key) {
                         assert_eq!(r.data, data(key, len), "key {key}");
                     }
                 }
             }
         }
+        assert!(tier.figures().kept > 0, "the hand kept copies");
         let f = tier.figures();
         assert!(f.evictions > 0 && f.size <= 1 << 20, "{f:?}");
         assert_eq!(f.cksum_bad + f.io_errors, 0, "{f:?}");
@@ -1326,7 +1346,7 @@ mod tests {
     }
 
     #[test]
-    fn the_hand_keeps_what_was_read_back_and_a_restart_finds_it_where_it_went() {
+    fn the_hand_keeps_what_was_read_back_where_it_is_and_a_restart_finds_it() {
         let p = path("keep");
         // 64 units of ring, batches of 8 one-unit buffers (and a log unit).
         let c = config(&p, 65 * UNIT, 8 * UNIT);
@@ -1337,10 +1357,28 @@ mod tests {
         // Keys 0..8 lie where the hand goes next: read two of them back.
         assert_eq!(tier.read(&3).unwrap().data, data(3, 4096));
         assert_eq!(tier.read(&5).unwrap().data, data(5, 4096));
+        let before = [3u64, 5].map(|k| tier.index.get(&k).unwrap().unit());
         write(&tier, (100..108).map(|k| (k, 4096)));
         let f = tier.figures();
-        assert_eq!(f.rewrites, 2, "{f:?}");
+        assert_eq!(f.kept, 2, "{f:?}");
         assert!(f.evictions >= 6, "{f:?}");
+        // Kept where they were; the new buffers took the gaps around them.
+        assert_eq!(
+            [3u64, 5].map(|k| tier.index.get(&k).unwrap().unit()),
+            before
+        );
+        let mut units: Vec<u32> = [3u64, 5]
+            .into_iter()
+            .chain(100..108)
+            .map(|k| tier.index.get(&k).unwrap().unit())
+            .collect();
+        units.sort_unstable();
+        units.dedup();
+        assert_eq!(units.len(), 10, "no two copies share a unit: {units:?}");
+        assert!(
+            units.iter().all(|&u| u < 1 + 12),
+            "one region from the ring's start: {units:?}"
+        );
         for k in [3u64, 5] {
             assert_eq!(tier.presence(&k), Presence::Cached, "key {k} kept");
             let r = tier.read(&k).expect("kept");
@@ -1375,7 +1413,7 @@ mod tests {
     }
 
     #[test]
-    fn a_kept_copy_that_cannot_be_read_is_let_go_not_written_wrong() {
+    fn a_damaged_kept_copy_is_a_counted_miss_never_wrong_bytes() {
         let p = path("keep-fault");
         let tier = Tier::open(config(&p, 65 * UNIT, 8 * UNIT), codec()).unwrap();
         for i in 0..7u64 {
@@ -1389,9 +1427,15 @@ mod tests {
         tier.device
             .write_at(&junk, rec.unit() as u64 * UNIT)
             .unwrap();
+        // The hand keeps it where it is (it does not read what it keeps)...
         write(&tier, (100..108).map(|k| (k, 4096)));
         let f = tier.figures();
-        assert_eq!((f.rewrites, f.cksum_bad), (0, 1), "{f:?}");
+        assert_eq!((f.kept, f.cksum_bad), (1, 0), "{f:?}");
+        assert_eq!(tier.presence(&3), Presence::Cached);
+        // ... and the read that finds it damaged misses, counts it, and
+        // drops the record.
+        assert!(tier.read(&3).is_none());
+        assert_eq!(tier.figures().cksum_bad, 1);
         assert_eq!(tier.presence(&3), Presence::Absent);
         for k in 100..108 {
             assert_eq!(tier.read(&k).unwrap().data, data(k, 4096));

@@ -52,11 +52,13 @@ impl Rec {
         }
     }
 
-    fn writing(batch: u32, len: u32, mfu: bool, t2: bool) -> Rec {
+    /// Being written in `batch`, with bytes of checksum `cksum` (which
+    /// tells this copy from an older one of the key in the same batch).
+    fn writing(batch: u32, len: u32, mfu: bool, t2: bool, cksum: u64) -> Rec {
         Rec {
             unit: batch,
             len: len | WRITING | flag(mfu, MFU) | flag(t2, T2),
-            cksum: 0,
+            cksum,
         }
     }
 
@@ -183,16 +185,18 @@ impl<K: Key> Index<K> {
         self.stripe(key).lock().get(key).copied()
     }
 
-    /// Marks `key` as being written in batch `batch`, onto the tier list
-    /// that `list` chooses (T2 if true; called once the key is known to be
-    /// absent, with the stripe lock held); `None` if the index already has
-    /// a record of it, else whether it goes onto T2.
+    /// Marks `key` as being written in batch `batch` with bytes of
+    /// checksum `cksum`, onto the tier list that `list` chooses (T2 if
+    /// true; called once the key is known to be absent, with the stripe
+    /// lock held); `None` if the index already has a record of it, else
+    /// whether it goes onto T2.
     pub(crate) fn begin_write(
         &self,
         key: &K,
         batch: u32,
         len: u32,
         mfu: bool,
+        cksum: u64,
         list: impl FnOnce() -> bool,
     ) -> Option<bool> {
         let mut map = self.stripe(key).lock();
@@ -200,7 +204,7 @@ impl<K: Key> Index<K> {
             return None;
         }
         let t2 = list();
-        map.insert(key.clone(), Rec::writing(batch, len, mfu, t2));
+        map.insert(key.clone(), Rec::writing(batch, len, mfu, t2, cksum));
         Some(t2)
     }
 
@@ -218,12 +222,14 @@ impl<K: Key> Index<K> {
         Some(*r)
     }
 
-    /// The write of `key` in `batch` is on the device at `unit`: true if
-    /// its record was still that batch's (not invalidated meanwhile).
+    /// The write of `key`'s bytes of checksum `cksum` in `batch` is on the
+    /// device at `unit`: true if its record was still that copy's (not
+    /// invalidated meanwhile, nor added to the batch again with newer
+    /// bytes).
     pub(crate) fn finish_write(&self, key: &K, batch: u32, unit: u32, cksum: u64) -> bool {
         let mut map = self.stripe(key).lock();
         match map.get_mut(key) {
-            Some(r) if r.is_writing() && r.unit == batch => {
+            Some(r) if r.is_writing() && r.unit == batch && r.cksum == cksum => {
                 *r = Rec::cached(unit, r.len(), r.mfu(), r.t2(), cksum);
                 self.account(r, true);
                 true
@@ -232,12 +238,13 @@ impl<K: Key> Index<K> {
         }
     }
 
-    /// `key`'s record is being written in `batch`.
-    pub(crate) fn writing_in(&self, key: &K, batch: u32) -> bool {
+    /// `key`'s record is its copy of checksum `cksum` being written in
+    /// `batch`.
+    pub(crate) fn writing_in(&self, key: &K, batch: u32, cksum: u64) -> bool {
         self.stripe(key)
             .lock()
             .get(key)
-            .is_some_and(|r| r.is_writing() && r.unit == batch)
+            .is_some_and(|r| r.is_writing() && r.unit == batch && r.cksum == cksum)
     }
 
     /// A rebuild found a tombstone of `key`: its entries in older log

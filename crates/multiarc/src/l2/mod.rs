@@ -935,7 +935,7 @@ impl<K: Key> Tier<K> {
             let new = batch
                 .entries
                 .iter()
-                .filter(|e| self.index.writing_in(&e.key, batch.id))
+                .filter(|e| self.index.writing_in(&e.key, batch.id, e.cksum))
                 .map(|e| (encode(&e.key), start + e.at, e.len, e.mfu, e.t2, e.cksum));
             let still = kept
                 .iter()
@@ -1031,14 +1031,21 @@ impl<K: Key> Batch<'_, K> {
         if data.len() as u64 > MAX_LEN || self.used + padded > units(self.tier.config.write_max) {
             return Added::Full;
         }
-        // A key the tier's history remembers goes onto T2 (and moves p).
         let tier = self.tier;
+        if tier.index.get(key).is_some() {
+            return Added::Present;
+        }
+        // A key the tier's history remembers goes onto T2 (and moves p).
+        // The record being written carries the bytes' checksum: a key
+        // invalidated after it joined this batch may join it again with
+        // newer bytes, and only that copy may become its record.
+        let cksum = checksum::checksum(data);
         let fp = tier.index.fingerprint(key);
         let capacity = tier.ring_end - tier.ring_start;
         let on_t2 = || tier.history.lock().take(fp, padded, capacity).is_some();
         let Some(t2) = tier
             .index
-            .begin_write(key, self.id, data.len() as u32, mfu, on_t2)
+            .begin_write(key, self.id, data.len() as u32, mfu, cksum, on_t2)
         else {
             return Added::Present;
         };
@@ -1050,7 +1057,7 @@ impl<K: Key> Batch<'_, K> {
             len: data.len() as u32,
             mfu,
             t2,
-            cksum: checksum::checksum(data),
+            cksum,
         });
         self.used += padded;
         Added::Copied
@@ -1219,6 +1226,32 @@ mod tests {
         assert!(f.evictions > 0 && f.size <= 1 << 20, "{f:?}");
         assert_eq!(f.cksum_bad + f.io_errors, 0, "{f:?}");
         assert!(tier.records() > 50);
+    }
+
+    /// A key invalidated after it joined a batch can join the same batch
+    /// again with its new bytes (the feed meets it at the MRU tail, then,
+    /// rewritten, at the MFU tail): the batch's older copy must not become
+    /// its record, on the device or after a restart.
+    #[test]
+    fn a_key_rewritten_into_the_same_batch_keeps_only_its_newest_bytes() {
+        let p = path("same-batch");
+        let c = config(&p, 1 << 20, 64 << 10);
+        let tier = Tier::open(c.clone(), codec()).unwrap();
+        let mut b = tier.batch();
+        assert_eq!(b.add(&7, &data(7, 100), false), Added::Copied);
+        tier.invalidate(&7);
+        let mut newer = data(7, 100);
+        newer[0] ^= 0xff;
+        assert_eq!(b.add(&7, &newer, true), Added::Copied);
+        b.commit().unwrap();
+        assert_eq!(tier.read(&7).expect("cached").data, newer);
+        tier.shutdown();
+        drop(tier);
+        let tier = Tier::open(c, codec()).unwrap();
+        tier.wait_rebuild();
+        if let Some(r) = tier.read(&7) {
+            assert_eq!(r.data, newer, "after a restart");
+        }
     }
 
     #[test]

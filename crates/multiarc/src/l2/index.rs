@@ -275,12 +275,14 @@ impl<K: Key> Index<K> {
         }
     }
 
-    /// Drops `key`'s record if it is still `rec`; true if it was.
+    /// Drops `key`'s record if it is still the copy `rec` is (its lists
+    /// and reference bit may have changed since: a read meanwhile does not
+    /// save a copy the hand is about to overwrite); true if it was.
     pub(crate) fn remove_if(&self, key: &K, rec: &Rec) -> bool {
         let mut map = self.stripe(key).lock();
-        if map.get(key) == Some(rec) {
+        if let Some(now) = map.get(key).copied().filter(|r| r.same_copy(rec)) {
             map.remove(key);
-            self.account(rec, false);
+            self.account(&now, false);
             return true;
         }
         false

@@ -39,8 +39,10 @@
 //! its header and checked on every read; a copy whose key was rewritten or
 //! removed in memory is dropped first (`invalidate`, under the key's lock
 //! in the cache, which a feed copying the old bytes also holds); a batch
-//! marks its keys as being written and turns them into records only if
-//! they are still its own when the write is done; a kept copy is not
+//! marks its keys as being written (with their bytes' checksum) and turns
+//! them into records only if they are still those copies when the write
+//! is done (a key rewritten and added to the batch again keeps only its
+//! newest bytes); a kept copy is not
 //! written at all (it stays readable where it is), and the new log block
 //! describes it only if its record is still that copy; what the hand is
 //! about to overwrite leaves the index before the write, and the device

@@ -18,6 +18,12 @@ pub(crate) fn units(n: u64) -> u64 {
     n.div_ceil(UNIT) * UNIT
 }
 
+/// The device bytes a buffer of `len` bytes takes: whole units, at least
+/// one (an empty buffer still has its own place).
+pub(crate) fn padded(len: u64) -> u64 {
+    units(len).max(UNIT)
+}
+
 /// A zeroed buffer whose bytes start at a 4 KiB boundary (`O_DIRECT`
 /// needs it), made safely: a larger `Vec` and an aligned window into it.
 pub(crate) struct AlignedBuf {
@@ -247,17 +253,7 @@ impl Device {
 
     /// Writes `buf` at `offset`.
     pub(crate) fn write_at(&self, buf: &AlignedBuf, offset: u64) -> io::Result<()> {
-        self.write_at_prefix(buf, buf.bytes().len(), offset)
-    }
-
-    /// Writes the first `len` bytes of `buf` (whole units) at `offset`.
-    pub(crate) fn write_at_prefix(
-        &self,
-        buf: &AlignedBuf,
-        len: usize,
-        offset: u64,
-    ) -> io::Result<()> {
-        self.write_range(buf, 0, len, offset)
+        self.write_range(buf, 0, buf.bytes().len(), offset)
     }
 
     /// Writes `len` bytes of `buf` from `from` (both whole units, so the

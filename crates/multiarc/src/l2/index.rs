@@ -91,7 +91,7 @@ impl Rec {
 
     /// The device bytes its copy takes: its length in whole units.
     pub(crate) fn device_bytes(&self) -> u64 {
-        super::device::units(self.len() as u64).max(super::device::UNIT)
+        super::device::padded(self.len() as u64)
     }
 
     pub(crate) fn mfu(&self) -> bool {

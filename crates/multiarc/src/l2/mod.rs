@@ -69,7 +69,7 @@ mod index;
 
 use crate::key::Key;
 use crate::lock::Mutex;
-use device::{units, AlignedBuf, Device, UNIT};
+use device::{padded, units, AlignedBuf, Device, UNIT};
 use format::{decode_log, encode_log, log_len, Header, HeaderProblem, LogPtr};
 use history::{Ghost, History};
 use index::{Index, Rec, MAX_LEN};
@@ -295,7 +295,7 @@ struct BatchEntry<K> {
 impl<K> BatchEntry<K> {
     /// The device bytes it takes: its length in whole units.
     fn padded(&self) -> u64 {
-        units(self.len as u64).max(UNIT)
+        padded(self.len as u64)
     }
 }
 
@@ -517,7 +517,7 @@ impl<K: Key> Tier<K> {
             }
             covered = span;
             for e in &log.entries {
-                let end = e.offset + units(e.len as u64).max(UNIT);
+                let end = e.offset + padded(e.len as u64);
                 if e.offset < lo
                     || end > ptr.offset
                     || e.offset % UNIT != 0
@@ -569,7 +569,7 @@ impl<K: Key> Tier<K> {
             return None;
         };
         let len = rec.len() as usize;
-        let mut b = AlignedBuf::zeroed(units(len as u64).max(UNIT) as usize);
+        let mut b = AlignedBuf::zeroed(padded(len as u64) as usize);
         let outcome = self.device.read_at(&mut b, rec.unit() as u64 * UNIT);
         let verified = outcome.is_ok() && checksum::checksum(&b.bytes()[..len]) == rec.cksum();
         if !verified {
@@ -719,25 +719,9 @@ impl<K: Key> Tier<K> {
         let key_len = self.codec.len;
         let (n, t) = (batch.entries.len(), tombstones);
         let sizes: Vec<u64> = batch.entries.iter().map(|e| e.padded()).collect();
-        let sequential = |start: u64| {
-            let mut at = start;
-            let placed = sizes
-                .iter()
-                .map(|s| {
-                    at += s;
-                    at - s
-                })
-                .collect();
-            Plan {
-                total: at - start + log_len(n, t, key_len),
-                log_at: at,
-                placed,
-                dropped: Vec::new(),
-                kept: Vec::new(),
-            }
-        };
         if !ring.wrapped {
-            return sequential(start);
+            // Nothing in the way: the buffers in a row.
+            return self.plan_over(start, &sizes, Vec::new(), budget, t);
         }
         let largest = sizes.iter().copied().max().unwrap_or(UNIT);
         // Far enough for the new buffers, the kept copies, the gaps too
@@ -922,9 +906,6 @@ impl<K: Key> Tier<K> {
                     .write_range(&batch.buf, from, len as usize, plan.placed[first])?;
                 i += 1;
             }
-            for (e, &at) in batch.entries.iter_mut().zip(&plan.placed) {
-                e.at = at - start;
-            }
             let log_at = plan.log_at;
             let encode = |k: &K| {
                 let mut key = vec![0u8; key_len];
@@ -937,8 +918,9 @@ impl<K: Key> Tier<K> {
             let new = batch
                 .entries
                 .iter()
-                .filter(|e| self.index.writing_in(&e.key, batch.id, e.cksum))
-                .map(|e| (encode(&e.key), start + e.at, e.len, e.mfu, e.t2, e.cksum));
+                .zip(&plan.placed)
+                .filter(|(e, _)| self.index.writing_in(&e.key, batch.id, e.cksum))
+                .map(|(e, &at)| (encode(&e.key), at, e.len, e.mfu, e.t2, e.cksum));
             let still = kept
                 .iter()
                 .filter(|(k, r)| self.index.get(k).is_some_and(|now| now.same_copy(r)))
@@ -949,7 +931,6 @@ impl<K: Key> Tier<K> {
             let described: Vec<_> = new.chain(still).collect();
             let tombs: Vec<Vec<u8>> = tombstones.iter().map(encode).collect();
             let log_bytes = log_len(described.len(), tombs.len(), key_len);
-            let total = log_at + log_bytes - start;
             let generation = ring.newest.generation + 1;
             let mut log = AlignedBuf::zeroed(log_bytes as usize);
             let cksum = encode_log(
@@ -969,7 +950,7 @@ impl<K: Key> Tier<K> {
                 cksum,
                 generation,
             };
-            ring.hand = start + total;
+            ring.hand = log_at + log_bytes;
             // Clean again if nothing waits; under `pending`, so that an
             // invalidation meanwhile either waits or sees it clean.
             let mut h = self.header.lock();
@@ -979,11 +960,11 @@ impl<K: Key> Tier<K> {
             h.dirty = !p.is_empty();
             self.write_header(&h)?;
             self.dirty.store(h.dirty, Ordering::Release);
-            Ok(total)
+            Ok(log_bytes)
         });
         drop(ring);
-        let total = match result {
-            Ok(total) => total,
+        let log_bytes = match result {
+            Ok(log_bytes) => log_bytes,
             Err(e) => {
                 self.pending.lock().extend(tombstones);
                 self.counters.io_errors.fetch_add(1, Ordering::Relaxed);
@@ -991,17 +972,16 @@ impl<K: Key> Tier<K> {
             }
         };
         let mut written = 0;
-        for e in batch.entries.drain(..) {
-            let unit = ((start + e.at) / UNIT) as u32;
+        for (e, at) in batch.entries.drain(..).zip(plan.placed) {
+            let unit = (at / UNIT) as u32;
             if self.index.finish_write(&e.key, batch.id, unit, e.cksum) {
                 written += 1;
             }
         }
         self.counters.writes.fetch_add(1, Ordering::Relaxed);
-        self.counters.write_bytes.fetch_add(
-            batch.used + (start + total - plan.log_at),
-            Ordering::Relaxed,
-        );
+        self.counters
+            .write_bytes
+            .fetch_add(batch.used + log_bytes, Ordering::Relaxed);
         self.counters
             .kept
             .fetch_add(kept.len() as u64, Ordering::Relaxed);
@@ -1029,10 +1009,12 @@ impl<K: Key> Batch<'_, K> {
     /// The caller holds `key`'s hash-stripe lock, under which `invalidate`
     /// of `key` also runs, so a copy of stale bytes cannot be recorded.
     pub(crate) fn add(&mut self, key: &K, data: &[u8], mfu: bool) -> Added {
-        let padded = units(data.len() as u64).max(UNIT);
-        if data.len() as u64 > MAX_LEN || self.used + padded > units(self.tier.config.write_max) {
+        let size = padded(data.len() as u64);
+        if data.len() as u64 > MAX_LEN || self.used + size > units(self.tier.config.write_max) {
             return Added::Full;
         }
+        // A key already there costs no checksum (`begin_write` checks again
+        // under its lock).
         let tier = self.tier;
         if tier.index.get(key).is_some() {
             return Added::Present;
@@ -1044,7 +1026,7 @@ impl<K: Key> Batch<'_, K> {
         let cksum = checksum::checksum(data);
         let fp = tier.index.fingerprint(key);
         let capacity = tier.ring_end - tier.ring_start;
-        let on_t2 = || tier.history.lock().take(fp, padded, capacity).is_some();
+        let on_t2 = || tier.history.lock().take(fp, size, capacity).is_some();
         let Some(t2) = tier
             .index
             .begin_write(key, self.id, data.len() as u32, mfu, cksum, on_t2)
@@ -1061,7 +1043,7 @@ impl<K: Key> Batch<'_, K> {
             t2,
             cksum,
         });
-        self.used += padded;
+        self.used += size;
         Added::Copied
     }
 

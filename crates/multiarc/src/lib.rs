@@ -3,10 +3,10 @@
 //! The cache keeps variable-size buffers (blocks of files) under the ARC
 //! replacement policy (Megiddo & Modha, FAST '03), with the concurrency
 //! design OpenZFS adopted in "5497 lock contention on arcs_mtx": each ARC
-//! state's list is a multilist of independently locked sublists, held
-//! buffers are off the lists, a dedicated thread evicts in batches, and the
-//! hash table and statistics are striped. See the README for the design and
-//! the module comments for the reasons behind each piece.
+//! state's list is a multilist of independently locked sublists, a
+//! dedicated thread evicts in batches, and the hash table and statistics
+//! are striped. An optional second tier on a local device (OpenZFS's
+//! L2ARC) keeps what memory evicts and survives restarts.
 //!
 //! ```
 //! use multiarc::{BlockKey, Cache};
@@ -18,42 +18,29 @@
 //! assert_eq!(block.len(), 8192);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! The crate is four rooms, each importing only from those before it:
+//! `mem` (concurrent structures, no policy), `arc` (the ARC; its module
+//! comment holds the locking model), `l2` (the second tier, seen by the
+//! ARC only through `arc::SecondTier`), and `api` (the facade and builder).
 
 #![warn(missing_docs)]
 
-// Module layers, each importing only from those above it:
-// leaves (config, key, sync, counter, stats, policy, lock), then entry,
-// hash, multilist, pending, signal; then shared (the core state); protocol
-// (the hit modes); evict (walk and thread); insert; load; cache (facade).
-mod cache;
-mod config;
-mod counter;
-mod entry;
-mod evict;
-mod feed;
+mod api;
+mod arc;
 pub mod file;
-mod hash;
-mod insert;
-mod key;
+/// The file layer's way to the poison-ignoring locks (until it leaves the crate).
+mod sync {
+    pub(crate) use crate::mem::sync::{unpoisoned, LockUnpoisoned, RwLockUnpoisoned};
+}
 mod l2;
-mod load;
-mod multilist;
-mod pending;
-mod policy;
-mod protocol;
-mod reclaim;
-mod shared;
-mod signal;
-mod stats;
-mod sync;
+mod mem;
 
 /// The cache's locks and lock statistics: the [`multiarc_lock`] crate.
 pub use multiarc_lock as lock;
 
-pub use cache::{Cache, Handle};
-pub use config::{default_sublists, Builder, ConfigError, HitMode, MAX_BYTES};
-pub use key::{BlockKey, Key, PersistentKey};
-pub use stats::Stats;
+pub use api::{default_sublists, Builder, Cache, ConfigError, Handle, MAX_BYTES};
+pub use arc::{BlockKey, HitMode, Key, PersistentKey, Stats};
 
 /// The README's examples, compiled and run as doctests.
 #[doc = include_str!("../../../README.md")]

@@ -73,8 +73,35 @@ fn err(path: &Path, kind: io::ErrorKind, what: impl std::fmt::Display) -> io::Er
     io::Error::new(kind, format!("l2 device {}: {what}", path.display()))
 }
 
+/// `e`, said of the device at `path` while doing `what`: same kind, and
+/// the system's error (its errno) kept as the source.
 fn with_path(path: &Path, what: &str, e: io::Error) -> io::Error {
-    err(path, e.kind(), format_args!("{what}: {e}"))
+    io::Error::new(
+        e.kind(),
+        DeviceError {
+            what: format!("l2 device {}: {what}", path.display()),
+            source: e,
+        },
+    )
+}
+
+/// An I/O error of the device, with what the tier was doing.
+#[derive(Debug)]
+struct DeviceError {
+    what: String,
+    source: io::Error,
+}
+
+impl std::fmt::Display for DeviceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.what, self.source)
+    }
+}
+
+impl std::error::Error for DeviceError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
 }
 
 /// Bytes free for an unprivileged writer on the filesystem holding `dir`.
@@ -122,8 +149,8 @@ impl Device {
         let (file, direct) = match open(direct) {
             Ok(f) => (f, direct),
             Err(e) if direct && e.raw_os_error() == Some(libc::EINVAL) => {
-                eprintln!(
-                    "multiarc: l2 device {}: O_DIRECT refused by the filesystem, using buffered I/O",
+                log::warn!(
+                    "l2 device {}: O_DIRECT refused by the filesystem, using buffered I/O",
                     path.display()
                 );
                 (
@@ -209,8 +236,8 @@ impl Device {
                 if e.raw_os_error() != Some(libc::EINVAL) {
                     return Err(with_path(path, "cannot read it", e));
                 }
-                eprintln!(
-                    "multiarc: l2 device {}: O_DIRECT refused by the filesystem, using buffered I/O",
+                log::warn!(
+                    "l2 device {}: O_DIRECT refused by the filesystem, using buffered I/O",
                     path.display()
                 );
                 let file = open(false).map_err(|e| with_path(path, "cannot open it", e))?;

@@ -6,7 +6,7 @@
 //! key. The bytes of the cached records of each tier list are counted here,
 //! for the hand's choice (`mod.rs`).
 
-use crate::key::Key;
+use crate::arc::Key;
 use crate::lock::Mutex;
 use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasher;

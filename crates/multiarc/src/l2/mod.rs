@@ -63,11 +63,14 @@
 
 mod checksum;
 mod device;
+mod feed;
 mod format;
 mod history;
 mod index;
 
-use crate::key::Key;
+pub(crate) use feed::{feed_once, FeedThread};
+
+use crate::arc::{ArcTails, EvictedCopy, Key, Presence, SecondTier, TierFigures, TierRead};
 use crate::lock::Mutex;
 use device::{padded, units, AlignedBuf, Device, UNIT};
 use format::{decode_log, encode_log, log_len, Header, HeaderProblem, LogPtr};
@@ -132,6 +135,50 @@ impl L2Config {
             direct: true,
         }
     }
+
+    /// These settings checked, with `write_max` 0 resolved to its default:
+    /// an error names the setting and why.
+    pub(crate) fn validated(&self) -> Result<L2Config, String> {
+        let path = self.path.display();
+        if self.bytes == 0 {
+            return Err(format!("l2 size for {path} must be greater than 0"));
+        }
+        let mut l2 = self.clone();
+        if l2.write_max == 0 {
+            // The default: 32 MiB (OpenZFS's since its change 15457), or a
+            // sixteenth of a small device (a device too small for it is
+            // the tier's to refuse, by its size).
+            l2.write_max = (32 << 20).min((l2.bytes / 16) / 4096 * 4096).max(4096);
+        } else if l2.write_max > l2.bytes / 2 {
+            return Err(format!(
+                "l2_write_max ({}) must be at most half the l2 size ({})",
+                l2.write_max,
+                l2.bytes / 2
+            ));
+        }
+        if l2.headroom == 0 || l2.headroom > 1024 {
+            return Err(format!(
+                "l2_headroom ({}) must be between 1 and 1024",
+                l2.headroom
+            ));
+        }
+        if l2.keep_ratio > 64 {
+            return Err(format!(
+                "l2_keep_ratio ({}) must be at most 64",
+                l2.keep_ratio
+            ));
+        }
+        if l2.feed_interval.is_zero() || l2.feed_min_interval.is_zero() {
+            return Err("l2 feed intervals must be greater than 0".into());
+        }
+        if l2.feed_min_interval > l2.feed_interval {
+            return Err(format!(
+                "l2_feed_min_interval ({:?}) is longer than l2_feed_interval ({:?})",
+                l2.feed_min_interval, l2.feed_interval
+            ));
+        }
+        Ok(l2)
+    }
 }
 
 /// How the tier stores keys of type `K` in its log blocks: a fixed-length
@@ -150,43 +197,6 @@ impl<K> Clone for KeyCodec<K> {
             decode: self.decode,
         }
     }
-}
-
-/// What the tier knows of a key.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Presence {
-    /// Not on the device.
-    Absent,
-    /// In a batch being written right now.
-    Writing,
-    /// On the device.
-    Cached,
-}
-
-/// A buffer read back from the device.
-pub(crate) struct L2Read {
-    pub(crate) data: Vec<u8>,
-    /// It was fed from the MFU list (for the ARC's ghost adaptation when
-    /// its ghost is gone).
-    pub(crate) mfu: bool,
-}
-
-/// The tier's figures, for `Stats`.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct L2Figures {
-    pub(crate) hits: u64,
-    pub(crate) misses: u64,
-    pub(crate) size: u64,
-    pub(crate) writes: u64,
-    pub(crate) write_bytes: u64,
-    pub(crate) evictions: u64,
-    pub(crate) kept: u64,
-    pub(crate) cksum_bad: u64,
-    pub(crate) io_errors: u64,
-    pub(crate) hdr_bytes: u64,
-    pub(crate) ghost_bytes: u64,
-    pub(crate) rebuild_blocks: u64,
-    pub(crate) rebuild_ms: u64,
 }
 
 /// Outcome of `Batch::add`.
@@ -268,6 +278,8 @@ pub(crate) struct Tier<K> {
     next_batch: AtomicU32,
     rebuild: Rebuild,
     counters: Counters,
+    /// Inline eviction: bytes inserted since the last (synchronous) feed.
+    unfed: AtomicU64,
 }
 
 /// One feed's buffers, copied.
@@ -381,7 +393,7 @@ impl<K: Key> Tier<K> {
             ),
             Err(why) => {
                 if !why.is_empty() {
-                    eprintln!("multiarc: l2 device {path}: {why}, starting empty");
+                    log::warn!("l2 device {path}: {why}, starting empty");
                 }
                 (
                     Ring {
@@ -424,6 +436,7 @@ impl<K: Key> Tier<K> {
                 thread: std::sync::Mutex::new(None),
             },
             counters: Counters::default(),
+            unfed: AtomicU64::new(0),
             config,
         });
         match header {
@@ -449,7 +462,7 @@ impl<K: Key> Tier<K> {
                             format!("l2 device {path}: cannot start its rebuild: {e}"),
                         )
                     })?;
-                *crate::sync::unpoisoned(tier.rebuild.thread.lock()) = Some(handle);
+                *crate::mem::sync::unpoisoned(tier.rebuild.thread.lock()) = Some(handle);
             }
         }
         Ok(tier)
@@ -546,7 +559,7 @@ impl<K: Key> Tier<K> {
             .store(started.elapsed().as_millis() as u64, Ordering::Relaxed);
         self.index.set_rebuilding(false);
         self.rebuild.running.store(false, Ordering::Release);
-        *crate::sync::unpoisoned(self.rebuild.done.lock()) = true;
+        *crate::mem::sync::unpoisoned(self.rebuild.done.lock()) = true;
         self.rebuild.finished.notify_all();
     }
 
@@ -562,7 +575,7 @@ impl<K: Key> Tier<K> {
     /// Reads `key`'s copy and verifies it: `None` when it is not on the
     /// device, or the read failed or did not verify (then counted, and the
     /// header dropped). Counts `hits`/`misses`.
-    pub(crate) fn read(&self, key: &K) -> Option<L2Read> {
+    pub(crate) fn read(&self, key: &K) -> Option<TierRead> {
         let c = &self.counters;
         let Some(rec) = self.index.get(key).filter(|r| !r.is_writing()) else {
             c.misses.fetch_add(1, Ordering::Relaxed);
@@ -587,40 +600,44 @@ impl<K: Key> Tier<K> {
         }
         c.hits.fetch_add(1, Ordering::Relaxed);
         self.index.reference(key, &rec);
-        Some(L2Read {
+        Some(TierRead {
             data: b.bytes()[..len].to_vec(),
             mfu: rec.mfu(),
         })
     }
 
-    /// Forgets `key`'s copy (its buffer was written anew or removed). Also
-    /// keeps a rebuild still running from bringing back an older copy, and
-    /// a rebuild after a restart: the key goes into the next log block as a
-    /// tombstone, and until then the header says dirty (written here, the
-    /// first time, before this returns), so that a crash before that block
-    /// starts the tier empty instead of bringing the old copy back.
-    pub(crate) fn invalidate(&self, key: &K) {
+    /// Forgets `key`'s copy (its buffer was written anew or removed), in
+    /// memory. Also keeps a rebuild still running from bringing back an
+    /// older copy, and a rebuild after a restart: the key goes into the
+    /// next log block as a tombstone, and until then the header must say
+    /// dirty, so that a crash before that block starts the tier empty
+    /// instead of bringing the old copy back. Returns true when the header
+    /// does not say so yet: the caller then calls
+    /// [`Tier::persist_invalidations`] (device I/O) before it returns, once
+    /// it holds no lock of the cache.
+    pub(crate) fn invalidate(&self, key: &K) -> bool {
         let had = self.index.invalidate(key).is_some();
         if !had && !self.rebuilding() {
-            return;
+            return false;
         }
-        let clean = {
-            let mut p = self.pending.lock();
-            p.insert(key.clone());
-            !self.dirty.load(Ordering::Acquire)
-        };
-        if clean {
-            // Only the header's own lock: a batch being written (which
-            // holds `ring` for its I/O) does not hold this up for long.
-            let mut h = self.header.lock();
-            let p = self.pending.lock();
-            if !self.dirty.load(Ordering::Acquire) && !p.is_empty() {
-                h.dirty = true;
-                match self.write_header(&h) {
-                    Ok(()) => self.dirty.store(true, Ordering::Release),
-                    Err(_) => {
-                        self.counters.io_errors.fetch_add(1, Ordering::Relaxed);
-                    }
+        let mut p = self.pending.lock();
+        p.insert(key.clone());
+        !self.dirty.load(Ordering::Acquire)
+    }
+
+    /// Writes the header as dirty if tombstones are waiting and it does
+    /// not say so yet.
+    pub(crate) fn persist_invalidations(&self) {
+        // Only the header's own lock: a batch being written (which holds
+        // `ring` for its I/O) does not hold this up for long.
+        let mut h = self.header.lock();
+        let p = self.pending.lock();
+        if !self.dirty.load(Ordering::Acquire) && !p.is_empty() {
+            h.dirty = true;
+            match self.write_header(&h) {
+                Ok(()) => self.dirty.store(true, Ordering::Release),
+                Err(_) => {
+                    self.counters.io_errors.fetch_add(1, Ordering::Relaxed);
                 }
             }
         }
@@ -638,9 +655,9 @@ impl<K: Key> Tier<K> {
 
     /// Blocks until the rebuild (if any) is over.
     pub(crate) fn wait_rebuild(&self) {
-        let mut done = crate::sync::unpoisoned(self.rebuild.done.lock());
+        let mut done = crate::mem::sync::unpoisoned(self.rebuild.done.lock());
         while !*done {
-            done = crate::sync::unpoisoned(self.rebuild.finished.wait(done));
+            done = crate::mem::sync::unpoisoned(self.rebuild.finished.wait(done));
         }
     }
 
@@ -655,10 +672,10 @@ impl<K: Key> Tier<K> {
         }
     }
 
-    pub(crate) fn figures(&self) -> L2Figures {
+    pub(crate) fn figures(&self) -> TierFigures {
         let c = &self.counters;
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        L2Figures {
+        TierFigures {
             hits: get(&c.hits),
             misses: get(&c.misses),
             size: self.index.data_bytes(),
@@ -681,7 +698,7 @@ impl<K: Key> Tier<K> {
     /// stays dirty and the next open starts empty.
     pub(crate) fn shutdown(&self) {
         self.rebuild.stop.store(true, Ordering::Relaxed);
-        let handle = crate::sync::unpoisoned(self.rebuild.thread.lock()).take();
+        let handle = crate::mem::sync::unpoisoned(self.rebuild.thread.lock()).take();
         if let Some(h) = handle {
             let _ = h.join();
         }
@@ -986,6 +1003,43 @@ impl<K: Key> Tier<K> {
             .kept
             .fetch_add(kept.len() as u64, Ordering::Relaxed);
         Ok(written)
+    }
+}
+
+/// The tier as the ARC sees it (`arc::SecondTier`).
+impl<K: Key> SecondTier<K> for Tier<K> {
+    fn presence(&self, key: &K) -> Presence {
+        Tier::presence(self, key)
+    }
+
+    fn invalidate(&self, key: &K) -> bool {
+        Tier::invalidate(self, key)
+    }
+
+    fn persist_invalidations(&self) {
+        Tier::persist_invalidations(self)
+    }
+
+    fn read(&self, key: &K) -> Option<TierRead> {
+        Tier::read(self, key)
+    }
+
+    fn classify_eviction(&self, presence: Presence, bytes: u64, mfu: bool) -> EvictedCopy {
+        if presence == Presence::Cached {
+            EvictedCopy::Cached
+        } else if bytes <= self.config.write_max && (!self.config.mfu_only || mfu) {
+            EvictedCopy::Eligible
+        } else {
+            EvictedCopy::Ineligible
+        }
+    }
+
+    fn before_room(&self, arc: &dyn ArcTails<K>, size: u64) {
+        feed::feed_inline(self, arc, size);
+    }
+
+    fn figures(&self) -> TierFigures {
+        Tier::figures(self)
     }
 }
 

@@ -3,8 +3,8 @@
 //! byte counts off the hit path's shared cache lines: with one shared atomic,
 //! every hit on every core would write the same line.
 
+use super::sync::{AtomicU64, Ordering};
 use crate::lock::CachePadded;
-use crate::sync::{AtomicU64, Ordering};
 use std::cell::Cell;
 
 /// A set of `N` counters striped over cache-padded cells.

@@ -24,7 +24,7 @@
 //! so no lock is held for a whole pass and buffers inserted at the head
 //! meanwhile are not disturbed.
 
-use crate::entry::{EntryPtr, Header, NO_SLOT};
+use super::entry::{EntryPtr, Header, NO_SLOT};
 use crate::lock::CachePadded;
 use crate::lock::{LockId, LockstatExt, Mutex};
 
@@ -275,7 +275,7 @@ impl<K> Multilist<K> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::entry::State;
+    use crate::mem::State;
 
     /// Test entries are leaked (a few hundred bytes per test).
     fn entry(k: u32) -> EntryPtr<u32> {

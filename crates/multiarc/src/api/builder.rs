@@ -1,68 +1,14 @@
-//! Building a cache: tunables, their defaults and validation. A leaf: the
-//! cache builds itself from a validated [`Config`] (`Builder::build` is in
-//! `cache.rs`).
+//! Building a cache: tunables, their defaults and validation
+//! ([`Builder::build`], which starts the cache, is in `cache.rs`). The
+//! second tier's settings are the tier's to check (`l2::L2Config`).
 
-use crate::key::PersistentKey;
+pub use super::error::ConfigError;
+use crate::arc::{Config, HitMode, PersistentKey};
 use crate::l2::{KeyCodec, L2Config};
 use std::fmt;
 use std::marker::PhantomData;
 use std::path::PathBuf;
 use std::time::Duration;
-
-/// Why a configuration was refused.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConfigError(String);
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "invalid cache configuration: {}", self.0)
-    }
-}
-
-impl std::error::Error for ConfigError {}
-
-impl ConfigError {
-    pub(crate) fn new(msg: impl Into<String>) -> ConfigError {
-        ConfigError(msg.into())
-    }
-}
-
-/// How a cache hit is recorded.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum HitMode {
-    /// The OpenZFS way: the first hold on a buffer unlinks it from its
-    /// sublist and the last release links it back at the head, so the lists
-    /// are exact LRU orders of the unheld buffers (ARC exactly). Each hit
-    /// takes its sublist lock twice.
-    Eager,
-    /// CAR (Bansal & Modha, FAST '04): a hit only takes a hold and sets the
-    /// entry's reference bit; buffers stay linked while held and no sublist
-    /// lock is taken on a hit or a release. The evictor does the list work:
-    /// a referenced buffer at a list tail moves (MRU to MFU, MFU back to the
-    /// MFU head) with its bit cleared instead of being evicted. Same ghost
-    /// lists, same adaptation of `p`, same statistics.
-    ///
-    /// The default: measured 2-4x the eager mode's hit throughput on this
-    /// project's benchmark, and within half a point of ARC's hit ratio on
-    /// the CloudPhysics trace (docs/BENCHMARKS.md).
-    #[default]
-    Lazy,
-}
-
-/// The tunables, as validated by [`Builder::build`].
-#[derive(Clone, Debug)]
-pub(crate) struct Config {
-    pub(crate) max_bytes: u64,
-    pub(crate) min_bytes: u64,
-    pub(crate) sublists: usize,
-    pub(crate) evict_batch_limit: usize,
-    pub(crate) overflow_shift: u32,
-    pub(crate) hash_stripes: usize,
-    pub(crate) inline_eviction: bool,
-    pub(crate) hit_mode: HitMode,
-    /// The second tier, if any (`Builder::l2`).
-    pub(crate) l2: Option<L2Config>,
-}
 
 /// The largest `max_bytes` a cache takes (4 EiB): the ARC's arithmetic on
 /// its target (twice it bounds the history) must not overflow.
@@ -220,46 +166,46 @@ impl<K> Builder<K> {
     pub(crate) fn config(&self) -> Result<Config, ConfigError> {
         let max_bytes = self
             .max_bytes
-            .ok_or_else(|| ConfigError::new("max_bytes is required"))?;
+            .ok_or_else(|| ConfigError::invalid("max_bytes is required"))?;
         if max_bytes == 0 {
-            return Err(ConfigError::new("max_bytes must be greater than 0"));
+            return Err(ConfigError::invalid("max_bytes must be greater than 0"));
         }
         if max_bytes > MAX_BYTES {
-            return Err(ConfigError::new(format!(
+            return Err(ConfigError::invalid(format!(
                 "max_bytes ({max_bytes}) is above the largest cache, {MAX_BYTES} bytes (4 EiB)"
             )));
         }
         let min_bytes = self.min_bytes.unwrap_or((max_bytes / 32).max(1));
         if min_bytes == 0 {
-            return Err(ConfigError::new("min_bytes must be greater than 0"));
+            return Err(ConfigError::invalid("min_bytes must be greater than 0"));
         }
         if min_bytes > max_bytes {
-            return Err(ConfigError::new(format!(
+            return Err(ConfigError::invalid(format!(
                 "min_bytes ({min_bytes}) is greater than max_bytes ({max_bytes})"
             )));
         }
         let sublists = self.sublists.unwrap_or_else(default_sublists);
         if sublists == 0 {
-            return Err(ConfigError::new("sublists must be at least 1"));
+            return Err(ConfigError::invalid("sublists must be at least 1"));
         }
         if sublists > 1 << 16 {
-            return Err(ConfigError::new(format!(
+            return Err(ConfigError::invalid(format!(
                 "sublists ({sublists}) is more than 65536"
             )));
         }
         let evict_batch_limit = self.evict_batch_limit.unwrap_or(10);
         if evict_batch_limit == 0 {
-            return Err(ConfigError::new("evict_batch_limit must be at least 1"));
+            return Err(ConfigError::invalid("evict_batch_limit must be at least 1"));
         }
         let overflow_shift = self.overflow_shift.unwrap_or(8);
         if overflow_shift == 0 || overflow_shift > 63 {
-            return Err(ConfigError::new(format!(
+            return Err(ConfigError::invalid(format!(
                 "overflow_shift ({overflow_shift}) must be between 1 and 63"
             )));
         }
         let hash_stripes = self.hash_stripes.unwrap_or((sublists * 16).max(256));
         if hash_stripes == 0 || hash_stripes > 1 << 24 {
-            return Err(ConfigError::new(format!(
+            return Err(ConfigError::invalid(format!(
                 "hash_stripes ({hash_stripes}) must be between 1 and 16777216"
             )));
         }
@@ -272,55 +218,15 @@ impl<K> Builder<K> {
             hash_stripes: hash_stripes.next_power_of_two(),
             inline_eviction: self.inline_eviction,
             hit_mode: self.hit_mode,
-            l2: self.l2_config()?,
         })
     }
 
-    fn l2_config(&self) -> Result<Option<L2Config>, ConfigError> {
-        let Some(l2) = &self.l2 else {
-            return Ok(None);
-        };
-        let path = l2.path.display();
-        if l2.bytes == 0 {
-            return Err(ConfigError::new(format!(
-                "l2 size for {path} must be greater than 0"
-            )));
-        }
-        let mut l2 = l2.clone();
-        if l2.write_max == 0 {
-            // The default: 32 MiB (OpenZFS's since its change 15457), or a sixteenth
-            // of a small device (a device too small for it is the tier's to
-            // refuse, by its size).
-            l2.write_max = (32 << 20).min((l2.bytes / 16) / 4096 * 4096).max(4096);
-        } else if l2.write_max > l2.bytes / 2 {
-            return Err(ConfigError::new(format!(
-                "l2_write_max ({}) must be at most half the l2 size ({})",
-                l2.write_max,
-                l2.bytes / 2
-            )));
-        }
-        if l2.headroom == 0 || l2.headroom > 1024 {
-            return Err(ConfigError::new(format!(
-                "l2_headroom ({}) must be between 1 and 1024",
-                l2.headroom
-            )));
-        }
-        if l2.keep_ratio > 64 {
-            return Err(ConfigError::new(format!(
-                "l2_keep_ratio ({}) must be at most 64",
-                l2.keep_ratio
-            )));
-        }
-        if l2.feed_interval.is_zero() || l2.feed_min_interval.is_zero() {
-            return Err(ConfigError::new("l2 feed intervals must be greater than 0"));
-        }
-        if l2.feed_min_interval > l2.feed_interval {
-            return Err(ConfigError::new(format!(
-                "l2_feed_min_interval ({:?}) is longer than l2_feed_interval ({:?})",
-                l2.feed_min_interval, l2.feed_interval
-            )));
-        }
-        Ok(Some(l2))
+    /// The second tier's settings, checked by the tier (`None`: no tier).
+    pub(crate) fn l2_config(&self) -> Result<Option<L2Config>, ConfigError> {
+        self.l2
+            .as_ref()
+            .map(|l2| l2.validated().map_err(ConfigError::invalid))
+            .transpose()
     }
 
     fn l2_mut(&mut self) -> &mut L2Config {

@@ -2,15 +2,15 @@
 //! removal. Ghost hits adapt `p`, room is made (inline, or by waking the
 //! evict thread), and the new entry is installed in the table.
 
-use crate::entry::{EntryPtr, State};
-use crate::evict::Evictor;
-use crate::key::Key;
-use crate::pending::Pending;
-use crate::policy::GhostHit;
-use crate::protocol::HitProtocol;
-use crate::shared::Core;
-use crate::stats::Event;
-use crate::sync::Ordering;
+use super::core::Core;
+use super::evict::Evictor;
+use super::hit_mode::HitModeImpl;
+use super::inflight::Pending;
+use super::key::Key;
+use super::policy::GhostHit;
+use super::stats::Event;
+use crate::mem::sync::Ordering;
+use crate::mem::{EntryPtr, State};
 use std::sync::Arc;
 
 /// Inserts `data` under `key`: returns the new entry with one hold for the
@@ -18,7 +18,7 @@ use std::sync::Arc;
 /// `l2_origin`: the bytes were read back from the second tier, fed from
 /// this list; if the key's ghost is gone by now, it counts as a ghost hit
 /// of that list all the same (OpenZFS: an L2-only header is still history).
-pub(crate) fn insert_entry<K: Key, M: HitProtocol, V: Evictor>(
+pub(crate) fn insert_entry<K: Key, M: HitModeImpl, V: Evictor>(
     core: &Core<K, M>,
     key: K,
     data: &[u8],
@@ -87,13 +87,14 @@ pub(crate) fn insert_entry<K: Key, M: HitProtocol, V: Evictor>(
 
     // 3. Install.
     let entry;
+    let mut persist = false;
     {
         let mut stripe = core.table.write(hash);
         // The caller's hold, and each waiting loader's.
         let mut holds = 1;
         match pending {
             Some(p) => {
-                stripe.side().forget(p);
+                stripe.per_stripe().forget(p);
                 holds += u64::from(p.waiters.load(Ordering::Relaxed));
                 if p.superseded.load(Ordering::Relaxed) {
                     // The key was written or removed while we loaded:
@@ -104,11 +105,12 @@ pub(crate) fn insert_entry<K: Key, M: HitProtocol, V: Evictor>(
                 }
             }
             None => {
-                stripe.side().supersede(&key);
+                stripe.per_stripe().supersede(&key);
                 // New bytes: a copy in the second tier is stale now. Under
-                // the stripe lock, which a feed copying the old bytes holds.
-                if let Some(tier) = &core.l2 {
-                    tier.invalidate(&key);
+                // the stripe lock, which a feed copying the old bytes holds
+                // (memory only: made durable below, without the lock).
+                if let Some(tier) = &core.tier {
+                    persist = tier.invalidate(&key);
                 }
             }
         }
@@ -129,23 +131,35 @@ pub(crate) fn insert_entry<K: Key, M: HitProtocol, V: Evictor>(
         core.move_bytes(idx, State::Anon, state, size);
         core.events.count(Event::Insert);
     }
+    if persist {
+        if let Some(tier) = &core.tier {
+            tier.persist_invalidations();
+        }
+    }
     V::after_insert(core);
     entry
 }
 
 /// Drops `key` from the cache (and forgets its ghost); true if a buffer was
 /// cached. A load of `key` in flight is superseded.
-pub(crate) fn remove_key<K: Key, M: HitProtocol>(core: &Core<K, M>, key: &K) -> bool {
+pub(crate) fn remove_key<K: Key, M: HitModeImpl>(core: &Core<K, M>, key: &K) -> bool {
     let hash = core.hash(key);
     let mut stripe = core.table.write(hash);
-    stripe.side().supersede(key);
-    if let Some(tier) = &core.l2 {
-        tier.invalidate(key);
-    }
-    let Some(old) = stripe.remove(hash, key) else {
-        return false;
+    stripe.per_stripe().supersede(key);
+    let persist = core.tier.as_ref().is_some_and(|t| t.invalidate(key));
+    let live = match stripe.remove(hash, key) {
+        Some(old) => {
+            let live = old.state().is_live();
+            M::detach_locked(core, old);
+            live
+        }
+        None => false,
     };
-    let live = old.state().is_live();
-    M::detach_locked(core, old);
+    drop(stripe);
+    if persist {
+        if let Some(tier) = &core.tier {
+            tier.persist_invalidations();
+        }
+    }
     live
 }

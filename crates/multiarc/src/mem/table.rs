@@ -35,15 +35,15 @@
 //!
 //! The table stores [`EntryPtr`]s and does not own what they point to: the
 //! cache frees an entry after taking it out (see `entry.rs`). Besides its
-//! slots, each stripe carries a `side` value of the cache's choosing, guarded
+//! slots, each stripe carries a `per_stripe` value of the cache's choosing, guarded
 //! by the same lock (the cache keeps its loads in flight there); the table
 //! itself knows nothing about it.
 
-use crate::entry::{EntryPtr, Header};
+use super::entry::{EntryPtr, Header};
+use super::epoch::Limbo;
+use super::sync::{fence, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use crate::lock::CachePadded;
 use crate::lock::{LockId, LockstatExt, RwLock, RwLockReadGuard, RwLockWriteGuard};
-use crate::reclaim::Limbo;
-use crate::sync::{fence, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::ptr;
 
 /// A slot: empty (null `entry`), or an entry, the high half of its key's
@@ -175,7 +175,7 @@ pub(crate) struct Inner<K, S> {
     /// them any more.
     retired: Limbo<SlotArray<K>>,
     /// The cache's per-stripe data (its loads in flight).
-    side: S,
+    per_stripe: S,
 }
 
 /// One stripe: its lock-free part and its locked part.
@@ -223,7 +223,7 @@ impl<K: Eq, S: Default> Stripe<K, S> {
                 collisions: 0,
                 chain_max: 0,
                 retired: Limbo::default(),
-                side: S::default(),
+                per_stripe: S::default(),
             }),
             lock_free_readers,
             retired_arrays: AtomicUsize::new(0),
@@ -366,8 +366,8 @@ pub(crate) struct StripeWrite<'a, K, S> {
 impl<K: Eq, S> StripeWrite<'_, K, S> {
     /// The cache's per-stripe value.
     #[inline]
-    pub(crate) fn side(&mut self) -> &mut S {
-        &mut self.inner.side
+    pub(crate) fn per_stripe(&mut self) -> &mut S {
+        &mut self.inner.per_stripe
     }
 
     #[inline]
@@ -641,8 +641,8 @@ impl<K: Eq, S> HashTable<K, S> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::entry::State;
-    use crate::reclaim;
+    use crate::mem as reclaim;
+    use crate::mem::State;
 
     /// Test entries are leaked: a few hundred bytes per test.
     fn e(k: u64, hash: u64) -> EntryPtr<u64> {

@@ -10,7 +10,7 @@
 //! Event counters are striped per thread (see `counter.rs`), so counting a
 //! hit writes only the counting thread's own cache line.
 
-use crate::counter::{thread_stripe, Striped};
+use crate::mem::{thread_stripe, Striped};
 
 /// Declares the statistics, once each, in their output order. Each entry is
 /// `/// doc` then `name: kind`, the kind being one of
@@ -143,7 +143,7 @@ statistics! {
     loads: event(Load),
     /// Loader runs that failed.
     load_failures: event(LoadFailure),
-    /// Loads whose bytes were returned but not cached, because the key was
+    /// InFlight whose bytes were returned but not cached, because the key was
     /// inserted or removed while they ran (their bytes may predate it).
     loads_superseded: event(LoadSuperseded),
     /// `get_or_load` calls that waited for another thread's load of the same key.

@@ -47,8 +47,8 @@
 //! (`protocol.rs`, `reclaim.rs`).
 
 #[cfg(loom)]
-use crate::sync::AtomicBool;
-use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use super::sync::AtomicBool;
+use super::sync::{AtomicU32, AtomicU64, Ordering};
 use std::alloc::{self, Layout};
 use std::ops::Deref;
 use std::ptr::NonNull;

@@ -5,7 +5,7 @@
 //! space evicted it itself, so every miss on a full cache walked a list tail
 //! under a list lock. Now inserts only account their bytes; when the cache is
 //! past its target they wake one dedicated thread that evicts in batches
-//! (how inserters talk to it: `signal.rs`). The thread drives the cache
+//! (how inserters talk to it: `evict_handshake.rs`). The thread drives the cache
 //! through a narrow interface, [`Evictable`].
 //!
 //! Who evicts is a type, as the hit mode is: an [`Evictor`], either
@@ -14,17 +14,16 @@
 //! tests and replay). The cache's insert, resize and wait paths are generic
 //! over it, so they do not branch on the choice at run time.
 
-use crate::counter::thread_random;
-use crate::entry::{EntryPtr, State};
-use crate::feed;
-use crate::key::Key;
-use crate::l2::Presence;
-use crate::protocol::{HitProtocol, Tail};
-use crate::shared::Core;
-use crate::signal::{EvictSignal, IDLE_CHECK};
-use crate::stats::Event;
-use crate::sync::unpoisoned;
-use crate::sync::Ordering;
+use super::core::Core;
+use super::evict_handshake::{EvictHandshake, IDLE_CHECK};
+use super::hit_mode::{HitModeImpl, Tail};
+use super::key::Key;
+use super::stats::Event;
+use super::tier::{ArcTails, EvictedCopy, Presence};
+use crate::mem::sync::unpoisoned;
+use crate::mem::sync::Ordering;
+use crate::mem::thread_random;
+use crate::mem::{EntryPtr, State};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -46,7 +45,7 @@ struct Walk {
 
 /// What the evict thread needs of a cache.
 pub(crate) trait Evictable: Send + Sync {
-    fn signal(&self) -> &EvictSignal;
+    fn handshake(&self) -> &EvictHandshake;
     fn needs_eviction(&self) -> bool;
     /// Evicts to the target, then trims the ghost lists.
     fn evict_pass(&self) -> EvictOutcome;
@@ -55,9 +54,9 @@ pub(crate) trait Evictable: Send + Sync {
     fn collect_garbage(&self);
 }
 
-impl<K: Key, M: HitProtocol> Evictable for Core<K, M> {
-    fn signal(&self) -> &EvictSignal {
-        &self.signal
+impl<K: Key, M: HitModeImpl> Evictable for Core<K, M> {
+    fn handshake(&self) -> &EvictHandshake {
+        &self.handshake
     }
 
     fn needs_eviction(&self) -> bool {
@@ -76,25 +75,85 @@ impl<K: Key, M: HitProtocol> Evictable for Core<K, M> {
     }
 }
 
+/// What a second tier's feed sees of the lists: their tails, where this
+/// walk takes from next.
+impl<K: Key, M: HitModeImpl> ArcTails<K> for Core<K, M> {
+    fn sublists(&self) -> usize {
+        self.config.sublists
+    }
+
+    fn evicting_mru_first(&self) -> bool {
+        M::evict_from_mru(&self.sizes(), self.p.load(Ordering::Acquire), false)
+    }
+
+    fn tail_keys(&self, mfu: bool, i: usize, budget: u64) -> Vec<(K, u64)> {
+        let state = if mfu { State::Mfu } else { State::Mru };
+        let mut sl = self.lists[state as usize].sublist(i).lock();
+        let marker = sl.insert_marker_at_tail();
+        let mut out = Vec::new();
+        let mut seen = 0u64;
+        while seen < budget {
+            let Some((_, e)) = sl.step_marker(marker) else {
+                break;
+            };
+            seen += e.bytes.max(1);
+            out.push((e.key.clone(), e.hash));
+        }
+        sl.remove_marker(marker);
+        out
+    }
+
+    fn with_live(&self, key: &K, hash: u64, f: &mut dyn FnMut(&[u8], bool)) -> bool {
+        let stripe = self.table.stripe(hash).read();
+        let Some((e, len)) = stripe.find_with_len(hash, key) else {
+            return false;
+        };
+        let state = e.state();
+        if !state.is_live() {
+            return false;
+        }
+        // The stripe lock (shared) keeps the entry in the table, so alive.
+        f(e.data_prefix(len), state == State::Mfu);
+        true
+    }
+
+    fn evicted_bytes(&self) -> u64 {
+        self.events.get(Event::EvictedBytes)
+    }
+
+    fn missed_bytes(&self) -> u64 {
+        self.events.get(Event::EvictL2Eligible)
+    }
+
+    fn target_bytes(&self) -> u64 {
+        self.c()
+    }
+
+    fn data_bytes(&self) -> u64 {
+        self.sizes().data()
+    }
+}
+
 /// Who evicts: the builder's choice, as a type (see the module comment).
 pub(crate) trait Evictor: Send + Sync + 'static {
     /// Before an insert of `size` bytes installs them (they are already
     /// counted as anonymous): makes room, or asks for it. `b2_hit`: the
     /// insert is an MFU-ghost hit (the paper's tie-break).
-    fn make_room<K: Key, M: HitProtocol>(core: &Core<K, M>, size: u64, b2_hit: bool);
+    fn make_room<K: Key, M: HitModeImpl>(core: &Core<K, M>, size: u64, b2_hit: bool);
 
     /// After an insert installed its buffer.
-    fn after_insert<K: Key, M: HitProtocol>(core: &Core<K, M>);
+    fn after_insert<K: Key, M: HitModeImpl>(core: &Core<K, M>);
 
     /// After `c` went down.
-    fn after_shrink<K: Key, M: HitProtocol>(core: &Core<K, M>);
+    fn after_shrink<K: Key, M: HitModeImpl>(core: &Core<K, M>);
 
     /// Returns once eviction has brought the cache under its target (or
     /// cannot, because the rest is held).
-    fn wait<K: Key, M: HitProtocol>(core: &Core<K, M>);
+    fn wait<K: Key, M: HitModeImpl>(core: &Core<K, M>);
 
-    /// The evict thread, if this evictor has one.
-    fn start(core: Arc<dyn Evictable>) -> Option<EvictThread>;
+    /// The evict thread, if this evictor has one (an error: it could not
+    /// be started).
+    fn start(core: Arc<dyn Evictable>) -> std::io::Result<Option<EvictThread>>;
 }
 
 /// The evict thread (OpenZFS's `arc_evict_thread`): inserts account their
@@ -102,38 +161,38 @@ pub(crate) trait Evictor: Send + Sync + 'static {
 pub(crate) struct Threaded;
 
 impl Evictor for Threaded {
-    fn make_room<K: Key, M: HitProtocol>(core: &Core<K, M>, size: u64, _b2_hit: bool) {
+    fn make_room<K: Key, M: HitModeImpl>(core: &Core<K, M>, size: u64, _b2_hit: bool) {
         let c = core.c();
         let data_bytes = core.sizes().data();
         if data_bytes > c {
             if data_bytes > c + core.overflow(c) {
                 core.events.count(Event::OverflowWait);
-                core.signal.wait_for_freed(size, || {
+                core.handshake.wait_for_freed(size, || {
                     let c = core.c();
                     core.sizes().data() > c + core.overflow(c)
                 });
             } else {
-                core.signal.request();
+                core.handshake.request();
             }
         }
     }
 
-    fn after_insert<K: Key, M: HitProtocol>(_: &Core<K, M>) {}
+    fn after_insert<K: Key, M: HitModeImpl>(_: &Core<K, M>) {}
 
-    fn after_shrink<K: Key, M: HitProtocol>(core: &Core<K, M>) {
-        core.signal.request();
+    fn after_shrink<K: Key, M: HitModeImpl>(core: &Core<K, M>) {
+        core.handshake.request();
     }
 
-    fn wait<K: Key, M: HitProtocol>(core: &Core<K, M>) {
+    fn wait<K: Key, M: HitModeImpl>(core: &Core<K, M>) {
         while core.needs_eviction() {
-            if !core.signal.wait_for_pass() {
+            if !core.handshake.wait_for_pass() {
                 return;
             }
         }
     }
 
-    fn start(core: Arc<dyn Evictable>) -> Option<EvictThread> {
-        Some(EvictThread::start(core))
+    fn start(core: Arc<dyn Evictable>) -> std::io::Result<Option<EvictThread>> {
+        EvictThread::start(core).map(Some)
     }
 }
 
@@ -142,28 +201,28 @@ impl Evictor for Threaded {
 pub(crate) struct Inline;
 
 impl Evictor for Inline {
-    fn make_room<K: Key, M: HitProtocol>(core: &Core<K, M>, size: u64, b2_hit: bool) {
-        if core.l2.is_some() {
-            feed::feed_inline(core, size);
+    fn make_room<K: Key, M: HitModeImpl>(core: &Core<K, M>, size: u64, b2_hit: bool) {
+        if let Some(tier) = &core.tier {
+            tier.before_room(core, size);
         }
         evict_to_target(core, b2_hit, true);
     }
 
-    fn after_insert<K: Key, M: HitProtocol>(core: &Core<K, M>) {
+    fn after_insert<K: Key, M: HitModeImpl>(core: &Core<K, M>) {
         trim_ghosts(core);
     }
 
-    fn after_shrink<K: Key, M: HitProtocol>(core: &Core<K, M>) {
+    fn after_shrink<K: Key, M: HitModeImpl>(core: &Core<K, M>) {
         evict_to_target(core, false, true);
         trim_ghosts(core);
     }
 
-    fn wait<K: Key, M: HitProtocol>(core: &Core<K, M>) {
+    fn wait<K: Key, M: HitModeImpl>(core: &Core<K, M>) {
         Self::after_shrink(core);
     }
 
-    fn start(_: Arc<dyn Evictable>) -> Option<EvictThread> {
-        None
+    fn start(_: Arc<dyn Evictable>) -> std::io::Result<Option<EvictThread>> {
+        Ok(None)
     }
 }
 
@@ -172,7 +231,7 @@ impl Evictor for Inline {
 /// MFU-ghost hit (the paper's tie-break; only meaningful with inline
 /// eviction). `inline`: one buffer per decision, as the papers do (the
 /// evict thread takes batches).
-pub(crate) fn evict_to_target<K: Key, M: HitProtocol>(
+pub(crate) fn evict_to_target<K: Key, M: HitModeImpl>(
     core: &Core<K, M>,
     b2_hit: bool,
     inline: bool,
@@ -228,8 +287,8 @@ pub(crate) fn evict_to_target<K: Key, M: HitProtocol>(
 }
 
 /// Drops ghosts until the history is within its bounds.
-pub(crate) fn trim_ghosts<K: Key, M: HitProtocol>(core: &Core<K, M>) {
-    let (b1, b2) = crate::policy::ghost_excess(&core.sizes(), core.c());
+pub(crate) fn trim_ghosts<K: Key, M: HitModeImpl>(core: &Core<K, M>) {
+    let (b1, b2) = super::policy::ghost_excess(&core.sizes(), core.c());
     if b1 > 0 {
         evict_state(core, State::MruGhost, b1, usize::MAX);
     }
@@ -243,9 +302,9 @@ pub(crate) fn trim_ghosts<K: Key, M: HitProtocol>(core: &Core<K, M>) {
 /// random sublist (OpenZFS `arc_evict_state`), looking at no more than
 /// `candidates` buffers. Live buffers become ghosts; ghosts are forgotten.
 /// What happens to a live buffer at the tail is the hit protocol's call
-/// (`HitProtocol::at_tail`): evicted, passed over (held) or promoted
+/// (`HitModeImpl::at_tail`): evicted, passed over (held) or promoted
 /// (referenced).
-fn evict_state<K: Key, M: HitProtocol>(
+fn evict_state<K: Key, M: HitModeImpl>(
     core: &Core<K, M>,
     state: State,
     amount: u64,
@@ -292,7 +351,7 @@ fn evict_state<K: Key, M: HitProtocol>(
                     // The second tier's view of it, before the protocol
                     // decides (in the lazy mode, deciding to evict is the
                     // step that makes the entry `Dead`).
-                    let l2 = core.l2.as_deref().map(|t| (t, t.presence(&e.key)));
+                    let l2 = core.tier.as_deref().map(|t| (t, t.presence(&e.key)));
                     if let Some((_, Presence::Writing)) = l2 {
                         // Being copied to the second tier: its write
                         // completes first (OpenZFS's evict_l2_skip).
@@ -330,16 +389,12 @@ fn evict_state<K: Key, M: HitProtocol>(
                         Tail::Evict => {}
                     }
                     if let Some((tier, presence)) = l2 {
-                        let config = tier.config();
-                        let event = if presence == Presence::Cached {
-                            Event::EvictL2Cached
-                        } else if e.bytes <= config.write_max
-                            && (!config.mfu_only || state == State::Mfu)
-                        {
-                            Event::EvictL2Eligible
-                        } else {
-                            Event::EvictL2Ineligible
-                        };
+                        let event =
+                            match tier.classify_eviction(presence, e.bytes, state == State::Mfu) {
+                                EvictedCopy::Cached => Event::EvictL2Cached,
+                                EvictedCopy::Eligible => Event::EvictL2Eligible,
+                                EvictedCopy::Ineligible => Event::EvictL2Ineligible,
+                            };
                         core.events.add(event, e.bytes);
                     }
                 }
@@ -399,53 +454,52 @@ pub(crate) struct EvictThread {
 }
 
 impl EvictThread {
-    pub(crate) fn start(target: Arc<dyn Evictable>) -> EvictThread {
+    pub(crate) fn start(target: Arc<dyn Evictable>) -> std::io::Result<EvictThread> {
         let for_thread = Arc::clone(&target);
         let handle = std::thread::Builder::new()
             .name("multiarc-evict".into())
-            .spawn(move || run(&*for_thread))
-            .expect("spawning the multiarc evict thread");
-        EvictThread {
+            .spawn(move || run(&*for_thread))?;
+        Ok(EvictThread {
             target,
             handle: Some(handle),
-        }
+        })
     }
 }
 
 fn run(target: &dyn Evictable) {
-    let signal = target.signal();
+    let handshake = target.handshake();
     loop {
         {
-            let mut p = signal.lock();
+            let mut p = handshake.lock();
             loop {
                 if p.shutdown {
                     return;
                 }
-                if signal.requested.swap(false, Ordering::AcqRel) || target.needs_eviction() {
+                if handshake.requested.swap(false, Ordering::AcqRel) || target.needs_eviction() {
                     break;
                 }
-                let (guard, waited) = unpoisoned(signal.wake.wait_timeout(p, IDLE_CHECK));
+                let (guard, waited) = unpoisoned(handshake.wake.wait_timeout(p, IDLE_CHECK));
                 p = guard;
                 if waited.timed_out() {
                     drop(p);
                     target.collect_garbage();
-                    p = signal.lock();
+                    p = handshake.lock();
                 }
             }
         }
         let outcome = target.evict_pass();
-        let mut p = signal.lock();
+        let mut p = handshake.lock();
         p.freed += outcome.freed;
         p.passes += 1;
         if outcome.not_enough {
             p.not_enough += 1;
         }
-        signal.done.notify_all();
+        handshake.done.notify_all();
         drop(p);
         if outcome.not_enough {
             // Everything left is held: sleep until asked again rather than spin.
-            let p = signal.lock();
-            let _ = signal.wake.wait_timeout(p, IDLE_CHECK);
+            let p = handshake.lock();
+            let _ = handshake.wake.wait_timeout(p, IDLE_CHECK);
         }
     }
 }
@@ -453,11 +507,11 @@ fn run(target: &dyn Evictable) {
 impl Drop for EvictThread {
     fn drop(&mut self) {
         {
-            let signal = self.target.signal();
-            let mut p = signal.lock();
+            let handshake = self.target.handshake();
+            let mut p = handshake.lock();
             p.shutdown = true;
-            signal.wake.notify_all();
-            signal.done.notify_all();
+            handshake.wake.notify_all();
+            handshake.done.notify_all();
         }
         if let Some(h) = self.handle.take() {
             let _ = h.join();

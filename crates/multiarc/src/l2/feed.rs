@@ -17,14 +17,10 @@
 //! synchronously, once the cache is full and a batch's worth has been inserted
 //! since the last feed (deterministic, for tests and `replay`).
 
-use crate::counter::thread_random;
-use crate::entry::State;
-use crate::key::Key;
-use crate::l2::Added;
-use crate::multilist::Multilist;
-use crate::protocol::HitProtocol;
-use crate::shared::Core;
-use crate::sync::{unpoisoned, Ordering};
+use super::{Added, Tier};
+use crate::arc::{ArcTails, Key};
+use crate::mem::sync::{unpoisoned, Ordering};
+use crate::mem::thread_random;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -32,33 +28,28 @@ use std::time::{Duration, Instant};
 /// Runs one feed: returns the bytes written to the tier (0 when it has
 /// nothing to write, is rebuilding its index, or the write failed; the
 /// tier counts its errors).
-pub(crate) fn feed_once<K: Key, M: HitProtocol>(core: &Core<K, M>) -> u64 {
-    let Some(tier) = core.l2.as_deref() else {
-        return 0;
-    };
+pub(crate) fn feed_once<K: Key>(tier: &Tier<K>, arc: &dyn ArcTails<K>) -> u64 {
     if tier.rebuilding() {
         return 0;
     }
     let config = tier.config();
     let budget = config.headroom.saturating_mul(config.write_max);
     // The list eviction takes from next (ARC's REPLACE, as things stand)
-    // first: its tail is what goes soonest.
-    let p = core.p.load(Ordering::Acquire);
-    let lists: &[State] = if config.mfu_only {
-        &[State::Mfu]
-    } else if M::evict_from_mru(&core.sizes(), p, false) {
-        &[State::Mru, State::Mfu]
+    // first: its tail is what goes soonest. `true`: the MFU list.
+    let lists: &[bool] = if config.mfu_only {
+        &[true]
+    } else if arc.evicting_mru_first() {
+        &[false, true]
     } else {
-        &[State::Mfu, State::Mru]
+        &[true, false]
     };
     let mut batch = tier.batch();
-    'lists: for &state in lists {
-        let list = &core.lists[state as usize];
-        let n = list.len();
+    let n = arc.sublists();
+    'lists: for &mfu in lists {
         let per_sublist = budget.div_ceil(n as u64).max(1);
         let start = (thread_random() % n as u64) as usize;
         let tails: Vec<Vec<(K, u64)>> = (0..n)
-            .map(|k| tail_keys(list, (start + k) % n, per_sublist))
+            .map(|k| arc.tail_keys(mfu, (start + k) % n, per_sublist))
             .collect();
         // Tail-most first across the sublists (the first of each, then the
         // second of each, ...), as eviction goes round them, so that a
@@ -66,26 +57,21 @@ pub(crate) fn feed_once<K: Key, M: HitProtocol>(core: &Core<K, M>) -> u64 {
         // every sublist, not one sublist's whole tail.
         let deepest = tails.iter().map(Vec::len).max().unwrap_or(0);
         let by_depth = (0..deepest).flat_map(|d| tails.iter().filter_map(move |t| t.get(d)));
-        for (key, hash) in by_depth.cloned() {
-            // Under the key's stripe lock: the entry cannot go, and an
-            // insert or removal of the key (which invalidates its copy
-            // under the same lock) cannot slip between the copy and
-            // its record.
-            let stripe = core.table.stripe(hash).read();
-            let Some((e, len)) = stripe.find_with_len(hash, &key) else {
-                continue;
-            };
-            let now = e.state();
-            if !now.is_live() || (config.mfu_only && now != State::Mfu) {
-                continue;
-            }
-            if len as u64 > config.write_max {
-                // Ineligible (eviction counts it so).
-                continue;
-            }
-            match batch.add(&key, e.data_prefix(len), now == State::Mfu) {
-                Added::Copied | Added::Present => {}
-                Added::Full => break 'lists,
+        for (key, hash) in by_depth {
+            // Under the key's stripe lock (`with_live`): the entry cannot
+            // go, and an insert or removal of the key (which invalidates
+            // its copy under the same lock) cannot slip between the copy
+            // and its record.
+            let mut added = Added::Present;
+            arc.with_live(key, *hash, &mut |data, is_mfu| {
+                if (config.mfu_only && !is_mfu) || data.len() as u64 > config.write_max {
+                    // Ineligible (eviction counts it so).
+                    return;
+                }
+                added = batch.add(key, data, is_mfu);
+            });
+            if added == Added::Full {
+                break 'lists;
             }
         }
     }
@@ -104,74 +90,27 @@ pub(crate) fn feed_once<K: Key, M: HitProtocol>(core: &Core<K, M>) -> u64 {
 /// worth has been inserted since the last feed (`size`: the insert's bytes,
 /// counted as the device will store them, in whole 4 KiB units, since a
 /// batch's size is counted so).
-pub(crate) fn feed_inline<K: Key, M: HitProtocol>(core: &Core<K, M>, size: u64) {
-    let Some(tier) = core.l2.as_deref() else {
-        return;
-    };
+pub(crate) fn feed_inline<K: Key>(tier: &Tier<K>, arc: &dyn ArcTails<K>, size: u64) {
     let size = size.max(1).next_multiple_of(4096);
-    let unfed = core.l2_unfed.fetch_add(size, Ordering::Relaxed) + size;
-    if unfed >= tier.config().write_max && core.sizes().data() > core.c() {
-        core.l2_unfed.store(0, Ordering::Relaxed);
-        feed_once(core);
+    let unfed = tier.unfed.fetch_add(size, Ordering::Relaxed) + size;
+    if unfed >= tier.config().write_max && arc.data_bytes() > arc.target_bytes() {
+        tier.unfed.store(0, Ordering::Relaxed);
+        feed_once(tier, arc);
     }
 }
 
-/// Keys and hashes of the entries within `budget` bytes of sublist `i`'s
-/// tail, tail first (the sublist lock is held only while they are read).
-fn tail_keys<K: Key>(list: &Multilist<K>, i: usize, budget: u64) -> Vec<(K, u64)> {
-    let mut sl = list.sublist(i).lock();
-    let marker = sl.insert_marker_at_tail();
-    let mut out = Vec::new();
-    let mut seen = 0u64;
-    while seen < budget {
-        let Some((_, e)) = sl.step_marker(marker) else {
-            break;
-        };
-        seen += e.bytes.max(1);
-        out.push((e.key.clone(), e.hash));
-    }
-    sl.remove_marker(marker);
-    out
+/// How far up the list tails a feed looks: `headroom x write_max`, or all
+/// of memory if that is less.
+fn reach<K: Key>(tier: &Tier<K>, arc: &dyn ArcTails<K>) -> u64 {
+    let c = tier.config();
+    c.headroom
+        .saturating_mul(c.write_max)
+        .min(arc.target_bytes())
 }
 
-/// What the feed thread needs of a cache.
-pub(crate) trait Feedable: Send + Sync {
-    /// One feed; bytes written.
-    fn feed(&self) -> u64;
-    /// Bytes eviction has dropped so far that the tier could have held but
-    /// did not (`evict_l2_eligible`): the feed fell behind.
-    fn missed(&self) -> u64;
-    /// Bytes evicted so far.
-    fn evicted(&self) -> u64;
-    /// How far up the list tails a feed looks: `headroom x write_max`, or
-    /// all of memory if that is less.
-    fn reach(&self) -> u64;
-    /// Memory has filled up once (OpenZFS's `arc_warm`).
-    fn warm(&self) -> bool;
-}
-
-impl<K: Key, M: HitProtocol + Send + Sync> Feedable for Core<K, M> {
-    fn feed(&self) -> u64 {
-        feed_once(self)
-    }
-
-    fn missed(&self) -> u64 {
-        self.events.get(crate::stats::Event::EvictL2Eligible)
-    }
-
-    fn evicted(&self) -> u64 {
-        self.events.get(crate::stats::Event::EvictedBytes)
-    }
-
-    fn reach(&self) -> u64 {
-        let config = self.l2.as_deref().map(|t| t.config());
-        let look = config.map_or(0, |c| c.headroom.saturating_mul(c.write_max));
-        look.min(self.c())
-    }
-
-    fn warm(&self) -> bool {
-        self.evicted() > 0 || self.sizes().data() >= self.c()
-    }
+/// Memory has filled up once (OpenZFS's `arc_warm`).
+fn warm<K>(arc: &dyn ArcTails<K>) -> bool {
+    arc.evicted_bytes() > 0 || arc.data_bytes() >= arc.target_bytes()
 }
 
 /// The running feed thread; stopped and joined on drop.
@@ -190,12 +129,13 @@ impl FeedThread {
     /// while eviction still drops buffers the tier could have held (the
     /// feed is behind), it feeds again at once after a feed that wrote
     /// anything, as fast as the device writes.
-    pub(crate) fn start(
-        target: Arc<dyn Feedable>,
-        interval: Duration,
-        min_interval: Duration,
-        busy: u64,
-    ) -> FeedThread {
+    pub(crate) fn start<K: Key>(
+        tier: Arc<Tier<K>>,
+        arc: Arc<dyn ArcTails<K>>,
+    ) -> std::io::Result<FeedThread> {
+        let config = tier.config();
+        let (interval, min_interval) = (config.feed_interval, config.feed_min_interval);
+        let busy = config.write_max / 2;
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
         let for_thread = Arc::clone(&stop);
         let handle = std::thread::Builder::new()
@@ -205,7 +145,7 @@ impl FeedThread {
                 let tick = TICK.min(min_interval);
                 let mut wait = min_interval;
                 let mut last = Instant::now();
-                let (mut missed, mut evicted) = (target.missed(), target.evicted());
+                let (mut missed, mut evicted) = (arc.missed_bytes(), arc.evicted_bytes());
                 let mut again = false;
                 loop {
                     if !again {
@@ -215,34 +155,33 @@ impl FeedThread {
                         if *stopped {
                             return;
                         }
-                        let through = target.evicted().saturating_sub(evicted);
-                        if last.elapsed() < wait && through < target.reach() / 2 {
+                        let through = arc.evicted_bytes().saturating_sub(evicted);
+                        if last.elapsed() < wait && through < reach(&tier, &*arc) / 2 {
                             continue;
                         }
                     } else if *unpoisoned(lock.lock()) {
                         return;
                     }
-                    let wrote = target.feed();
+                    let wrote = feed_once(&tier, &*arc);
                     last = Instant::now();
-                    evicted = target.evicted();
-                    let now_missed = target.missed();
+                    evicted = arc.evicted_bytes();
+                    let now_missed = arc.missed_bytes();
                     again = now_missed > missed && wrote > 0;
                     missed = now_missed;
                     // While memory fills, as OpenZFS's warm-up: every
                     // `min_interval`, so the first tails are fed before
                     // eviction reaches them.
-                    wait = if wrote > busy || !target.warm() {
+                    wait = if wrote > busy || !warm(&*arc) {
                         min_interval
                     } else {
                         interval
                     };
                 }
-            })
-            .expect("spawning the multiarc l2 feed thread");
-        FeedThread {
+            })?;
+        Ok(FeedThread {
             stop,
             handle: Some(handle),
-        }
+        })
     }
 }
 

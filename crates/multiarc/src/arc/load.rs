@@ -2,16 +2,16 @@
 //! at once, one runs its loader and the others wait for its result
 //! (`pending.rs` has the shared record).
 
-use crate::entry::EntryPtr;
-use crate::evict::Evictor;
-use crate::insert::insert_entry;
-use crate::key::Key;
-use crate::pending::{LoadResult, Pending};
-use crate::policy::GhostHit;
-use crate::protocol::HitProtocol;
-use crate::shared::Core;
-use crate::stats::Event;
-use crate::sync::Ordering;
+use super::core::Core;
+use super::evict::Evictor;
+use super::hit_mode::HitModeImpl;
+use super::inflight::{LoadResult, Pending};
+use super::insert::insert_entry;
+use super::key::Key;
+use super::policy::GhostHit;
+use super::stats::Event;
+use crate::mem::sync::Ordering;
+use crate::mem::EntryPtr;
 use std::sync::Arc;
 
 /// The cached entry of `key` with a hold taken, or its copy in the second
@@ -25,7 +25,7 @@ pub(crate) fn get_or_load<K, M, V, E, F>(
 ) -> Result<EntryPtr<K>, Option<Arc<E>>>
 where
     K: Key,
-    M: HitProtocol,
+    M: HitModeImpl,
     V: Evictor,
     F: FnOnce() -> Result<Vec<u8>, E>,
     E: Send + Sync + 'static,
@@ -44,7 +44,7 @@ where
                     return Ok(e);
                 }
             }
-            if let Some(p) = stripe.side().find(&key) {
+            if let Some(p) = stripe.per_stripe().find(&key) {
                 let p = Arc::clone(p);
                 p.waiters.fetch_add(1, Ordering::Relaxed);
                 drop(stripe);
@@ -63,7 +63,7 @@ where
                 }
             }
             let p = Arc::new(Pending::new());
-            stripe.side().push(key.clone(), Arc::clone(&p));
+            stripe.per_stripe().push(key.clone(), Arc::clone(&p));
             p
         };
         core.events.count(Event::Miss);
@@ -74,7 +74,7 @@ where
             armed: true,
         };
         // The second tier first: its copy is the cached bytes, verified.
-        let (load, l2_origin) = match core.l2.as_deref().and_then(|t| t.read(&key)) {
+        let (load, l2_origin) = match core.tier.as_deref().and_then(|t| t.read(&key)) {
             Some(read) => {
                 let origin = if read.mfu {
                     GhostHit::Mfu
@@ -119,7 +119,7 @@ where
 }
 
 fn forget_pending<K: Key, M>(core: &Core<K, M>, hash: u64, pending: &Arc<Pending<K>>) {
-    core.table.write(hash).side().forget(pending);
+    core.table.write(hash).per_stripe().forget(pending);
 }
 
 /// Completes a pending load as abandoned if its loader unwinds.

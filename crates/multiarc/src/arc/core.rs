@@ -22,20 +22,15 @@
 //! hits also write their stripe lock and sublist lock): per-state byte counts and the statistics are striped
 //! (counter.rs), and lazy hits count themselves in the entry's meta word.
 
-use crate::config::{Config, HitMode};
-use crate::counter::Striped;
-use crate::entry::{EntryPtr, State};
-use crate::hash::HashTable;
-use crate::l2::Tier;
-use crate::lock::CachePadded;
-use crate::lock::Mutex;
-use crate::multilist::Multilist;
-use crate::pending::Loads;
-use crate::policy::{self, GhostHit, Sizes};
-use crate::reclaim::Limbo;
-use crate::signal::EvictSignal;
-use crate::stats::Events;
-use crate::sync::{AtomicU64, Ordering};
+use super::config::{Config, HitMode};
+use super::evict_handshake::EvictHandshake;
+use super::inflight::InFlight;
+use super::policy::{self, GhostHit, Sizes};
+use super::stats::Events;
+use super::tier::SecondTier;
+use crate::lock::{CachePadded, Mutex};
+use crate::mem::sync::{AtomicU64, Ordering};
+use crate::mem::{EntryPtr, HashTable, Limbo, Multilist, State, Striped};
 use std::hash::{BuildHasher, Hash};
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -54,7 +49,7 @@ type GarbageBin<K> = CachePadded<Mutex<Limbo<EntryPtr<K>>>>;
 pub(crate) struct Core<K, M> {
     pub(crate) config: Config,
     hasher: KeyHasher,
-    pub(crate) table: HashTable<K, Loads<K>>,
+    pub(crate) table: HashTable<K, InFlight<K>>,
     /// Indexed by `State as usize`: MRU, MFU, MRU ghost, MFU ghost.
     pub(crate) lists: [Multilist<K>; 4],
     /// The target size `c` and the MRU target `p`, in bytes.
@@ -63,12 +58,9 @@ pub(crate) struct Core<K, M> {
     /// Bytes per state (indexed by `State as usize`), striped by sublist.
     pub(crate) bytes: Striped<5>,
     pub(crate) events: Events,
-    pub(crate) signal: EvictSignal,
+    pub(crate) handshake: EvictHandshake,
     /// The second tier, if the builder added one.
-    pub(crate) l2: Option<Arc<Tier<K>>>,
-    /// Inline eviction with a second tier: bytes inserted since the last
-    /// (synchronous) feed.
-    pub(crate) l2_unfed: AtomicU64,
+    pub(crate) tier: Option<Arc<dyn SecondTier<K>>>,
     /// Entries out of the table that a probe without the lock may still be
     /// reading (lazy mode), one bin per sublist index.
     garbage: Box<[GarbageBin<K>]>,
@@ -90,7 +82,7 @@ const RETIRE_BATCH: usize = 16;
 const RETIRE_BATCH: usize = 1;
 
 impl<K: Eq + Hash, M> Core<K, M> {
-    pub(crate) fn new(config: Config, l2: Option<Arc<Tier<K>>>) -> Self {
+    pub(crate) fn new(config: Config, tier: Option<Arc<dyn SecondTier<K>>>) -> Self {
         let n = config.sublists;
         let expected = (config.max_bytes / 4096).min(1 << 26) as usize;
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -112,9 +104,8 @@ impl<K: Eq + Hash, M> Core<K, M> {
             p: AtomicU64::new(0),
             bytes: Striped::new(n),
             events: Events::new((cpus * 2).max(8)),
-            signal: EvictSignal::default(),
-            l2,
-            l2_unfed: AtomicU64::new(0),
+            handshake: EvictHandshake::default(),
+            tier,
             garbage: (0..n)
                 .map(|_| CachePadded::new(Mutex::new(Limbo::default())))
                 .collect(),

@@ -1,11 +1,11 @@
 //! The record of a read-through load in flight, shared by the thread running
 //! the loader and the threads waiting for it (the single-flight logic itself
 //! is in `load.rs`). Each hash stripe keeps the loads of its keys as its
-//! `side` value, under the stripe's lock.
+//! `per_stripe` value, under the stripe's lock.
 
-use crate::entry::EntryPtr;
-use crate::sync::{unpoisoned, LockUnpoisoned};
-use crate::sync::{AtomicBool, AtomicU32, Ordering};
+use crate::mem::sync::{unpoisoned, LockUnpoisoned};
+use crate::mem::sync::{AtomicBool, AtomicU32, Ordering};
+use crate::mem::EntryPtr;
 use std::any::Any;
 use std::sync::{Arc, Condvar, Mutex};
 
@@ -60,15 +60,15 @@ impl<K> Pending<K> {
 }
 
 /// The loads in flight for the keys of one hash stripe (few at a time).
-pub(crate) struct Loads<K>(Vec<(K, Arc<Pending<K>>)>);
+pub(crate) struct InFlight<K>(Vec<(K, Arc<Pending<K>>)>);
 
-impl<K> Default for Loads<K> {
+impl<K> Default for InFlight<K> {
     fn default() -> Self {
-        Loads(Vec::new())
+        InFlight(Vec::new())
     }
 }
 
-impl<K: Eq> Loads<K> {
+impl<K: Eq> InFlight<K> {
     /// Marks every load in flight for `key` as superseded.
     pub(crate) fn supersede(&self, key: &K) {
         for (k, p) in &self.0 {

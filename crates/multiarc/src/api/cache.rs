@@ -15,19 +15,16 @@
 //! (when memory a probe may read can be freed), `entry.rs` (one allocation
 //! per buffer, and its meta word).
 
-use crate::config::{Builder, ConfigError, HitMode};
-use crate::entry::{self, EntryPtr, HOLD, HOLD_LIMIT};
-use crate::evict::{EvictThread, Evictable, Evictor, Inline, Threaded};
-use crate::feed::{self, FeedThread, Feedable};
-use crate::insert::{insert_entry, remove_key};
-use crate::key::Key;
-use crate::l2::{Presence, Tier};
-use crate::load;
-use crate::policy;
-use crate::protocol::{Eager, HitProtocol, Lazy};
-use crate::shared::Core;
-use crate::stats::{Event, Stats, Supplied};
-use crate::sync::Ordering;
+use super::builder::{Builder, ConfigError, MAX_BYTES};
+use crate::arc::{
+    get_or_load, insert_entry, remove_key, rescale_p, Core, CoreRef, Eager, Event, EvictThread,
+    Evictable, Evictor, HitMode, HitModeImpl, Inline, Key, Lazy, Presence, SecondTier, Stats,
+    Supplied, Threaded,
+};
+use crate::l2::{self, FeedThread, Tier};
+use crate::mem::meta::{self, HOLD, HOLD_LIMIT};
+use crate::mem::sync::Ordering;
+use crate::mem::EntryPtr;
 use std::fmt;
 use std::ops::Deref;
 use std::sync::Arc;
@@ -47,7 +44,10 @@ use std::sync::Arc;
 /// assert_eq!(block.len(), 4096);
 /// ```
 pub struct Cache<K: Key> {
-    shared: ByMode<K>,
+    shared: ByHitMode<K>,
+    /// The second tier, if the builder added one (the core sees it only as
+    /// a `SecondTier`).
+    tier: Option<Arc<Tier<K>>>,
     /// Stopped (and joined) before the core goes: declared after `shared`,
     /// dropped after it, but the thread keeps its own `Arc` of the core.
     _evict_thread: Option<EvictThread>,
@@ -55,39 +55,43 @@ pub struct Cache<K: Key> {
     _feed_thread: Option<FeedThread>,
 }
 
-/// The core, in the hit mode and with the evictor the builder chose.
-enum ByMode<K: Key> {
-    Lazy(Arc<Core<K, Lazy>>),
-    LazyInline(Arc<Core<K, Lazy>>),
-    Eager(Arc<Core<K, Eager>>),
-    EagerInline(Arc<Core<K, Eager>>),
+/// The core in the hit mode the builder chose.
+enum ByHitMode<K: Key> {
+    Lazy(ByEvictor<K, Lazy>),
+    Eager(ByEvictor<K, Eager>),
 }
 
-/// Runs `$body` with `$core` bound to the cache's core, whatever its mode,
-/// and (second form) the type `$evictor` naming its evictor (one match per
-/// call; the body is compiled once per combination).
+/// The core with the evictor the builder chose.
+enum ByEvictor<K: Key, M> {
+    Threaded(Arc<Core<K, M>>),
+    Inline(Arc<Core<K, M>>),
+}
+
+/// Runs `$body` with `$core` bound to the cache's core, whatever its hit
+/// mode, and (second form) the type `$evictor` naming its evictor (one
+/// match per call; the body is compiled once per combination).
 macro_rules! dispatch {
     ($shared:expr, $core:ident => $body:expr) => {
         match $shared {
-            ByMode::Lazy($core) | ByMode::LazyInline($core) => $body,
-            ByMode::Eager($core) | ByMode::EagerInline($core) => $body,
+            ByHitMode::Lazy(ByEvictor::Threaded($core) | ByEvictor::Inline($core)) => $body,
+            ByHitMode::Eager(ByEvictor::Threaded($core) | ByEvictor::Inline($core)) => $body,
         }
     };
     ($shared:expr, $core:ident, $evictor:ident => $body:expr) => {
         match $shared {
-            ByMode::Lazy($core) => {
+            ByHitMode::Lazy(ByEvictor::Threaded($core)) => {
                 type $evictor = Threaded;
                 $body
             }
-            ByMode::LazyInline($core) => {
+            ByHitMode::Lazy(ByEvictor::Inline($core)) => {
                 type $evictor = Inline;
                 $body
             }
-            ByMode::Eager($core) => {
+            ByHitMode::Eager(ByEvictor::Threaded($core)) => {
                 type $evictor = Threaded;
                 $body
             }
-            ByMode::EagerInline($core) => {
+            ByHitMode::Eager(ByEvictor::Inline($core)) => {
                 type $evictor = Inline;
                 $body
             }
@@ -98,9 +102,9 @@ macro_rules! dispatch {
 /// A memory miss of `get`: the second tier's copy, if it holds one (read
 /// single-flight, like a load, and cached again in memory).
 #[cold]
-fn l2_get<'a, K: Key, M: Mode, V: Evictor>(
+fn l2_get<'a, K: Key, M: HitModeImpl, V: Evictor>(
     core: &'a Core<K, M>,
-    tier: &Tier<K>,
+    tier: &dyn SecondTier<K>,
     key: &K,
 ) -> Option<Handle<'a, K>> {
     if tier.presence(key) != Presence::Cached {
@@ -108,34 +112,9 @@ fn l2_get<'a, K: Key, M: Mode, V: Evictor>(
         return None;
     }
     type NoLoader = fn() -> Result<Vec<u8>, std::convert::Infallible>;
-    load::get_or_load::<K, M, V, _, NoLoader>(core, key.clone(), None)
+    get_or_load::<K, M, V, _, NoLoader>(core, key.clone(), None)
         .ok()
         .map(|e| Handle::new(core, e))
-}
-
-/// A borrowed core, in its mode: what a handle releases its hold to.
-enum CoreRef<'a, K: Key> {
-    Lazy(&'a Core<K, Lazy>),
-    Eager(&'a Core<K, Eager>),
-}
-
-/// The protocols the facade can wrap.
-trait Mode: HitProtocol {
-    fn core_ref<K: Key>(core: &Core<K, Self>) -> CoreRef<'_, K>;
-}
-
-impl Mode for Lazy {
-    #[inline]
-    fn core_ref<K: Key>(core: &Core<K, Self>) -> CoreRef<'_, K> {
-        CoreRef::Lazy(core)
-    }
-}
-
-impl Mode for Eager {
-    #[inline]
-    fn core_ref<K: Key>(core: &Core<K, Self>) -> CoreRef<'_, K> {
-        CoreRef::Eager(core)
-    }
 }
 
 /// A hold on a cached buffer: derefs to its bytes. While any handle to a
@@ -152,12 +131,12 @@ pub struct Handle<'a, K: Key> {
 
 impl<'a, K: Key> Handle<'a, K> {
     #[inline]
-    fn new<M: Mode>(core: &'a Core<K, M>, entry: EntryPtr<K>) -> Self {
+    fn new<M: HitModeImpl>(core: &'a Core<K, M>, entry: EntryPtr<K>) -> Self {
         Self::with_len(core, entry, entry.data_len())
     }
 
     #[inline]
-    fn with_len<M: Mode>(core: &'a Core<K, M>, entry: EntryPtr<K>, len: usize) -> Self {
+    fn with_len<M: HitModeImpl>(core: &'a Core<K, M>, entry: EntryPtr<K>, len: usize) -> Self {
         Handle {
             core: M::core_ref(core),
             entry,
@@ -167,60 +146,52 @@ impl<'a, K: Key> Handle<'a, K> {
 }
 
 impl<K: Key> Builder<K> {
-    /// Checks the configuration and starts the cache (and its evict thread).
+    /// Checks the configuration and starts the cache: its evict thread and,
+    /// with a second tier, its feed thread.
     pub fn build(self) -> Result<Cache<K>, ConfigError> {
         let config = self.config()?;
+        let l2_config = self.l2_config()?;
         let inline = config.inline_eviction;
-        let tier = match (&config.l2, self.key_codec) {
-            (Some(l2), Some(codec)) => Some(
-                Tier::open(l2.clone(), codec).map_err(|e| ConfigError::new(format!("l2: {e}")))?,
+        let tier = match (l2_config, self.key_codec) {
+            (Some(l2), Some(codec)) => {
+                let path = l2.path.clone();
+                Some(Tier::open(l2, codec).map_err(|e| ConfigError::device(path, e))?)
+            }
+            _ => None,
+        };
+        let as_second = tier.clone().map(|t| t as Arc<dyn SecondTier<K>>);
+        fn by_evictor<K: Key, M>(core: &Arc<Core<K, M>>, inline: bool) -> ByEvictor<K, M> {
+            if inline {
+                ByEvictor::Inline(Arc::clone(core))
+            } else {
+                ByEvictor::Threaded(Arc::clone(core))
+            }
+        }
+        let (shared, evictable, tails): (ByHitMode<K>, Arc<dyn Evictable>, _) =
+            match config.hit_mode {
+                HitMode::Lazy => {
+                    let core = Arc::new(Core::<K, Lazy>::new(config, as_second));
+                    let tails: Arc<dyn crate::arc::ArcTails<K>> = core.clone();
+                    (ByHitMode::Lazy(by_evictor(&core, inline)), core, tails)
+                }
+                HitMode::Eager => {
+                    let core = Arc::new(Core::<K, Eager>::new(config, as_second));
+                    let tails: Arc<dyn crate::arc::ArcTails<K>> = core.clone();
+                    (ByHitMode::Eager(by_evictor(&core, inline)), core, tails)
+                }
+            };
+        let evict_thread = dispatch!(&shared, _core, V => V::start(evictable))
+            .map_err(|e| ConfigError::thread("multiarc-evict", e))?;
+        let feed_thread = match &tier {
+            Some(tier) if !inline => Some(
+                FeedThread::start(Arc::clone(tier), tails)
+                    .map_err(|e| ConfigError::thread("multiarc-l2-feed", e))?,
             ),
             _ => None,
         };
-        let feeding = tier
-            .as_ref()
-            .map(|t| t.config().clone())
-            .filter(|_| !inline);
-        let (shared, evictable, feedable): (ByMode<K>, Arc<dyn Evictable>, Arc<dyn Feedable>) =
-            match config.hit_mode {
-                HitMode::Lazy => {
-                    let core = Arc::new(Core::new(config, tier));
-                    let c = Arc::clone(&core);
-                    (
-                        if inline {
-                            ByMode::LazyInline(c)
-                        } else {
-                            ByMode::Lazy(c)
-                        },
-                        core.clone(),
-                        core,
-                    )
-                }
-                HitMode::Eager => {
-                    let core = Arc::new(Core::new(config, tier));
-                    let c = Arc::clone(&core);
-                    (
-                        if inline {
-                            ByMode::EagerInline(c)
-                        } else {
-                            ByMode::Eager(c)
-                        },
-                        core.clone(),
-                        core,
-                    )
-                }
-            };
-        let evict_thread = dispatch!(&shared, _core, V => V::start(evictable));
-        let feed_thread = feeding.map(|l2| {
-            FeedThread::start(
-                feedable,
-                l2.feed_interval,
-                l2.feed_min_interval,
-                l2.write_max / 2,
-            )
-        });
         Ok(Cache {
             shared,
+            tier,
             _evict_thread: evict_thread,
             _feed_thread: feed_thread,
         })
@@ -231,9 +202,9 @@ impl<K: Key> Drop for Cache<K> {
     fn drop(&mut self) {
         // Stops a rebuild of the second tier's index still running (the
         // feed thread stops with its field).
-        dispatch!(&self.shared, core => if let Some(tier) = &core.l2 {
+        if let Some(tier) = &self.tier {
             tier.shutdown();
-        })
+        }
     }
 }
 
@@ -243,20 +214,23 @@ impl<K: Key> Cache<K> {
     /// with inline eviction, the inserts) feed on their own: this is for
     /// tests and tools that want the tier's contents settled.
     pub fn l2_feed(&self) -> u64 {
-        dispatch!(&self.shared, core => feed::feed_once(&**core))
+        let Some(tier) = &self.tier else {
+            return 0;
+        };
+        dispatch!(&self.shared, core => l2::feed_once(tier, &**core))
     }
 
     /// True while the second tier is rebuilding its index from the device
     /// (reads are served meanwhile; feeding waits).
     pub fn l2_rebuilding(&self) -> bool {
-        dispatch!(&self.shared, core => core.l2.as_ref().is_some_and(|t| t.rebuilding()))
+        self.tier.as_ref().is_some_and(|t| t.rebuilding())
     }
 
     /// Blocks until the second tier's rebuild (if any) is over.
     pub fn l2_wait_rebuild(&self) {
-        dispatch!(&self.shared, core => if let Some(tier) = &core.l2 {
+        if let Some(tier) = &self.tier {
             tier.wait_rebuild();
-        })
+        }
     }
 
     /// Makes every read (`reads`) or write (`writes`) of the second tier's
@@ -264,9 +238,9 @@ impl<K: Key> Cache<K> {
     /// of callers and of the tier. No effect without a second tier.
     #[doc(hidden)]
     pub fn l2_inject_faults(&self, reads: bool, writes: bool) {
-        dispatch!(&self.shared, core => if let Some(tier) = &core.l2 {
+        if let Some(tier) = &self.tier {
             tier.set_faults(reads, writes);
-        })
+        }
     }
 
     /// A [`Builder`] for a cache.
@@ -288,10 +262,9 @@ impl<K: Key> Cache<K> {
 
     /// True if the second tier holds a copy of `key` (no I/O: its index).
     pub fn l2_contains(&self, key: &K) -> bool {
-        dispatch!(&self.shared, core => core
-            .l2
+        self.tier
             .as_ref()
-            .is_some_and(|t| t.presence(key) == Presence::Cached))
+            .is_some_and(|t| t.presence(key) == Presence::Cached)
     }
 
     /// Looks `key` up in memory only: never does I/O, even with a second
@@ -300,7 +273,7 @@ impl<K: Key> Cache<K> {
     #[inline]
     pub fn get_in_memory(&self, key: &K) -> Option<Handle<'_, K>> {
         #[inline(always)]
-        fn get<'a, K: Key, M: Mode>(core: &'a Core<K, M>, key: &K) -> Option<Handle<'a, K>> {
+        fn get<'a, K: Key, M: HitModeImpl>(core: &'a Core<K, M>, key: &K) -> Option<Handle<'a, K>> {
             match M::lookup(core, core.hash(key), key) {
                 Some((e, len)) => Some(Handle::with_len(core, e, len)),
                 None => {
@@ -319,11 +292,11 @@ impl<K: Key> Cache<K> {
     #[inline]
     pub fn get(&self, key: &K) -> Option<Handle<'_, K>> {
         #[inline(always)]
-        fn get<'a, K: Key, M: Mode>(core: &'a Core<K, M>, key: &K) -> Option<Handle<'a, K>> {
+        fn get<'a, K: Key, M: HitModeImpl>(core: &'a Core<K, M>, key: &K) -> Option<Handle<'a, K>> {
             match M::lookup(core, core.hash(key), key) {
                 Some((e, len)) => Some(Handle::with_len(core, e, len)),
                 None => {
-                    if core.l2.is_none() {
+                    if core.tier.is_none() {
                         core.events.count(Event::Miss);
                     }
                     None
@@ -342,8 +315,8 @@ impl<K: Key> Cache<K> {
     #[cold]
     #[inline(never)]
     fn get_from_l2(&self, key: &K) -> Option<Handle<'_, K>> {
-        dispatch!(&self.shared, core, V => match &core.l2 {
-            Some(tier) => l2_get::<K, _, V>(core, tier, key),
+        dispatch!(&self.shared, core, V => match &core.tier {
+            Some(tier) => l2_get::<K, _, V>(core, &**tier, key),
             None => None,
         })
     }
@@ -376,7 +349,7 @@ impl<K: Key> Cache<K> {
         E: Send + Sync + 'static,
     {
         dispatch!(&self.shared, core, V => {
-            load::get_or_load::<K, _, V, E, F>(&**core, key, Some(loader))
+            get_or_load::<K, _, V, E, F>(&**core, key, Some(loader))
                 .map(|e| Handle::new(&**core, e))
                 .map_err(|e| e.expect("a load with a loader fails with its error"))
         })
@@ -396,18 +369,17 @@ impl<K: Key> Cache<K> {
     /// resize never resets or pins the adaptation. Fails if `bytes` is 0 or
     /// below `min_bytes`.
     pub fn set_max_bytes(&self, bytes: u64) -> Result<(), ConfigError> {
-        fn set<K: Key, M: HitProtocol, V: Evictor>(
+        fn set<K: Key, M: HitModeImpl, V: Evictor>(
             core: &Core<K, M>,
             bytes: u64,
         ) -> Result<(), ConfigError> {
-            if bytes > crate::config::MAX_BYTES {
-                return Err(ConfigError::new(format!(
-                    "max_bytes ({bytes}) is above the largest cache, {} bytes (4 EiB)",
-                    crate::config::MAX_BYTES
+            if bytes > MAX_BYTES {
+                return Err(ConfigError::invalid(format!(
+                    "max_bytes ({bytes}) is above the largest cache, {MAX_BYTES} bytes (4 EiB)"
                 )));
             }
             if bytes == 0 || bytes < core.config.min_bytes {
-                return Err(ConfigError::new(format!(
+                return Err(ConfigError::invalid(format!(
                     "max_bytes ({bytes}) must be at least min_bytes ({})",
                     core.config.min_bytes
                 )));
@@ -416,7 +388,7 @@ impl<K: Key> Cache<K> {
             let _ = core
                 .p
                 .fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| {
-                    Some(policy::rescale_p(p, old, bytes))
+                    Some(rescale_p(p, old, bytes))
                 });
             if bytes < old {
                 V::after_shrink(core);
@@ -434,13 +406,13 @@ impl<K: Key> Cache<K> {
 
     /// A snapshot of the statistics.
     pub fn stats(&self) -> Stats {
-        fn stats<K: Key, M: HitProtocol>(core: &Core<K, M>) -> Stats {
+        fn stats<K: Key, M: HitModeImpl>(core: &Core<K, M>) -> Stats {
             let s = core.sizes();
             let held = M::held_bytes(core, &s);
             let evictable = (s.mru + s.mfu).saturating_sub(held);
             let (mru_hits, mfu_hits) = M::hits(core);
             let h = core.table.figures();
-            let l2 = core.l2.as_ref().map(|t| t.figures()).unwrap_or_default();
+            let l2 = core.tier.as_ref().map(|t| t.figures()).unwrap_or_default();
             // The event counters are read by `Stats::collect`; the rest:
             let supplied = Supplied {
                 hits: mru_hits + mfu_hits,
@@ -507,7 +479,7 @@ impl<K: Key> fmt::Debug for Cache<K> {
     }
 }
 
-fn hit_mode_of<K: Key, M: HitProtocol>(_: &Core<K, M>) -> HitMode {
+fn hit_mode_of<K: Key, M: HitModeImpl>(_: &Core<K, M>) -> HitMode {
     M::MODE
 }
 
@@ -538,15 +510,11 @@ impl<K: Key> Clone for Handle<'_, K> {
     /// list membership changes in either mode).
     fn clone(&self) -> Self {
         let prev = self.entry.meta.fetch_add(HOLD, Ordering::Relaxed);
-        if entry::holds(prev) >= HOLD_LIMIT {
-            eprintln!("multiarc: more than 2^23 holds on one buffer (leaked handles?)");
-            std::process::abort();
+        if meta::holds(prev) >= HOLD_LIMIT {
+            crate::arc::too_many_holds();
         }
         Handle {
-            core: match self.core {
-                CoreRef::Lazy(c) => CoreRef::Lazy(c),
-                CoreRef::Eager(c) => CoreRef::Eager(c),
-            },
+            core: self.core,
             entry: self.entry,
             len: self.len,
         }
@@ -556,10 +524,7 @@ impl<K: Key> Clone for Handle<'_, K> {
 impl<K: Key> Drop for Handle<'_, K> {
     #[inline]
     fn drop(&mut self) {
-        match self.core {
-            CoreRef::Lazy(core) => Lazy::release(core, self.entry),
-            CoreRef::Eager(core) => Eager::release(core, self.entry),
-        }
+        self.core.release(self.entry);
     }
 }
 
@@ -599,8 +564,8 @@ mod l2_tests {
             for k in 0..16u64 {
                 drop(cache.insert(k, vec![k as u8; 4096]));
             }
-            dispatch!(&cache.shared, core => {
-                let tier = core.l2.as_ref().unwrap();
+            {
+                let tier = cache.tier.as_ref().unwrap();
                 // Key 0, the LRU buffer, is in a batch being written.
                 let mut batch = tier.batch();
                 assert_eq!(batch.add(&0, &[0u8; 4096], false), crate::l2::Added::Copied);
@@ -612,7 +577,7 @@ mod l2_tests {
                 assert_eq!(left, 15, "{mode:?}: another buffer went instead");
                 assert_eq!(batch.commit().unwrap(), 1);
                 assert_eq!(tier.presence(&0), Presence::Cached);
-            });
+            }
             // Written: now it may go, and it is on the device.
             for k in 200..216u64 {
                 drop(cache.insert(k, vec![2; 4096]));

@@ -22,15 +22,16 @@
 //!   entry `Dead` retires it; it is freed once no probe can still be reading
 //!   it (`reclaim.rs`).
 
-use crate::config::HitMode;
-use crate::entry::{self, EntryPtr, State, HIT, HITS_FOLD_BIT, HITS_MASK, HOLD, HOLD_LIMIT};
-use crate::hash::Probe;
-use crate::key::Key;
-use crate::policy::{self, Sizes};
-use crate::reclaim;
-use crate::shared::Core;
-use crate::stats::Event;
-use crate::sync::{fence, Ordering};
+use super::config::HitMode;
+use super::core::Core;
+use super::key::Key;
+use super::policy::{self, Sizes};
+use super::stats::Event;
+use crate::mem as reclaim;
+use crate::mem::meta::{self, HIT, HITS_FOLD_BIT, HITS_MASK, HOLD, HOLD_LIMIT};
+use crate::mem::sync::{fence, Ordering};
+use crate::mem::Probe;
+use crate::mem::{EntryPtr, State};
 
 /// What the evictor does with a live entry at a list tail.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,7 +46,7 @@ pub(crate) enum Tail {
 
 /// A way of recording hits. Every method that names a stripe lock expects
 /// the caller to hold it as stated.
-pub(crate) trait HitProtocol: Sized + Send + Sync + 'static {
+pub(crate) trait HitModeImpl: Sized + Send + Sync + 'static {
     /// The builder's name for this mode.
     const MODE: HitMode;
     /// Inline eviction looks at one buffer per decision (CAR re-evaluates
@@ -91,6 +92,35 @@ pub(crate) trait HitProtocol: Sized + Send + Sync + 'static {
 
     /// Hits so far: (MRU hits, MFU hits).
     fn hits<K: Key>(core: &Core<K, Self>) -> (u64, u64);
+
+    /// `core`, named by its hit mode (what a handle releases its hold to).
+    fn core_ref<K: Key>(core: &Core<K, Self>) -> CoreRef<'_, K>;
+}
+
+/// A borrowed core, named by its hit mode: what a handle keeps, to release
+/// its hold with that mode's code.
+pub(crate) enum CoreRef<'a, K> {
+    Lazy(&'a Core<K, Lazy>),
+    Eager(&'a Core<K, Eager>),
+}
+
+impl<K> Clone for CoreRef<'_, K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K> Copy for CoreRef<'_, K> {}
+
+impl<K: Key> CoreRef<'_, K> {
+    /// Drops one hold on `e`, which this core holds.
+    #[inline]
+    pub(crate) fn release(self, e: EntryPtr<K>) {
+        match self {
+            CoreRef::Lazy(core) => Lazy::release(core, e),
+            CoreRef::Eager(core) => Eager::release(core, e),
+        }
+    }
 }
 
 /// Frees `e` and its anonymous bytes: the caller saw its last hold go while
@@ -107,7 +137,7 @@ unsafe fn free_anon<K, M>(core: &Core<K, M>, e: EntryPtr<K>) {
 
 /// Takes ghost `old` (already out of the table, its stripe lock held
 /// exclusively) off its list and disposes of it: the same in both protocols.
-fn drop_ghost<K: Key, M: HitProtocol>(
+fn drop_ghost<K: Key, M: HitModeImpl>(
     core: &Core<K, M>,
     idx: usize,
     state: State,
@@ -120,17 +150,20 @@ fn drop_ghost<K: Key, M: HitProtocol>(
     M::dispose(core, old);
 }
 
+/// Taking a hold found `HOLD_LIMIT` holds already: leaked handles, not a
+/// workload. Aborts, as `Arc` does on overflow (an error through the log
+/// first: a library does not print).
 #[cold]
 #[inline(never)]
-fn too_many_holds() -> ! {
-    eprintln!("multiarc: more than 2^23 holds on one buffer (leaked handles?)");
+pub(crate) fn too_many_holds() -> ! {
+    log::error!("more than 2^23 holds on one buffer (leaked handles?): aborting");
     std::process::abort()
 }
 
 /// The OpenZFS protocol (see the module comment).
 pub(crate) struct Eager;
 
-impl HitProtocol for Eager {
+impl HitModeImpl for Eager {
     const MODE: HitMode = HitMode::Eager;
     const ONE_CANDIDATE_PER_DECISION: bool = false;
     const ADAPT_BEFORE_REPLACE: bool = true;
@@ -152,12 +185,12 @@ impl HitProtocol for Eager {
 
     fn hold_locked<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>) {
         let prev = e.meta.fetch_add(HOLD, Ordering::Acquire);
-        if entry::holds(prev) >= HOLD_LIMIT {
+        if meta::holds(prev) >= HOLD_LIMIT {
             too_many_holds();
         }
-        let state = entry::state(prev);
+        let state = meta::state(prev);
         let idx = core.sublist_of(e.hash);
-        if entry::holds(prev) == 0 {
+        if meta::holds(prev) == 0 {
             // 0 -> 1: the buffer leaves its list (see the module comment).
             core.lists[state as usize].sublist(idx).lock().remove(&e);
         }
@@ -175,7 +208,7 @@ impl HitProtocol for Eager {
     #[inline(never)]
     fn release<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>) {
         let mut cur = e.meta.load(Ordering::Relaxed);
-        while entry::holds(cur) > 1 {
+        while meta::holds(cur) > 1 {
             match e.meta.compare_exchange_weak(
                 cur,
                 cur - HOLD,
@@ -189,10 +222,10 @@ impl HitProtocol for Eager {
         // Possibly the last hold: 1 -> 0 happens only under the stripe lock.
         let _stripe = core.table.write(e.hash);
         let prev = e.meta.fetch_sub(HOLD, Ordering::AcqRel);
-        if entry::holds(prev) != 1 {
+        if meta::holds(prev) != 1 {
             return;
         }
-        match entry::state(prev) {
+        match meta::state(prev) {
             s @ (State::Mru | State::Mfu) => {
                 let idx = core.sublist_of(e.hash);
                 core.lists[s as usize].sublist(idx).lock().push_head(e);
@@ -215,7 +248,7 @@ impl HitProtocol for Eager {
         match state {
             State::Mru | State::Mfu => {
                 core.events.count(Event::Remove);
-                if entry::holds(old.word()) == 0 {
+                if meta::holds(old.word()) == 0 {
                     core.lists[state as usize].sublist(idx).lock().remove(&old);
                     core.bytes.sub(idx, state as usize, old.bytes);
                     // SAFETY: unheld (and no hold can start: it is out of the
@@ -232,7 +265,7 @@ impl HitProtocol for Eager {
     }
 
     fn at_tail<K: Key>(_: &Core<K, Self>, e: EntryPtr<K>, _: State) -> Tail {
-        debug_assert_eq!(entry::holds(e.word()), 0, "a linked eager entry is unheld");
+        debug_assert_eq!(meta::holds(e.word()), 0, "a linked eager entry is unheld");
         Tail::Evict
     }
 
@@ -254,6 +287,11 @@ impl HitProtocol for Eager {
             core.events.get(Event::MruHit),
             core.events.get(Event::MfuHit),
         )
+    }
+
+    #[inline]
+    fn core_ref<K: Key>(core: &Core<K, Self>) -> CoreRef<'_, K> {
+        CoreRef::Eager(core)
     }
 }
 
@@ -278,7 +316,7 @@ impl Lazy {
     #[inline]
     fn let_go<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>, amount: u64) {
         let prev = e.meta.fetch_sub(amount, Ordering::Release);
-        if entry::holds(prev) == 1 && entry::state(prev) == State::Anon {
+        if meta::holds(prev) == 1 && meta::state(prev) == State::Anon {
             Self::bury(core, e, prev - amount);
         }
     }
@@ -293,7 +331,7 @@ impl Lazy {
         if e.meta
             .compare_exchange(
                 word,
-                entry::with_state(word, State::Dead),
+                meta::with_state(word, State::Dead),
                 Ordering::AcqRel,
                 Ordering::Relaxed,
             )
@@ -317,11 +355,11 @@ impl Lazy {
         let stripe = core.table.stripe(hash).read();
         let (e, len) = stripe.find_with_len(hash, key)?;
         let prev = e.meta.fetch_add(HOLD + HIT, Ordering::Acquire);
-        if !entry::state(prev).is_live() {
+        if !meta::state(prev).is_live() {
             Self::let_go(core, e, HOLD + HIT);
             return None;
         }
-        if prev >= HITS_FOLD_BIT || entry::holds(prev) >= HOLD_LIMIT {
+        if prev >= HITS_FOLD_BIT || meta::holds(prev) >= HOLD_LIMIT {
             Self::hit_slow(core, e, prev);
         }
         Some((e, len))
@@ -342,17 +380,17 @@ impl Lazy {
     #[cold]
     #[inline(never)]
     fn hit_slow<K>(core: &Core<K, Self>, e: EntryPtr<K>, prev: u64) {
-        if entry::holds(prev) >= HOLD_LIMIT {
+        if meta::holds(prev) >= HOLD_LIMIT {
             too_many_holds();
         }
         let before = e.meta.fetch_and(!HITS_FOLD_BIT, Ordering::Relaxed);
         if before & HITS_FOLD_BIT != 0 {
-            Self::count_hits(core, entry::state(before), entry::hits(HITS_FOLD_BIT));
+            Self::count_hits(core, meta::state(before), meta::hits(HITS_FOLD_BIT));
         }
     }
 }
 
-impl HitProtocol for Lazy {
+impl HitModeImpl for Lazy {
     const MODE: HitMode = HitMode::Lazy;
     const ONE_CANDIDATE_PER_DECISION: bool = true;
     const ADAPT_BEFORE_REPLACE: bool = false;
@@ -401,8 +439,8 @@ impl HitProtocol for Lazy {
             // word's state); the entry's memory is ours to read while we
             // are pinned.
             let prev = e.meta.fetch_add(HOLD + HIT, Ordering::Acquire);
-            if entry::state(prev).is_live() {
-                if prev >= HITS_FOLD_BIT || entry::holds(prev) >= HOLD_LIMIT {
+            if meta::state(prev).is_live() {
+                if prev >= HITS_FOLD_BIT || meta::holds(prev) >= HOLD_LIMIT {
                     Self::hit_slow(core, e, prev);
                 }
                 // Live when pinned: it was in the table when the probe read
@@ -419,7 +457,7 @@ impl HitProtocol for Lazy {
             // A ghost, or an entry on its way out: let go; a ghost with the
             // stripe unchanged is a miss, anything else is looked up again.
             Self::let_go(core, e, HOLD + HIT);
-            if entry::state(prev).is_ghost() && stripe.unchanged(seq) {
+            if meta::state(prev).is_ghost() && stripe.unchanged(seq) {
                 return None;
             }
         }
@@ -428,7 +466,7 @@ impl HitProtocol for Lazy {
 
     fn hold_locked<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>) {
         let prev = e.meta.fetch_add(HOLD + HIT, Ordering::Relaxed);
-        if prev >= HITS_FOLD_BIT || entry::holds(prev) >= HOLD_LIMIT {
+        if prev >= HITS_FOLD_BIT || meta::holds(prev) >= HOLD_LIMIT {
             Self::hit_slow(core, e, prev);
         }
     }
@@ -459,15 +497,15 @@ impl HitProtocol for Lazy {
                 let prev = match old
                     .meta
                     .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
-                        Some(entry::with_state(w & !HITS_MASK, State::Anon))
+                        Some(meta::with_state(w & !HITS_MASK, State::Anon))
                     }) {
                     Ok(w) | Err(w) => w,
                 };
-                Self::count_hits(core, state, entry::hits(prev));
-                if entry::holds(prev) == 0 {
+                Self::count_hits(core, state, meta::hits(prev));
+                if meta::holds(prev) == 0 {
                     // Unheld: bury it now (or the probe that pins it before
                     // we do will).
-                    Self::bury(core, old, entry::with_state(0, State::Anon));
+                    Self::bury(core, old, meta::with_state(0, State::Anon));
                 }
             }
             State::MruGhost | State::MfuGhost => drop_ghost(core, idx, state, old),
@@ -482,19 +520,19 @@ impl HitProtocol for Lazy {
         // released holds before the free.
         let mut w = e.word();
         loop {
-            if entry::hits(w) != 0 {
+            if meta::hits(w) != 0 {
                 // Referenced: clear the bit (fold its count into the
                 // statistics) and move it (CAR: T1 -> T2 head, T2 -> T2 head).
                 let prev = e.meta.fetch_and(!HITS_MASK, Ordering::AcqRel);
-                Self::count_hits(core, state, entry::hits(prev));
+                Self::count_hits(core, state, meta::hits(prev));
                 return Tail::Promote;
             }
-            if entry::holds(w) != 0 {
+            if meta::holds(w) != 0 {
                 return Tail::Skip;
             }
             match e.meta.compare_exchange(
                 w,
-                entry::with_state(w, State::Dead),
+                meta::with_state(w, State::Dead),
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
@@ -514,7 +552,7 @@ impl HitProtocol for Lazy {
         let mut held = 0;
         for st in [State::Mru, State::Mfu] {
             core.lists[st as usize].for_each(|e| {
-                if entry::holds(e.word()) != 0 {
+                if meta::holds(e.word()) != 0 {
                     held += e.bytes;
                 }
             });
@@ -528,8 +566,13 @@ impl HitProtocol for Lazy {
             core.events.get(Event::MruHit),
             core.events.get(Event::MfuHit),
         );
-        core.lists[State::Mru as usize].for_each(|e| mru += entry::hits(e.word()));
-        core.lists[State::Mfu as usize].for_each(|e| mfu += entry::hits(e.word()));
+        core.lists[State::Mru as usize].for_each(|e| mru += meta::hits(e.word()));
+        core.lists[State::Mfu as usize].for_each(|e| mfu += meta::hits(e.word()));
         (mru, mfu)
+    }
+
+    #[inline]
+    fn core_ref<K: Key>(core: &Core<K, Self>) -> CoreRef<'_, K> {
+        CoreRef::Lazy(core)
     }
 }

@@ -9,8 +9,8 @@
 //! enough (everything is held) or a second passes, the waiter goes on and the
 //! cache overshoots rather than hangs.
 
-use crate::sync::{unpoisoned, LockUnpoisoned};
-use crate::sync::{AtomicBool, Ordering};
+use crate::mem::sync::{unpoisoned, LockUnpoisoned};
+use crate::mem::sync::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -31,7 +31,7 @@ pub(crate) struct Progress {
 
 /// Shared between the cache and its evict thread.
 #[derive(Default)]
-pub(crate) struct EvictSignal {
+pub(crate) struct EvictHandshake {
     pub(crate) requested: AtomicBool,
     progress: Mutex<Progress>,
     /// The evict thread sleeps here.
@@ -40,7 +40,7 @@ pub(crate) struct EvictSignal {
     pub(crate) done: Condvar,
 }
 
-impl EvictSignal {
+impl EvictHandshake {
     pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, Progress> {
         self.progress.lock_unpoisoned()
     }

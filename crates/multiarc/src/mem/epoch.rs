@@ -25,12 +25,12 @@
 //! use `SeqCst` fences (loom cannot model membarrier), so the models check
 //! the epoch logic with symmetric fences.
 
-use crate::sync::{fence, AtomicBool, AtomicU64, Ordering};
+use super::sync::{fence, AtomicBool, AtomicU64, Ordering};
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::sync::atomic::compiler_fence;
 
-use crate::sync::LockUnpoisoned;
+use super::sync::LockUnpoisoned;
 #[cfg(loom)]
 use loom::sync::{Arc, Mutex};
 #[cfg(not(loom))]
@@ -263,7 +263,7 @@ pub(crate) fn try_advance() -> u64 {
             if s == 0 || s == (current | 1) {
                 return true;
             }
-            crate::sync::spin_loop();
+            super::sync::spin_loop();
         }
         false
     });

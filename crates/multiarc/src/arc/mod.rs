@@ -1,0 +1,88 @@
+//! The ARC (Megiddo & Modha, FAST '03) over the memory structures of
+//! `mem`: the core state, the replacement policy, the two ways of
+//! recording a hit, the miss (insert, single-flight loads), and eviction
+//! with its thread. It knows no second tier beyond the trait in `tier`.
+//!
+//! - `core`: [`Core`], what every thread shares: the table, the four state
+//!   lists, the targets `c` and `p`, byte counts, statistics.
+//! - `policy`: ARC's and CAR's arithmetic on sizes (pure).
+//! - `hit_mode`: how a hit is recorded ([`HitModeImpl`]: `Eager`, the
+//!   OpenZFS way, or `Lazy`, CAR's clock) and what eviction does with a
+//!   buffer at a list tail.
+//! - `insert`, `load` (with `inflight`): the miss.
+//! - `evict` (with `evict_handshake`): the eviction walk, the evictors and
+//!   the evict thread.
+//! - `tier`: the second tier as the ARC sees it.
+//! - `config`, `key`, `stats`: the settings, keys and statistics the facade
+//!   shows.
+//!
+//! # Locking model
+//!
+//! Every lock of the cache, what it protects, and the order they are taken
+//! in (a lock may be taken while holding only locks above it in this list):
+//!
+//! 1. **Hash stripe** (`mem::table`, a reader-writer lock per stripe of
+//!    keys). Exclusive: every change of the stripe's slots, every state
+//!    change of an entry hashed to it (ARC state, and in the eager mode a
+//!    hold going 0 -> 1 or 1 -> 0), and the stripe's loads in flight
+//!    (`inflight`). Shared: the eager lookup's fallback in the lazy mode
+//!    and readers that must see an entry stay (the second tier's feed).
+//!    The lazy hit takes no lock at all: it probes the slots against the
+//!    stripe's sequence count and pins the epoch, so memory it may read is
+//!    freed only after it is done (`mem::epoch`).
+//! 2. **Sublist** (`mem::multilist`, a mutex per sublist of each state's
+//!    list). Its links, and the slot field of the entries linked there.
+//!    Two sublists are nested only as MRU -> MFU (same index: a
+//!    referenced MRU buffer moved to the MFU head by the lazy walk) and
+//!    live -> ghost (same index: an evicted buffer's ghost linked).
+//! 3. **Second tier** (`l2/`), only as the [`SecondTier`] calls say: under
+//!    a hash stripe (exclusive), `invalidate` takes an index stripe, then
+//!    the tier's pending-tombstone set; under a stripe and a sublist, the
+//!    eviction walk's `presence` takes an index stripe. No tier call made
+//!    under an ARC lock does device I/O: the header write that makes an
+//!    invalidation durable (`persist_invalidations`) runs after the stripe
+//!    is dropped. Inside the tier: ring, then header, then the pending set;
+//!    the history after an index stripe or alone. The feed holds a stripe
+//!    (shared) while it copies a buffer into its batch and marks it
+//!    `Writing` in the index (an index stripe under it).
+//! 4. **Leaf locks**, taken last and alone: a garbage bin of retired
+//!    entries (`core`), the evict handshake's progress (`evict_handshake`),
+//!    a load's result slot (`inflight`), lock statistics.
+//!
+//! The one path against that order, eviction, walks a sublist first and
+//! only *tries* each candidate's stripe lock, passing over a buffer whose
+//! stripe is busy, so it cannot deadlock. The evict thread and the feed
+//! thread hold no lock while they sleep; an insert waits for the evict
+//! thread (bounded, `evict_handshake`) holding no lock.
+//!
+//! Lazy hits write no shared cache line beyond the key's own entry (eager
+//! hits also write their stripe lock and sublist lock): per-state byte
+//! counts and the statistics are striped (`mem::striped`), and lazy hits
+//! count themselves in the entry's meta word.
+
+mod config;
+mod core;
+mod evict;
+mod evict_handshake;
+mod hit_mode;
+mod inflight;
+mod insert;
+mod key;
+mod load;
+mod policy;
+mod stats;
+mod tier;
+
+pub use config::HitMode;
+pub use key::{BlockKey, Key, PersistentKey};
+pub use stats::Stats;
+
+pub(crate) use self::core::Core;
+pub(crate) use config::Config;
+pub(crate) use evict::{EvictThread, Evictable, Evictor, Inline, Threaded};
+pub(crate) use hit_mode::{too_many_holds, CoreRef, Eager, HitModeImpl, Lazy};
+pub(crate) use insert::{insert_entry, remove_key};
+pub(crate) use load::get_or_load;
+pub(crate) use policy::rescale_p;
+pub(crate) use stats::{Event, Supplied};
+pub(crate) use tier::{ArcTails, EvictedCopy, Presence, SecondTier, TierFigures, TierRead};

@@ -17,9 +17,9 @@
 
 use super::builder::{Builder, ConfigError, MAX_BYTES};
 use crate::arc::{
-    get_or_load, insert_entry, remove_key, rescale_p, Core, CoreRef, Eager, Event, EvictThread,
-    Evictable, Evictor, HitMode, HitModeImpl, Inline, Key, Lazy, Presence, SecondTier, Stats,
-    Supplied, Threaded,
+    get_or_load, insert_entry, remove_key, Core, CoreRef, Eager, Event, EvictThread, Evictable,
+    Evictor, HitMode, HitModeImpl, Inline, Key, Lazy, Presence, SecondTier, Stats, Supplied,
+    Threaded,
 };
 use crate::l2::{self, FeedThread, Tier};
 use crate::mem::meta::{self, HOLD, HOLD_LIMIT};
@@ -384,12 +384,7 @@ impl<K: Key> Cache<K> {
                     core.config.min_bytes
                 )));
             }
-            let old = core.c.swap(bytes, Ordering::AcqRel);
-            let _ = core
-                .p
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| {
-                    Some(rescale_p(p, old, bytes))
-                });
+            let old = core.set_target(bytes);
             if bytes < old {
                 V::after_shrink(core);
             }
@@ -419,8 +414,8 @@ impl<K: Key> Cache<K> {
                 mru_hits,
                 mfu_hits,
                 size: s.data(),
-                c: core.c.load(Ordering::Relaxed),
-                p: core.p.load(Ordering::Relaxed),
+                c: core.c(),
+                p: core.p(),
                 min_bytes: core.config.min_bytes,
                 mru_bytes: s.mru,
                 mfu_bytes: s.mfu,
@@ -459,7 +454,7 @@ impl<K: Key> Cache<K> {
     pub fn set_lockstat(&self, on: bool) {
         dispatch!(&self.shared, core => {
             core.table.set_lockstat(on);
-            for l in &core.lists {
+            for l in core.lists() {
                 l.set_lockstat(on);
             }
         })
@@ -471,8 +466,8 @@ impl<K: Key> fmt::Debug for Cache<K> {
         dispatch!(&self.shared, core => f
             .debug_struct("Cache")
             .field("size", &core.sizes().data())
-            .field("c", &core.c.load(Ordering::Relaxed))
-            .field("p", &core.p.load(Ordering::Relaxed))
+            .field("c", &core.c())
+            .field("p", &core.p())
             .field("sublists", &core.config.sublists)
             .field("hit_mode", &hit_mode_of(&**core))
             .finish_non_exhaustive())

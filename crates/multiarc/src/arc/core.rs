@@ -51,12 +51,12 @@ pub(crate) struct Core<K, M> {
     hasher: KeyHasher,
     pub(crate) table: HashTable<K, InFlight<K>>,
     /// Indexed by `State as usize`: MRU, MFU, MRU ghost, MFU ghost.
-    pub(crate) lists: [Multilist<K>; 4],
+    lists: [Multilist<K>; 4],
     /// The target size `c` and the MRU target `p`, in bytes.
-    pub(crate) c: AtomicU64,
-    pub(crate) p: AtomicU64,
+    c: AtomicU64,
+    p: AtomicU64,
     /// Bytes per state (indexed by `State as usize`), striped by sublist.
-    pub(crate) bytes: Striped<5>,
+    bytes: Striped<5>,
     pub(crate) events: Events,
     pub(crate) handshake: EvictHandshake,
     /// The second tier, if the builder added one.
@@ -135,7 +135,47 @@ impl<K, M> Core<K, M> {
     /// The sublist (same index in every state's multilist) of a hash.
     #[inline]
     pub(crate) fn sublist_of(&self, hash: u64) -> usize {
-        ((((hash >> 16) & 0xffff_ffff) * self.config.sublists as u64) >> 32) as usize
+        Multilist::<K>::index_in(self.config.sublists, hash)
+    }
+
+    /// The list of a state (live or ghost).
+    #[inline]
+    pub(crate) fn list(&self, state: State) -> &Multilist<K> {
+        &self.lists[state as usize]
+    }
+
+    /// The four lists: MRU, MFU, MRU ghost, MFU ghost.
+    pub(crate) fn lists(&self) -> &[Multilist<K>; 4] {
+        &self.lists
+    }
+
+    /// The MRU target `p`.
+    pub(crate) fn p(&self) -> u64 {
+        self.p.load(Ordering::Acquire)
+    }
+
+    /// Sets the target size `c` to `bytes`, keeping the learned MRU/MFU
+    /// split `p` in proportion; returns the old `c`.
+    pub(crate) fn set_target(&self, bytes: u64) -> u64 {
+        let old = self.c.swap(bytes, Ordering::AcqRel);
+        let _ = self
+            .p
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| {
+                Some(policy::rescale_p(p, old, bytes))
+            });
+        old
+    }
+
+    /// Counts `n` more bytes in `state` (sublist `idx`'s stripe).
+    #[inline]
+    pub(crate) fn add_bytes(&self, idx: usize, state: State, n: u64) {
+        self.bytes.add(idx, state as usize, n);
+    }
+
+    /// Counts `n` fewer bytes in `state` (sublist `idx`'s stripe).
+    #[inline]
+    pub(crate) fn sub_bytes(&self, idx: usize, state: State, n: u64) {
+        self.bytes.sub(idx, state as usize, n);
     }
 
     /// Frees `e`, which is out of the table and every list and unheld, once

@@ -83,12 +83,12 @@ impl<K: Key, M: HitModeImpl> ArcTails<K> for Core<K, M> {
     }
 
     fn evicting_mru_first(&self) -> bool {
-        M::evict_from_mru(&self.sizes(), self.p.load(Ordering::Acquire), false)
+        M::evict_from_mru(&self.sizes(), self.p(), false)
     }
 
     fn tail_keys(&self, mfu: bool, i: usize, budget: u64) -> Vec<(K, u64)> {
         let state = if mfu { State::Mfu } else { State::Mru };
-        let mut sl = self.lists[state as usize].sublist(i).lock();
+        let mut sl = self.list(state).lock_sublist(i);
         let marker = sl.insert_marker_at_tail();
         let mut out = Vec::new();
         let mut seen = 0u64;
@@ -243,7 +243,7 @@ pub(crate) fn evict_to_target<K: Key, M: HitModeImpl>(
     let mut moved_since_free = 0u64;
     loop {
         let c = core.c();
-        let p = core.p.load(Ordering::Acquire);
+        let p = core.p();
         let s = core.sizes();
         if s.data() <= c {
             return outcome;
@@ -310,7 +310,7 @@ fn evict_state<K: Key, M: HitModeImpl>(
     amount: u64,
     candidates: usize,
 ) -> Walk {
-    let list = &core.lists[state as usize];
+    let list = &core.list(state);
     let n = list.len();
     let start = (thread_random() % n as u64) as usize;
     let batch = core.config.evict_batch_limit;
@@ -326,7 +326,7 @@ fn evict_state<K: Key, M: HitModeImpl>(
         let before = walk;
         for k in 0..n {
             let i = (start + k) % n;
-            let mut sl = list.sublist(i).lock();
+            let mut sl = list.lock_sublist(i);
             let marker = *markers[i].get_or_insert_with(|| sl.insert_marker_at_tail());
             let (mut taken, mut looked) = (0, 0);
             while taken < batch
@@ -366,10 +366,7 @@ fn evict_state<K: Key, M: HitModeImpl>(
                             if state == State::Mru {
                                 // Referenced in T1: to T2's head (CAR).
                                 moving.set_state(State::Mfu);
-                                core.lists[State::Mfu as usize]
-                                    .sublist(i)
-                                    .lock()
-                                    .push_head(moving);
+                                core.list(State::Mfu).push_head(moving);
                                 core.move_bytes(i, State::Mru, State::Mfu, e.bytes);
                             } else {
                                 sl.push_head(moving);
@@ -402,16 +399,13 @@ fn evict_state<K: Key, M: HitModeImpl>(
                 if state.is_live() {
                     let ghost = EntryPtr::ghost(e.key.clone(), e.hash, e.bytes, state.ghost());
                     stripe.replace(ghost);
-                    core.lists[state.ghost() as usize]
-                        .sublist(i)
-                        .lock()
-                        .push_head(ghost);
+                    core.list(state.ghost()).push_head(ghost);
                     core.move_bytes(i, state, state.ghost(), e.bytes);
                     core.events.count(Event::Eviction);
                     core.events.add(Event::EvictedBytes, e.bytes);
                 } else {
                     stripe.remove(e.hash, &e.key);
-                    core.bytes.sub(i, state as usize, e.bytes);
+                    core.sub_bytes(i, state, e.bytes);
                     core.events.count(Event::GhostDropped);
                 }
                 drop(stripe);
@@ -423,7 +417,7 @@ fn evict_state<K: Key, M: HitModeImpl>(
             for e in dead.drain(..) {
                 // Out of the table and its list, and unheld: the protocol
                 // said `Evict` (lazy: after making it `Dead`), or a ghost.
-                M::dispose(core, e);
+                M::retire(core, e);
             }
             if walk.freed >= amount || examined >= candidates {
                 break 'rounds;
@@ -441,7 +435,7 @@ fn evict_state<K: Key, M: HitModeImpl>(
     }
     for (i, m) in markers.iter().enumerate() {
         if let Some(m) = *m {
-            list.sublist(i).lock().remove_marker(m);
+            list.lock_sublist(i).remove_marker(m);
         }
     }
     walk

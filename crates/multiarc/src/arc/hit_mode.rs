@@ -71,12 +71,12 @@ pub(crate) trait HitModeImpl: Sized + Send + Sync + 'static {
 
     /// New entry `e` (holding the inserter's holds) has just entered the
     /// table in `state`. Stripe lock exclusive.
-    fn installed<K: Key>(core: &Core<K, Self>, idx: usize, state: State, e: EntryPtr<K>);
+    fn installed<K: Key>(core: &Core<K, Self>, state: State, e: EntryPtr<K>);
 
     /// `old` has just been taken out of the table (removed or replaced):
     /// takes it out of its state, and frees it unless it is held (then its
     /// last release frees it). Stripe lock exclusive.
-    fn detach_locked<K: Key>(core: &Core<K, Self>, old: EntryPtr<K>);
+    fn detach<K: Key>(core: &Core<K, Self>, old: EntryPtr<K>);
 
     /// The evictor found live `e` in `state` at a list tail. Stripe lock
     /// exclusive, `e`'s sublist lock held.
@@ -85,7 +85,7 @@ pub(crate) trait HitModeImpl: Sized + Send + Sync + 'static {
     /// Frees `e`, which is out of the table and every list, and unheld: at
     /// once when no probe runs without the lock (eager), else once no probe
     /// can be reading it (lazy).
-    fn dispose<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>);
+    fn retire<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>);
 
     /// Bytes of live buffers held now (statistics; not a hot path).
     fn held_bytes<K: Key>(core: &Core<K, Self>, sizes: &Sizes) -> u64;
@@ -130,24 +130,24 @@ impl<K: Key> CoreRef<'_, K> {
 /// As [`EntryPtr::free`]: the caller is `e`'s last user.
 unsafe fn free_anon<K, M>(core: &Core<K, M>, e: EntryPtr<K>) {
     let idx = core.sublist_of(e.hash);
-    core.bytes.sub(idx, State::Anon as usize, e.bytes);
+    core.sub_bytes(idx, State::Anon, e.bytes);
     // SAFETY: per this function's contract.
     unsafe { e.free() };
 }
 
 /// Takes ghost `old` (already out of the table, its stripe lock held
-/// exclusively) off its list and disposes of it: the same in both protocols.
-fn drop_ghost<K: Key, M: HitModeImpl>(
+/// exclusively) off its list and retires it: the same in both hit modes.
+fn detach_ghost<K: Key, M: HitModeImpl>(
     core: &Core<K, M>,
     idx: usize,
     state: State,
     old: EntryPtr<K>,
 ) {
-    core.lists[state as usize].sublist(idx).lock().remove(&old);
-    core.bytes.sub(idx, state as usize, old.bytes);
+    core.list(state).remove(&old);
+    core.sub_bytes(idx, state, old.bytes);
     // Ghosts are never held (a lazy probe that pins one lets go at once,
-    // and `dispose` waits for such probes).
-    M::dispose(core, old);
+    // and `retire` waits for such probes).
+    M::retire(core, old);
 }
 
 /// Taking a hold found `HOLD_LIMIT` holds already: leaked handles, not a
@@ -192,7 +192,7 @@ impl HitModeImpl for Eager {
         let idx = core.sublist_of(e.hash);
         if meta::holds(prev) == 0 {
             // 0 -> 1: the buffer leaves its list (see the module comment).
-            core.lists[state as usize].sublist(idx).lock().remove(&e);
+            core.list(state).remove(&e);
         }
         if state == State::Mru {
             core.events.count(Event::MruHit);
@@ -227,8 +227,7 @@ impl HitModeImpl for Eager {
         }
         match meta::state(prev) {
             s @ (State::Mru | State::Mfu) => {
-                let idx = core.sublist_of(e.hash);
-                core.lists[s as usize].sublist(idx).lock().push_head(e);
+                core.list(s).push_head(e);
             }
             // SAFETY: out of the table and every list (Anon), and this was
             // its last hold; new holds are only taken on entries in the
@@ -238,19 +237,19 @@ impl HitModeImpl for Eager {
         }
     }
 
-    fn installed<K: Key>(_: &Core<K, Self>, _: usize, _: State, _: EntryPtr<K>) {
+    fn installed<K: Key>(_: &Core<K, Self>, _: State, _: EntryPtr<K>) {
         // Born held (the inserter's hold): off the lists until released.
     }
 
-    fn detach_locked<K: Key>(core: &Core<K, Self>, old: EntryPtr<K>) {
+    fn detach<K: Key>(core: &Core<K, Self>, old: EntryPtr<K>) {
         let idx = core.sublist_of(old.hash);
         let state = old.state();
         match state {
             State::Mru | State::Mfu => {
                 core.events.count(Event::Remove);
                 if meta::holds(old.word()) == 0 {
-                    core.lists[state as usize].sublist(idx).lock().remove(&old);
-                    core.bytes.sub(idx, state as usize, old.bytes);
+                    core.list(state).remove(&old);
+                    core.sub_bytes(idx, state, old.bytes);
                     // SAFETY: unheld (and no hold can start: it is out of the
                     // table, under the stripe lock), now on no list.
                     unsafe { old.free() };
@@ -259,7 +258,7 @@ impl HitModeImpl for Eager {
                     core.move_bytes(idx, state, State::Anon, old.bytes);
                 }
             }
-            State::MruGhost | State::MfuGhost => drop_ghost(core, idx, state, old),
+            State::MruGhost | State::MfuGhost => detach_ghost(core, idx, state, old),
             State::Anon | State::Dead => unreachable!("an entry out of use in the table"),
         }
     }
@@ -269,7 +268,7 @@ impl HitModeImpl for Eager {
         Tail::Evict
     }
 
-    fn dispose<K: Key>(_: &Core<K, Self>, e: EntryPtr<K>) {
+    fn retire<K: Key>(_: &Core<K, Self>, e: EntryPtr<K>) {
         // SAFETY: per the trait: out of everything and unheld, and eager
         // lookups take the stripe lock, which our caller held when it took
         // `e` out, so no lookup can still be looking at it.
@@ -277,8 +276,8 @@ impl HitModeImpl for Eager {
     }
 
     fn held_bytes<K: Key>(core: &Core<K, Self>, s: &Sizes) -> u64 {
-        let (mru_list, _) = core.lists[State::Mru as usize].totals();
-        let (mfu_list, _) = core.lists[State::Mfu as usize].totals();
+        let (mru_list, _) = core.list(State::Mru).totals();
+        let (mfu_list, _) = core.list(State::Mfu).totals();
         (s.mru + s.mfu).saturating_sub(mru_list + mfu_list)
     }
 
@@ -312,21 +311,21 @@ impl Lazy {
     }
 
     /// Drops `amount` (holds and hits) from `e`'s word; the drop that leaves
-    /// a removed (`Anon`) entry unheld buries it.
+    /// a removed (`Anon`) entry unheld retires it.
     #[inline]
-    fn let_go<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>, amount: u64) {
+    fn release_holds<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>, amount: u64) {
         let prev = e.meta.fetch_sub(amount, Ordering::Release);
         if meta::holds(prev) == 1 && meta::state(prev) == State::Anon {
-            Self::bury(core, e, prev - amount);
+            Self::retire_anon(core, e, prev - amount);
         }
     }
 
     /// `e` was `Anon` with no hold left (`word`): makes it `Dead` and
     /// retires it, unless a probe pinned it again meanwhile (then that
-    /// probe's `let_go` comes here).
+    /// probe's `release_holds` comes here).
     #[cold]
     #[inline(never)]
-    fn bury<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>, word: u64) {
+    fn retire_anon<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>, word: u64) {
         fence(Ordering::Acquire);
         if e.meta
             .compare_exchange(
@@ -337,8 +336,7 @@ impl Lazy {
             )
             .is_ok()
         {
-            core.bytes
-                .sub(core.sublist_of(e.hash), State::Anon as usize, e.bytes);
+            core.sub_bytes(core.sublist_of(e.hash), State::Anon, e.bytes);
             core.retire(e);
         }
     }
@@ -356,7 +354,7 @@ impl Lazy {
         let (e, len) = stripe.find_with_len(hash, key)?;
         let prev = e.meta.fetch_add(HOLD + HIT, Ordering::Acquire);
         if !meta::state(prev).is_live() {
-            Self::let_go(core, e, HOLD + HIT);
+            Self::release_holds(core, e, HOLD + HIT);
             return None;
         }
         if prev >= HITS_FOLD_BIT || meta::holds(prev) >= HOLD_LIMIT {
@@ -435,7 +433,7 @@ impl HitModeImpl for Lazy {
                 continue;
             };
             // Acquire: pairs with the Release of the stores that made the
-            // entry live (and of the last `let_go` before a reuse of its
+            // entry live (and of the last `release_holds` before a reuse of its
             // word's state); the entry's memory is ours to read while we
             // are pinned.
             let prev = e.meta.fetch_add(HOLD + HIT, Ordering::Acquire);
@@ -456,7 +454,7 @@ impl HitModeImpl for Lazy {
             }
             // A ghost, or an entry on its way out: let go; a ghost with the
             // stripe unchanged is a miss, anything else is looked up again.
-            Self::let_go(core, e, HOLD + HIT);
+            Self::release_holds(core, e, HOLD + HIT);
             if meta::state(prev).is_ghost() && stripe.unchanged(seq) {
                 return None;
             }
@@ -476,21 +474,21 @@ impl HitModeImpl for Lazy {
     /// comes after our reads of its bytes.
     #[inline]
     fn release<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>) {
-        Self::let_go(core, e, HOLD);
+        Self::release_holds(core, e, HOLD);
     }
 
-    fn installed<K: Key>(core: &Core<K, Self>, idx: usize, state: State, e: EntryPtr<K>) {
+    fn installed<K: Key>(core: &Core<K, Self>, state: State, e: EntryPtr<K>) {
         // Buffers are linked even while held.
-        core.lists[state as usize].sublist(idx).lock().push_head(e);
+        core.list(state).push_head(e);
     }
 
-    fn detach_locked<K: Key>(core: &Core<K, Self>, old: EntryPtr<K>) {
+    fn detach<K: Key>(core: &Core<K, Self>, old: EntryPtr<K>) {
         let idx = core.sublist_of(old.hash);
         let state = old.state();
         match state {
             State::Mru | State::Mfu => {
                 core.events.count(Event::Remove);
-                core.lists[state as usize].sublist(idx).lock().remove(&old);
+                core.list(state).remove(&old);
                 core.move_bytes(idx, state, State::Anon, old.bytes);
                 // One step: to Anon, hits folded out. Releases, and holds of
                 // probes that read its slot before it left, may race with it.
@@ -503,12 +501,12 @@ impl HitModeImpl for Lazy {
                 };
                 Self::count_hits(core, state, meta::hits(prev));
                 if meta::holds(prev) == 0 {
-                    // Unheld: bury it now (or the probe that pins it before
+                    // Unheld: retire_anon it now (or the probe that pins it before
                     // we do will).
-                    Self::bury(core, old, meta::with_state(0, State::Anon));
+                    Self::retire_anon(core, old, meta::with_state(0, State::Anon));
                 }
             }
-            State::MruGhost | State::MfuGhost => drop_ghost(core, idx, state, old),
+            State::MruGhost | State::MfuGhost => detach_ghost(core, idx, state, old),
             State::Anon | State::Dead => unreachable!("an entry out of use in the table"),
         }
     }
@@ -542,7 +540,7 @@ impl HitModeImpl for Lazy {
         }
     }
 
-    fn dispose<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>) {
+    fn retire<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>) {
         core.retire(e);
     }
 
@@ -551,7 +549,7 @@ impl HitModeImpl for Lazy {
         // sublist lock at a time, so no cost on the hit path).
         let mut held = 0;
         for st in [State::Mru, State::Mfu] {
-            core.lists[st as usize].for_each(|e| {
+            core.list(st).for_each(|e| {
                 if meta::holds(e.word()) != 0 {
                     held += e.bytes;
                 }
@@ -566,8 +564,10 @@ impl HitModeImpl for Lazy {
             core.events.get(Event::MruHit),
             core.events.get(Event::MfuHit),
         );
-        core.lists[State::Mru as usize].for_each(|e| mru += meta::hits(e.word()));
-        core.lists[State::Mfu as usize].for_each(|e| mfu += meta::hits(e.word()));
+        core.list(State::Mru)
+            .for_each(|e| mru += meta::hits(e.word()));
+        core.list(State::Mfu)
+            .for_each(|e| mfu += meta::hits(e.word()));
         (mru, mfu)
     }
 

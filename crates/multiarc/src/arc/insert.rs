@@ -53,7 +53,7 @@ pub(crate) fn insert_entry<K: Key, M: HitModeImpl, V: Evictor>(
                 });
                 let ghost = stripe.remove(hash, &key).expect("found above");
                 ghost_hit = Some((hit, ghost.bytes));
-                M::detach_locked(core, ghost);
+                M::detach(core, ghost);
             } else {
                 reaccess = true;
             }
@@ -73,7 +73,7 @@ pub(crate) fn insert_entry<K: Key, M: HitModeImpl, V: Evictor>(
     // 2. Make room before the buffer joins a list (the paper's REPLACE
     //    runs before the new page is placed). Its bytes count as
     //    anonymous meanwhile.
-    core.bytes.add(idx, State::Anon as usize, size);
+    core.add_bytes(idx, State::Anon, size);
     let b2_hit = matches!(ghost_hit, Some((GhostHit::Mfu, _)));
     V::make_room(core, size, b2_hit);
 
@@ -123,11 +123,11 @@ pub(crate) fn insert_entry<K: Key, M: HitModeImpl, V: Evictor>(
         entry = EntryPtr::new(key, hash, data, state, holds);
         if old_live.is_some() {
             let old = stripe.replace(entry);
-            M::detach_locked(core, old);
+            M::detach(core, old);
         } else {
             stripe.insert(entry);
         }
-        M::installed(core, idx, state, entry);
+        M::installed(core, state, entry);
         core.move_bytes(idx, State::Anon, state, size);
         core.events.count(Event::Insert);
     }
@@ -150,7 +150,7 @@ pub(crate) fn remove_key<K: Key, M: HitModeImpl>(core: &Core<K, M>, key: &K) -> 
     let live = match stripe.remove(hash, key) {
         Some(old) => {
             let live = old.state().is_live();
-            M::detach_locked(core, old);
+            M::detach(core, old);
             live
         }
         None => false,

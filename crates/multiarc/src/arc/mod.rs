@@ -83,6 +83,5 @@ pub(crate) use evict::{EvictThread, Evictable, Evictor, Inline, Threaded};
 pub(crate) use hit_mode::{too_many_holds, CoreRef, Eager, HitModeImpl, Lazy};
 pub(crate) use insert::{insert_entry, remove_key};
 pub(crate) use load::get_or_load;
-pub(crate) use policy::rescale_p;
 pub(crate) use stats::{Event, Supplied};
 pub(crate) use tier::{ArcTails, EvictedCopy, Presence, SecondTier, TierFigures, TierRead};

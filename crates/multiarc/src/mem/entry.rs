@@ -36,11 +36,11 @@
 //! live or ghost (it is in the hash table, and live lazy entries and all
 //! unheld ones are in a sublist). Taking it out of the table (eviction,
 //! removal, replacement) happens under its stripe lock, held exclusively, and
-//! either disposes of it at once (no holds) or sets its state to `Anon` in
+//! either retires it at once (no holds) or sets its state to `Anon` in
 //! the same atomic step that sees holds above zero; then the release that
-//! takes holds from 1 to 0 *and* sees `Anon` disposes of it. The two are
+//! takes holds from 1 to 0 *and* sees `Anon` retires it. The two are
 //! decided on one word, so exactly one of them does. In the eager mode
-//! disposing frees; in the lazy mode, whose probes take no lock and may
+//! retiring frees; in the lazy mode, whose probes take no lock and may
 //! still be reading the entry, it makes the entry `Dead` (one more
 //! compare-exchange on the word, so a probe that pinned it meanwhile takes
 //! over) and retires it, to be freed after every such probe is done

@@ -26,7 +26,7 @@
 
 use super::entry::{EntryPtr, Header, NO_SLOT};
 use crate::lock::CachePadded;
-use crate::lock::{LockId, LockstatExt, Mutex};
+use crate::lock::{LockId, LockstatExt, Mutex, MutexGuard};
 
 const NIL: u32 = u32::MAX;
 
@@ -236,9 +236,35 @@ impl<K> Multilist<K> {
         self.sublists.len()
     }
 
-    /// The sublist with index `i`.
-    pub(crate) fn sublist(&self, i: usize) -> &Mutex<SublistList<K>> {
-        &self.sublists[i]
+    /// The sublist an entry of this key hash lives in: the hash's bits
+    /// 16..48 scaled to the sublist count (the hash table uses the low
+    /// bits for its stripe and the top 32 for the home slot).
+    #[inline]
+    pub(crate) fn index_of(&self, hash: u64) -> usize {
+        Self::index_in(self.sublists.len(), hash)
+    }
+
+    /// [`Multilist::index_of`] for a multilist of `n` sublists.
+    #[inline]
+    pub(crate) fn index_in(n: usize, hash: u64) -> usize {
+        ((((hash >> 16) & 0xffff_ffff) * n as u64) >> 32) as usize
+    }
+
+    /// Locks sublist `i` (for a walk; inserts and removals find their
+    /// sublist themselves).
+    pub(crate) fn lock_sublist(&self, i: usize) -> MutexGuard<'_, SublistList<K>> {
+        self.sublists[i].lock()
+    }
+
+    /// Links `entry` at the head of its sublist.
+    pub(crate) fn push_head(&self, entry: EntryPtr<K>) {
+        self.lock_sublist(self.index_of(entry.hash))
+            .push_head(entry);
+    }
+
+    /// Unlinks `entry`, which is linked in its sublist.
+    pub(crate) fn remove(&self, entry: &Header<K>) {
+        self.lock_sublist(self.index_of(entry.hash)).remove(entry);
     }
 
     /// Total linked (evictable) bytes and entries, summed over sublists

@@ -67,10 +67,11 @@ mod feed;
 mod format;
 mod history;
 mod index;
+mod second_tier;
 
 pub(crate) use feed::{feed_once, FeedThread};
 
-use crate::arc::{ArcTails, EvictedCopy, Key, Presence, SecondTier, TierFigures, TierRead};
+use crate::arc::{Key, Presence, TierFigures, TierRead};
 use crate::lock::Mutex;
 use device::{padded, units, AlignedBuf, Device, UNIT};
 use format::{decode_log, encode_log, log_len, Header, HeaderProblem, LogPtr};
@@ -1003,43 +1004,6 @@ impl<K: Key> Tier<K> {
             .kept
             .fetch_add(kept.len() as u64, Ordering::Relaxed);
         Ok(written)
-    }
-}
-
-/// The tier as the ARC sees it (`arc::SecondTier`).
-impl<K: Key> SecondTier<K> for Tier<K> {
-    fn presence(&self, key: &K) -> Presence {
-        Tier::presence(self, key)
-    }
-
-    fn invalidate(&self, key: &K) -> bool {
-        Tier::invalidate(self, key)
-    }
-
-    fn persist_invalidations(&self) {
-        Tier::persist_invalidations(self)
-    }
-
-    fn read(&self, key: &K) -> Option<TierRead> {
-        Tier::read(self, key)
-    }
-
-    fn classify_eviction(&self, presence: Presence, bytes: u64, mfu: bool) -> EvictedCopy {
-        if presence == Presence::Cached {
-            EvictedCopy::Cached
-        } else if bytes <= self.config.write_max && (!self.config.mfu_only || mfu) {
-            EvictedCopy::Eligible
-        } else {
-            EvictedCopy::Ineligible
-        }
-    }
-
-    fn before_room(&self, arc: &dyn ArcTails<K>, size: u64) {
-        feed::feed_inline(self, arc, size);
-    }
-
-    fn figures(&self) -> TierFigures {
-        Tier::figures(self)
     }
 }
 

@@ -235,8 +235,9 @@ impl<K: Key> Cache<K> {
 
     /// Makes every read (`reads`) or write (`writes`) of the second tier's
     /// device fail with EIO until called again: for fault-injection tests
-    /// of callers and of the tier. No effect without a second tier.
-    #[doc(hidden)]
+    /// of callers and of the tier. No effect without a second tier. Only
+    /// with the `test-util` feature.
+    #[cfg(any(test, feature = "test-util"))]
     pub fn l2_inject_faults(&self, reads: bool, writes: bool) {
         if let Some(tier) = &self.tier {
             tier.set_faults(reads, writes);

@@ -711,7 +711,8 @@ impl<K: Key> Tier<K> {
     }
 
     /// Makes every device read (`reads`) or write (`writes`) fail with EIO
-    /// until called again (tests: the hidden `Cache::l2_inject_faults`).
+    /// until called again (`Cache::l2_inject_faults`, with the `test-util` feature).
+    #[cfg(any(test, feature = "test-util"))]
     pub(crate) fn set_faults(&self, reads: bool, writes: bool) {
         self.device.faults.reads.store(reads, Ordering::Relaxed);
         self.device.faults.writes.store(writes, Ordering::Relaxed);

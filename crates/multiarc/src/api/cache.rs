@@ -1,19 +1,14 @@
 //! The facade: [`Cache`] and [`Handle`].
 //!
-//! A cache is a [`Core`] specialised for its hit mode: `Core<K, Lazy>` or
-//! `Core<K, Eager>` (`protocol.rs`), driven by its evictor, `Threaded` or
-//! `Inline` (`evict.rs`), both picked by the builder. Each public call
-//! matches on the combination once and runs that combination's code, which
-//! has no mode or evictor branches of its own. To follow a `get`: [`Cache::get`] ->
-//! `Lazy::lookup` (protocol.rs: a probe with no lock, one `fetch_add`) -> a
-//! [`Handle`], whose drop is `Lazy::release` (one `fetch_sub`).
-//!
-//! Where the rest is: `insert.rs` (insert and remove: the ARC's miss),
-//! `load.rs` (single-flight `get_or_load`), `evict.rs` (the eviction walk,
-//! the evictors and the evict thread), `shared.rs` (the shared state and the
-//! lock order), `hash.rs` (the table and its lock-free probe), `reclaim.rs`
-//! (when memory a probe may read can be freed), `entry.rs` (one allocation
-//! per buffer, and its meta word).
+//! A cache is a [`Core`] in the hit mode and with the evictor the builder
+//! chose (`ByHitMode`, `ByEvictor`). Each public call matches on them once
+//! and runs that combination's code, which has no mode or evictor branches
+//! of its own. To follow a `get`: [`Cache::get`] -> `Lazy::lookup`
+//! (`arc/hit_mode.rs`: a probe with no lock, `mem/table.rs`, then one
+//! `fetch_add` on the entry's meta word) -> a [`Handle`], whose drop is
+//! `Lazy::release` (one `fetch_sub`). An insert: [`Cache::insert`] ->
+//! `insert_entry` (`arc/insert.rs`) -> the evictor's `make_room`
+//! (`arc/evict.rs`, the walk).
 
 use super::builder::{Builder, ConfigError, MAX_BYTES};
 use crate::arc::{
@@ -125,7 +120,7 @@ pub struct Handle<'a, K: Key> {
     /// Held: live until this handle's hold is released.
     entry: EntryPtr<K>,
     /// The data's length, kept here so that reading the bytes does not wait
-    /// for the entry's header (see `hash.rs`, `Slot`).
+    /// for the entry's header (see `mem/table.rs`, `Slot`).
     len: usize,
 }
 

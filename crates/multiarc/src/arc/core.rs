@@ -1,26 +1,10 @@
-//! What every part of the cache shares: the configuration, the hash table,
-//! the four state lists, the ARC targets `c` and `p`, and the striped byte
-//! and event counters. `Core<K, M>` is generic over the hit protocol `M`
-//! (`protocol.rs`) only so that each mode's code is compiled on its own; the
-//! struct itself is the same for both.
-//!
-//! # Locks and who may take what
-//!
-//! - A *stripe lock* (hash.rs, a reader-writer lock) guards every change of
-//!   the table's slots and every state change of the entries hashed to it.
-//!   The lazy hit path, which changes only the entry's meta word, takes no
-//!   lock: it probes the slots against the stripe's sequence count, and
-//!   memory it may still read is freed only after it is done (reclaim.rs).
-//!   Everything else takes the lock exclusively (the eager hit path too).
-//! - A *sublist lock* (multilist.rs) guards one sublist's links and the slot
-//!   field of the entries linked there.
-//! - Order: stripe, then a live sublist, then a ghost sublist. The one
-//!   exception, eviction, walks a sublist first and only *tries* the stripe
-//!   lock of each candidate, skipping it when busy, so it cannot deadlock.
-//!
-//! Lazy hits write no shared cache line beyond the key's own entry (eager
-//! hits also write their stripe lock and sublist lock): per-state byte counts and the statistics are striped
-//! (counter.rs), and lazy hits count themselves in the entry's meta word.
+//! What every part of the ARC shares: the configuration, the hash table,
+//! the four state lists, the ARC targets `c` and `p`, the striped byte
+//! and event counters, and the second tier if any. `Core<K, M>` is generic
+//! over the hit mode `M` (`hit_mode.rs`) only so that each mode's code is
+//! compiled on its own; the struct itself is the same for both. Which lock
+//! guards what, and in which order they are taken: the locking model at
+//! the top of `arc/mod.rs`.
 
 use super::config::{Config, HitMode};
 use super::evict_handshake::EvictHandshake;
@@ -65,7 +49,7 @@ pub(crate) struct Core<K, M> {
     /// reading (lazy mode), one bin per sublist index.
     garbage: Box<[GarbageBin<K>]>,
     /// Under loom: entries whose grace period passed, marked `freed` and
-    /// kept until the cache goes (see `entry.rs`).
+    /// kept until the cache goes (see `mem/entry.rs`).
     #[cfg(loom)]
     graveyard: Mutex<Vec<EntryPtr<K>>>,
     mode: PhantomData<fn() -> M>,
@@ -179,7 +163,7 @@ impl<K, M> Core<K, M> {
     }
 
     /// Frees `e`, which is out of the table and every list and unheld, once
-    /// no probe without the lock can be reading it (`reclaim.rs`).
+    /// no probe without the lock can be reading it (`mem/epoch.rs`).
     pub(crate) fn retire(&self, e: EntryPtr<K>) {
         let mut bin = self.garbage[self.sublist_of(e.hash)].lock();
         bin.retire(e);

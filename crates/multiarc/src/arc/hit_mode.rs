@@ -20,7 +20,7 @@
 //!   removal's swap to `Anon` (to `Dead` if unheld), a last release's
 //!   compare-exchange from "`Anon`, unheld" to `Dead`. Whoever makes an
 //!   entry `Dead` retires it; it is freed once no probe can still be reading
-//!   it (`reclaim.rs`).
+//!   it (`mem/epoch.rs`).
 
 use super::config::HitMode;
 use super::core::Core;
@@ -294,7 +294,7 @@ impl HitModeImpl for Eager {
     }
 }
 
-/// CAR's protocol (see the module comment and `entry.rs` for the meta word).
+/// CAR's protocol (see the module comment and `mem/entry.rs` for the meta word).
 pub(crate) struct Lazy;
 
 impl Lazy {
@@ -411,7 +411,7 @@ impl HitModeImpl for Lazy {
     /// Two RMWs on one line, both the entry's own: no lock (the probe reads
     /// the stripe's sequence count and slots, and writes nothing shared), no
     /// statistics counter (the hit is counted by step 1), no fence (pinning
-    /// is one plain store to this thread's own record, `reclaim.rs`). Reads:
+    /// is one plain store to this thread's own record, `mem/epoch.rs`). Reads:
     /// this thread's record, the stripe line (sequence count, slot array,
     /// mask), the slot (tag, length, entry pointer), the entry line (key,
     /// meta word); the slot's length lets the data's last line be fetched

@@ -1,6 +1,6 @@
 //! Read-through loads, single-flight: however many threads miss the same key
 //! at once, one runs its loader and the others wait for its result
-//! (`pending.rs` has the shared record).
+//! (`inflight.rs` has the shared record).
 
 use super::core::Core;
 use super::evict::Evictor;

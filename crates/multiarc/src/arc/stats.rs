@@ -7,7 +7,7 @@
 //! supplies itself (`Supplied`) and [`Stats::to_pairs`]. Its order is the
 //! order of `arcstats` and `multiarc stats`.
 //!
-//! Event counters are striped per thread (see `counter.rs`), so counting a
+//! Event counters are striped per thread (see `mem/striped.rs`), so counting a
 //! hit writes only the counting thread's own cache line.
 
 use crate::mem::{thread_stripe, Striped};

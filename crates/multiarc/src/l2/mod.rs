@@ -11,8 +11,9 @@
 //!   (in the gaps between the copies the hand keeps) followed by its log
 //!   block.
 //!
-//! The feed thread that chooses *which* buffers to write lives with the
-//! cache (`feed.rs`), as OpenZFS's `l2arc_feed_thread` lives in `arc.c`.
+//! The feed (`feed.rs`) chooses *which* buffers to write, from the list
+//! tails the ARC shows it (`arc::ArcTails`); the ARC sees the tier only
+//! through `arc::SecondTier` (`second_tier.rs`).
 //!
 //! What the hand keeps (`plan`): a ring that overwrites whatever its hand
 //! reaches keeps a FIFO of what memory evicted, about LRU, which loses to
@@ -31,7 +32,7 @@
 //! passed them). So keeping costs a log entry (32 bytes), not a write of
 //! the copy: an earlier design that wrote kept copies again at the front of
 //! the region paid 3.7x OpenZFS's device writes on P6 for a smaller
-//! budget and a worse hit ratio (docs/BENCHMARKS.md). What it keeps is
+//! budget and a worse hit ratio (docs/history/l2-second-design.md). What it keeps is
 //! bounded (`keep_ratio` bytes per new byte), so a batch's region, and
 //! its log block, stay bounded too.
 //!

@@ -7,7 +7,7 @@
 //!  | meta | hash | key ... | bytes | slot | data bytes ...             |
 //!  +------+------+---------+-------+------+----------------------------+
 //!  \______ header (48 B for BlockKey) ___/ ^ data: its length is also in
-//!                                            the table's slot (hash.rs)
+//!                                            the table's slot (table.rs)
 //! ```
 //!
 //! The hash table and the sublists point at entries with plain [`EntryPtr`]s
@@ -30,7 +30,7 @@
 //!   striped statistics when it clears it, and `stats()` adds what is still
 //!   in the words, so no hit writes a statistics counter. The field is the
 //!   word's top: a count that reaches 2^36 is folded by the hitter that sees
-//!   bit 63 set (see `protocol.rs`), so it never wraps.
+//!   bit 63 set (see `arc/hit_mode.rs`), so it never wraps.
 //!
 //! Who frees an entry: the entry belongs to the cache while its state is
 //! live or ghost (it is in the hash table, and live lazy entries and all
@@ -44,7 +44,7 @@
 //! still be reading the entry, it makes the entry `Dead` (one more
 //! compare-exchange on the word, so a probe that pinned it meanwhile takes
 //! over) and retires it, to be freed after every such probe is done
-//! (`protocol.rs`, `reclaim.rs`).
+//! (`arc/hit_mode.rs`, `epoch.rs`).
 
 #[cfg(loom)]
 use super::sync::AtomicBool;
@@ -68,7 +68,7 @@ pub(crate) enum State {
     /// Out of the hash table while held: freed on the last release.
     Anon = 4,
     /// Out of the table and unheld: retired, freed once no probe can be
-    /// reading it (lazy mode; see `reclaim.rs`). A probe that pins it
+    /// reading it (lazy mode; see `epoch.rs`). A probe that pins it
     /// anyway sees this state and lets go.
     Dead = 5,
 }
@@ -212,7 +212,7 @@ impl<K> Header<K> {
 /// `malloc` serves it directly. Asking for a cache line (which would put the
 /// whole header and the first data bytes in one line) sends glibc through
 /// `posix_memalign`, which spreads the buffers out: 1-thread hits were
-/// 5-10% slower with it (docs/BENCHMARKS.md, "Core v2, second design").
+/// 5-10% slower with it (docs/history/core-v2-second-design.md).
 /// The meta word, hash and key are the header's first bytes, so a probe's
 /// key comparison and its hold still touch one line in all but a few cases.
 const ALIGN: usize = 16;
@@ -327,7 +327,7 @@ impl<K> EntryPtr<K> {
     }
 
     /// The first `len` bytes of the buffer, without reading its header:
-    /// `len` comes from the table's slot (see `hash.rs`), so the CPU can
+    /// `len` comes from the table's slot (see `table.rs`), so the CPU can
     /// fetch the data's last line before the header's arrives.
     #[inline]
     pub(crate) fn data_prefix<'a>(self, len: usize) -> &'a [u8] {

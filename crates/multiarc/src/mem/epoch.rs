@@ -2,7 +2,7 @@
 //! crossbeam-epoch and userspace RCU), process-wide.
 //!
 //! Why: the lazy hit path probes its hash stripe without the stripe's lock
-//! (`hash.rs`), so an entry taken out of the table, or a stripe's slot array
+//! (`table.rs`), so an entry taken out of the table, or a stripe's slot array
 //! replaced by a bigger one, may still be read by a probe that started
 //! before. Such memory is *retired* instead of freed, with the epoch of the
 //! moment it was retired, and freed once the global epoch has moved on twice

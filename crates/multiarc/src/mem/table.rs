@@ -25,13 +25,13 @@
 //! two tries done under the lock, shared. Memory a probe may still read, an
 //! entry taken out of the table or a slot array replaced by a bigger one, is
 //! freed only after every probe that could have seen it has ended
-//! (`reclaim.rs`). A stripe's slot array only ever grows, and a writer
+//! (`epoch.rs`). A stripe's slot array only ever grows, and a writer
 //! publishes a new one's pointer before its mask, so a reader that read the
 //! mask first never indexes past the array it reads.
 //!
 //! Bits of the key's hash: the low bits pick the stripe, the high 32 bits
 //! pick the home slot inside it (the sublist uses a third range, see
-//! `shared.rs`).
+//! `multilist.rs`).
 //!
 //! The table stores [`EntryPtr`]s and does not own what they point to: the
 //! cache frees an entry after taking it out (see `entry.rs`). Besides its

@@ -31,7 +31,6 @@ mod counter;
 mod entry;
 mod evict;
 mod feed;
-pub mod file;
 mod hash;
 mod insert;
 mod key;

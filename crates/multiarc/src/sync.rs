@@ -62,6 +62,9 @@ impl<T> LockUnpoisoned for loom::sync::Mutex<T> {
 
 /// Read and write locking of a std `RwLock`, ignoring poisoning (see
 /// [`LockUnpoisoned`]).
+// Used by the tests only since the file layer moved to multiarc-file (which
+// uses `multiarc_lock::poison`).
+#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) trait RwLockUnpoisoned<T: ?Sized> {
     fn read_unpoisoned(&self) -> std::sync::RwLockReadGuard<'_, T>;
     fn write_unpoisoned(&self) -> std::sync::RwLockWriteGuard<'_, T>;

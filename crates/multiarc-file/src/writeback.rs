@@ -20,7 +20,7 @@
 //! This module knows files only through [`Flushable`], which the file layer
 //! implements: the dependency points one way.
 
-use crate::sync::{unpoisoned, LockUnpoisoned};
+use multiarc_lock::poison::{unpoisoned, LockUnpoisoned};
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};

@@ -33,8 +33,8 @@ use super::errseq::ErrSeq;
 use super::range_lock::{FileRwSem, RangeGuard, RangeLock};
 use super::store::BackingStore;
 use super::writeback::{Flushable, Shared, WriteBack, WriteBackConfig};
-use crate::sync::LockUnpoisoned;
-use crate::{BlockKey, Cache};
+use multiarc::{BlockKey, Cache};
+use multiarc_lock::poison::LockUnpoisoned;
 use std::collections::HashMap;
 use std::fmt;
 use std::io;
@@ -107,8 +107,8 @@ enum FileLock {
 #[allow(dead_code)] // held for its Drop
 enum Held<'a> {
     Range(RangeGuard<'a>),
-    Read(crate::lock::RwLockReadGuard<'a, ()>),
-    Write(crate::lock::RwLockWriteGuard<'a, ()>),
+    Read(multiarc_lock::RwLockReadGuard<'a, ()>),
+    Write(multiarc_lock::RwLockWriteGuard<'a, ()>),
     Nothing,
 }
 
@@ -507,7 +507,7 @@ impl FileState {
 /// between threads (`&CachedFile` is enough for every operation).
 ///
 /// ```
-/// use multiarc::file::{CachedFile, MemStore};
+/// use multiarc_file::{CachedFile, MemStore};
 /// use multiarc::{BlockKey, Cache};
 /// use std::sync::Arc;
 ///

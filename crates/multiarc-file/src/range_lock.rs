@@ -26,8 +26,8 @@
 //! (32 KiB per file) measured 0.84-0.94x of no file lock in `bench --workload
 //! randrw` at 2 and 4 threads, against 0.73-0.78x with 64.
 
-use crate::lock::CachePadded;
-use crate::lock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use multiarc_lock::CachePadded;
+use multiarc_lock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::fmt;
 use std::ops::Range;
 

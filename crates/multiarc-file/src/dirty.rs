@@ -7,8 +7,8 @@
 //! blocks near it takes no lock at all, and readers and writers of different
 //! blocks rarely share a lock.
 
-use crate::lock::CachePadded;
-use crate::lock::{Mutex, MutexGuard};
+use multiarc_lock::CachePadded;
+use multiarc_lock::{Mutex, MutexGuard};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

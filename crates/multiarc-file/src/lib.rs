@@ -1,11 +1,14 @@
-//! The file layer: files read and written through the cache.
+//! multiarc-file: files read and written through the [`multiarc`] block
+//! cache.
 //!
-//! A storage engine reads and writes files, not cache entries. This layer
+//! A storage engine reads and writes files, not cache entries. This crate
 //! gives it [`CachedFile`]: `pread`/`pwrite` of any offset and length over a
 //! [`BackingStore`] (a regular file, optionally with `O_DIRECT` so the
 //! kernel's page cache is not a second cache; memory; or a fault-injecting
-//! wrapper for tests), block by block through the cache, with dirty blocks
-//! written back by a flusher ([`WriteBack`]) and on [`CachedFile::sync_all`].
+//! wrapper for tests), block by block
+//! through a [`multiarc::Cache`], with dirty blocks written back by a
+//! flusher ([`WriteBack`]) and on [`CachedFile::sync_all`]. It uses only the
+//! cache's public API.
 //!
 //! Pieces, one per module:
 //! - `store`: the [`BackingStore`] trait, [`FileStore`], [`MemStore`];
@@ -38,3 +41,8 @@ pub use fault::{Fault, FaultPlan, FaultStore};
 pub use range_lock::{FileRwSem, RangeGuard, RangeLock, DEFAULT_GRANULE, DEFAULT_STRIPES};
 pub use store::{BackingStore, FileStore, MemStore};
 pub use writeback::{WriteBack, WriteBackConfig, WriteBackStats};
+
+/// The README's example, compiled and run as a doctest.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

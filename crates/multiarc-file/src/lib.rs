@@ -4,15 +4,15 @@
 //! A storage engine reads and writes files, not cache entries. This crate
 //! gives it [`CachedFile`]: `pread`/`pwrite` of any offset and length over a
 //! [`BackingStore`] (a regular file, optionally with `O_DIRECT` so the
-//! kernel's page cache is not a second cache; memory; or a fault-injecting
-//! wrapper for tests), block by block
+//! kernel's page cache is not a second cache; or memory), block by block
 //! through a [`multiarc::Cache`], with dirty blocks written back by a
 //! flusher ([`WriteBack`]) and on [`CachedFile::sync_all`]. It uses only the
 //! cache's public API.
 //!
 //! Pieces, one per module:
 //! - `store`: the [`BackingStore`] trait, [`FileStore`], [`MemStore`];
-//! - `fault`: [`FaultStore`] and its [`FaultPlan`];
+//! - `fault` (feature `test-util`): `FaultStore`, a store that fails,
+//!   shortens or delays I/O as its `FaultPlan` says, for tests;
 //! - `range_lock`: [`RangeLock`], the byte-range lock behind
 //!   [`Locking::Range`], and why it has no tree;
 //! - `errseq`: write-back errors, reported once to each open description;
@@ -22,12 +22,18 @@
 //! - `blocks`: splitting a read or write into per-block pieces;
 //! - `cached`: [`CachedFile`] itself, and the invariant that keeps cached
 //!   copies, dirty blocks and the store consistent.
+//!
+//! # Features
+//!
+//! * `test-util`: `FaultStore`, `FaultPlan` and `Fault`, test doubles for
+//!   the file layer's error paths.
 
 mod blocks;
 mod cached;
 mod dirty;
 mod error;
 mod errseq;
+#[cfg(feature = "test-util")]
 mod fault;
 mod range_lock;
 mod store;
@@ -37,8 +43,9 @@ pub use cached::{
     CachedFile, CachedFileBuilder, Locking, DEFAULT_BLOCK_SIZE, MAX_BLOCK_SIZE, MIN_BLOCK_SIZE,
 };
 pub use error::os_error_code;
+#[cfg(feature = "test-util")]
 pub use fault::{Fault, FaultPlan, FaultStore};
-pub use range_lock::{FileRwSem, RangeGuard, RangeLock, DEFAULT_GRANULE, DEFAULT_STRIPES};
+pub use range_lock::{FileRwSem, RangeGuard, RangeLock};
 pub use store::{BackingStore, FileStore, MemStore};
 pub use writeback::{WriteBack, WriteBackConfig, WriteBackStats};
 

@@ -992,8 +992,8 @@ impl Drop for CachedFile {
         let unlinked = s.unlinked.load(Ordering::Acquire);
         if !unlinked {
             if let Err(e) = s.flush() {
-                eprintln!(
-                    "multiarc: {}: write-back at close failed, {} dirty blocks kept for retry: {e}",
+                log::warn!(
+                    "{}: write-back at close failed, {} dirty blocks kept for retry: {e}",
                     s.name,
                     s.dirty.blocks()
                 );

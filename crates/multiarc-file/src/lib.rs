@@ -23,6 +23,13 @@
 //! - `cached`: [`CachedFile`] itself, and the invariant that keeps cached
 //!   copies, dirty blocks and the store consistent.
 //!
+//! # Logging
+//!
+//! The crate prints nothing. What it cannot return to a caller (a write-back
+//! that failed when the last description of a file was dropped, dirty blocks
+//! left unwritten when a [`WriteBack`] stops) goes to the [`log`] facade at
+//! the `warn` and `error` levels; install a logger to see it.
+//!
 //! # Features
 //!
 //! * `test-util`: `FaultStore`, `FaultPlan` and `Fault`, test doubles for

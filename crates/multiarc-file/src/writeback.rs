@@ -395,15 +395,15 @@ fn flusher(shared: Arc<Shared>) {
         };
         let _ = shared.pass(stopping);
         if stopping {
-            // Last pass done; what could not be written is reported, since
-            // no one is left to call sync_all. The files are let go (they
+            // Last pass done; what could not be written is logged, since no
+            // one is left to call sync_all. The files are let go (they
             // hold this service's state: keeping them would be a cycle).
             let files = std::mem::take(&mut *shared.files.lock_unpoisoned());
             for e in files {
                 let n = e.file.dirty_blocks();
                 if n > 0 {
-                    eprintln!(
-                        "multiarc: write-back stopped with {n} dirty blocks of {} not written: {}",
+                    log::error!(
+                        "write-back stopped with {n} dirty blocks of {} not written: {}",
                         e.file.name(),
                         e.file
                             .last_error_text()

@@ -44,6 +44,8 @@ mod errseq;
 mod fault;
 mod range_lock;
 mod store;
+#[cfg(test)]
+mod test_log;
 mod writeback;
 
 pub use cached::{

@@ -159,6 +159,28 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// The state of a service with `config` (checked by the caller), nothing
+    /// dirty, no file registered.
+    fn new(config: WriteBackConfig) -> Shared {
+        Shared {
+            config,
+            dirty_bytes: AtomicU64::new(0),
+            files: Mutex::new(Vec::new()),
+            wake: Mutex::new((false, false)),
+            wake_cv: Condvar::new(),
+            room: Mutex::new(()),
+            room_cv: Condvar::new(),
+            failing: Mutex::new(None),
+            flushed_blocks: AtomicU64::new(0),
+            flushed_bytes: AtomicU64::new(0),
+            write_errors: AtomicU64::new(0),
+            discarded_blocks: AtomicU64::new(0),
+            writer_waits: AtomicU64::new(0),
+            writer_errors: AtomicU64::new(0),
+            passes: AtomicU64::new(0),
+        }
+    }
+
     pub(crate) fn add_dirty(&self, bytes: u64) {
         let now = self.dirty_bytes.fetch_add(bytes, Ordering::Relaxed) + bytes;
         if now >= self.config.flush_threshold && now - bytes < self.config.flush_threshold {
@@ -319,23 +341,7 @@ impl WriteBack {
         if config.interval.is_zero() {
             return Err(invalid("write-back: interval must be above 0"));
         }
-        let shared = Arc::new(Shared {
-            config,
-            dirty_bytes: AtomicU64::new(0),
-            files: Mutex::new(Vec::new()),
-            wake: Mutex::new((false, false)),
-            wake_cv: Condvar::new(),
-            room: Mutex::new(()),
-            room_cv: Condvar::new(),
-            failing: Mutex::new(None),
-            flushed_blocks: AtomicU64::new(0),
-            flushed_bytes: AtomicU64::new(0),
-            write_errors: AtomicU64::new(0),
-            discarded_blocks: AtomicU64::new(0),
-            writer_waits: AtomicU64::new(0),
-            writer_errors: AtomicU64::new(0),
-            passes: AtomicU64::new(0),
-        });
+        let shared = Arc::new(Shared::new(config));
         let s = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("multiarc-flush".into())
@@ -413,5 +419,354 @@ fn flusher(shared: Arc<Shared>) {
             }
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::{os_error_code, with_context};
+    use std::sync::atomic::{AtomicBool, AtomicUsize};
+
+    /// A file the tests steer: its dirty blocks, whether it is closed, and
+    /// the errno its write-backs fail with (none: a write-back cleans it).
+    struct FakeFile {
+        name: String,
+        dirty: AtomicUsize,
+        closed: AtomicBool,
+        fail_with: Mutex<Option<i32>>,
+        write_backs: AtomicU64,
+    }
+
+    impl FakeFile {
+        fn new(name: &str, dirty: usize) -> Arc<FakeFile> {
+            Arc::new(FakeFile {
+                name: name.into(),
+                dirty: AtomicUsize::new(dirty),
+                closed: AtomicBool::new(false),
+                fail_with: Mutex::new(None),
+                write_backs: AtomicU64::new(0),
+            })
+        }
+
+        fn failing(name: &str, dirty: usize, errno: i32) -> Arc<FakeFile> {
+            let f = FakeFile::new(name, dirty);
+            *f.fail_with.lock_unpoisoned() = Some(errno);
+            f
+        }
+
+        fn write_backs(&self) -> u64 {
+            self.write_backs.load(Ordering::SeqCst)
+        }
+    }
+
+    impl Flushable for FakeFile {
+        fn write_back(&self) -> io::Result<()> {
+            self.write_backs.fetch_add(1, Ordering::SeqCst);
+            match *self.fail_with.lock_unpoisoned() {
+                Some(code) => Err(io::Error::from_raw_os_error(code)),
+                None => {
+                    self.dirty.store(0, Ordering::SeqCst);
+                    Ok(())
+                }
+            }
+        }
+
+        fn dirty_blocks(&self) -> usize {
+            self.dirty.load(Ordering::SeqCst)
+        }
+
+        fn is_closed(&self) -> bool {
+            self.closed.load(Ordering::SeqCst)
+        }
+
+        fn name(&self) -> &str {
+            &self.name
+        }
+
+        fn last_error_text(&self) -> Option<String> {
+            self.fail_with
+                .lock_unpoisoned()
+                .map(|code| io::Error::from_raw_os_error(code).to_string())
+        }
+    }
+
+    /// Limits `dirty_max` and `flush_threshold`; no periodic pass during a
+    /// test.
+    fn config(dirty_max: u64, flush_threshold: u64) -> WriteBackConfig {
+        WriteBackConfig {
+            dirty_max,
+            flush_threshold,
+            interval: Duration::from_secs(3600),
+        }
+    }
+
+    fn register(shared: &Shared, file: &Arc<FakeFile>) {
+        shared.register(Arc::clone(file) as Arc<dyn Flushable>);
+    }
+
+    fn registered(shared: &Shared) -> Vec<String> {
+        shared
+            .files
+            .lock_unpoisoned()
+            .iter()
+            .map(|e| e.file.name().to_owned())
+            .collect()
+    }
+
+    fn kicked(shared: &Shared) -> bool {
+        std::mem::take(&mut shared.wake.lock_unpoisoned().0)
+    }
+
+    /// Polls `done` for up to 10 s.
+    fn eventually(what: &str, done: impl Fn() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !done() {
+            assert!(Instant::now() < deadline, "timed out waiting: {what}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    #[test]
+    fn new_rejects_a_zero_bound_a_threshold_above_it_and_a_zero_interval() {
+        let bad = [
+            (config(0, 0), "dirty_max"),
+            (config(100, 101), "flush_threshold"),
+            (
+                WriteBackConfig {
+                    interval: Duration::ZERO,
+                    ..config(100, 50)
+                },
+                "interval",
+            ),
+        ];
+        for (c, field) in bad {
+            let e = WriteBack::new(c.clone()).expect_err(field);
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{c:?}");
+            assert!(e.to_string().contains(field), "{c:?}: {e}");
+        }
+        // A threshold equal to the bound is allowed.
+        let wb = WriteBack::new(config(100, 100)).unwrap();
+        assert_eq!(wb.stats().dirty_max, 100);
+    }
+
+    /// The flusher is woken when the dirty bytes reach the threshold, not at
+    /// every write past it; and again after they fell below it.
+    #[test]
+    fn reaching_the_threshold_kicks_the_flusher_once() {
+        let s = Shared::new(config(100, 50));
+        s.add_dirty(40);
+        assert!(!kicked(&s), "below the threshold");
+        s.add_dirty(10);
+        assert!(kicked(&s), "reached the threshold");
+        s.add_dirty(10);
+        assert!(!kicked(&s), "already past it");
+        s.sub_dirty(60);
+        assert_eq!(s.dirty_bytes.load(Ordering::Relaxed), 0);
+        s.add_dirty(70);
+        assert!(kicked(&s), "crossed it again in one step");
+    }
+
+    /// A writer that fits proceeds at once, as does one larger than the
+    /// whole bound when nothing is dirty (it could never fit otherwise).
+    #[test]
+    fn room_is_given_at_once_when_it_fits_or_nothing_is_dirty() {
+        let s = Shared::new(config(100, 50));
+        s.wait_for_room(1000).unwrap();
+        s.add_dirty(40);
+        s.wait_for_room(60).unwrap();
+        assert_eq!(s.writer_waits.load(Ordering::Relaxed), 0);
+    }
+
+    /// A writer waiting for room proceeds once write-back cleans enough.
+    #[test]
+    fn a_waiting_writer_proceeds_when_blocks_are_cleaned() {
+        let s = Shared::new(config(100, 50));
+        s.add_dirty(100);
+        std::thread::scope(|scope| {
+            let writer = scope.spawn(|| s.wait_for_room(10));
+            eventually("the writer waits", || {
+                s.writer_waits.load(Ordering::Relaxed) == 1
+            });
+            assert!(!writer.is_finished(), "no room yet");
+            s.sub_dirty(10);
+            writer.join().unwrap().unwrap();
+        });
+        assert_eq!(s.writer_errors.load(Ordering::Relaxed), 0);
+    }
+
+    /// With the budget full, no progress and the last store write failed, a
+    /// writer gets that error (kind, errno, text) after its patience instead
+    /// of waiting for ever.
+    #[test]
+    fn a_writer_gets_the_failing_write_back_error_instead_of_waiting() {
+        let s = Shared::new(config(100, 50));
+        s.add_dirty(100);
+        let cause = with_context(
+            &io::Error::from_raw_os_error(libc::ENOSPC),
+            "f: write-back of bytes 0..100 failed",
+        );
+        s.note_write(Err(&cause));
+        let start = Instant::now();
+        let e = s.wait_for_room(10).unwrap_err();
+        assert!(start.elapsed() >= WRITER_PATIENCE, "gave up too early");
+        assert_eq!(os_error_code(&e), Some(libc::ENOSPC));
+        assert_eq!(e.kind(), cause.kind());
+        assert_eq!(e.to_string(), cause.to_string());
+        assert_eq!(s.writer_waits.load(Ordering::Relaxed), 1);
+        assert_eq!(s.writer_errors.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn a_successful_store_write_clears_the_failing_error() {
+        let s = Shared::new(config(100, 50));
+        assert!(s.failing_error().is_none());
+        s.note_write(Err(&io::Error::from_raw_os_error(libc::EIO)));
+        assert_eq!(
+            s.failing_error().as_ref().and_then(os_error_code),
+            Some(libc::EIO)
+        );
+        s.note_write(Ok(()));
+        assert!(s.failing_error().is_none());
+    }
+
+    /// Each failure doubles the wait before the next background retry,
+    /// from `BACKOFF_FIRST` up to `BACKOFF_MAX`; a success clears it.
+    #[test]
+    fn backoff_doubles_up_to_its_cap_and_a_success_clears_it() {
+        let e = Entry {
+            file: FakeFile::new("backoff", 0),
+            backoff: Mutex::new((0, None)),
+        };
+        let retry_at = |e: &Entry| e.backoff.lock_unpoisoned().1.expect("in back-off");
+        assert!(e.due(Instant::now()), "never failed");
+        for failures in 1..=12u32 {
+            let before = Instant::now();
+            e.outcome(false);
+            let after = Instant::now();
+            let delay = BACKOFF_FIRST
+                .saturating_mul(1 << (failures - 1))
+                .min(BACKOFF_MAX);
+            let at = retry_at(&e);
+            assert!(
+                at >= before + delay && at <= after + delay,
+                "failure {failures}: retry not {delay:?} later"
+            );
+            assert!(!e.due(before), "failure {failures}: due at once");
+            assert!(e.due(at), "failure {failures}: not due at its time");
+        }
+        assert_eq!(e.backoff.lock_unpoisoned().0, 12);
+        // Many failures: the shift stays bounded and the delay capped.
+        for _ in 0..100 {
+            e.outcome(false);
+        }
+        assert!(retry_at(&e) <= Instant::now() + BACKOFF_MAX);
+        e.outcome(true);
+        assert_eq!(*e.backoff.lock_unpoisoned(), (0, None));
+        assert!(e.due(Instant::now()));
+    }
+
+    /// A pass tries every file not in back-off and returns the first error;
+    /// a forced pass (a sync, or the last pass) tries those in back-off too.
+    #[test]
+    fn a_pass_skips_files_in_backoff_unless_forced() {
+        let s = Shared::new(config(100, 50));
+        let bad = FakeFile::failing("bad", 1, libc::EIO);
+        let good = FakeFile::new("good", 3);
+        register(&s, &bad);
+        register(&s, &good);
+        let e = s.pass(false).unwrap_err();
+        assert_eq!(os_error_code(&e), Some(libc::EIO));
+        assert_eq!((bad.write_backs(), good.write_backs()), (1, 1));
+        assert_eq!(good.dirty_blocks(), 0);
+        // `bad` waits out its back-off; the pass succeeds without it.
+        s.pass(false).unwrap();
+        assert_eq!((bad.write_backs(), good.write_backs()), (1, 2));
+        assert!(s.pass(true).is_err());
+        assert_eq!(bad.write_backs(), 2);
+        assert_eq!(s.passes.load(Ordering::Relaxed), 3);
+    }
+
+    /// A closed file stays registered (and retried) while it is dirty and
+    /// leaves at the first pass that finds it clean; open files stay.
+    #[test]
+    fn a_pass_lets_go_of_closed_files_once_they_are_clean() {
+        let s = Shared::new(config(100, 50));
+        let closed_failing = FakeFile::failing("closed-failing", 2, libc::EIO);
+        let closed_ok = FakeFile::new("closed-ok", 1);
+        let open_clean = FakeFile::new("open-clean", 0);
+        for f in [&closed_failing, &closed_ok] {
+            f.closed.store(true, Ordering::SeqCst);
+        }
+        for f in [&closed_failing, &closed_ok, &open_clean] {
+            register(&s, f);
+        }
+        assert!(s.pass(false).is_err());
+        assert_eq!(registered(&s), ["closed-failing", "open-clean"]);
+        assert_eq!(Arc::strong_count(&closed_ok), 1, "still held");
+        *closed_failing.fail_with.lock_unpoisoned() = None;
+        s.pass(true).unwrap();
+        assert_eq!(registered(&s), ["open-clean"]);
+        assert_eq!(Arc::strong_count(&closed_failing), 1, "still held");
+    }
+
+    #[test]
+    fn deregister_forgets_only_that_file() {
+        let s = Shared::new(config(100, 50));
+        let (a, b) = (FakeFile::new("a", 0), FakeFile::new("b", 0));
+        register(&s, &a);
+        register(&s, &b);
+        s.deregister(&(Arc::clone(&a) as Arc<dyn Flushable>));
+        assert_eq!(registered(&s), ["b"]);
+        // Forgetting a file that is not registered changes nothing.
+        s.deregister(&(Arc::clone(&a) as Arc<dyn Flushable>));
+        assert_eq!(registered(&s), ["b"]);
+    }
+
+    /// Reaching the threshold wakes the flusher thread, which writes back
+    /// long before its (one hour) interval; `flush_all` retries a file in
+    /// back-off at once.
+    #[test]
+    fn the_flusher_runs_when_kicked_and_flush_all_ignores_backoff() {
+        let wb = WriteBack::new(config(100, 50)).unwrap();
+        let file = FakeFile::new("kicked", 1);
+        register(wb.shared(), &file);
+        wb.shared().add_dirty(50);
+        eventually("the flusher writes back", || file.write_backs() >= 1);
+        assert_eq!(file.dirty_blocks(), 0);
+        let bad = FakeFile::failing("flush-all", 1, libc::EIO);
+        register(wb.shared(), &bad);
+        let e = wb.flush_all().unwrap_err();
+        assert_eq!(os_error_code(&e), Some(libc::EIO));
+        let tried = bad.write_backs();
+        assert!(wb.flush_all().is_err(), "in back-off, but forced");
+        assert!(bad.write_backs() > tried);
+        assert!(wb.stats().passes >= 1);
+    }
+
+    /// Dropping the service runs a last, forced pass, lets go of every file
+    /// (no cycle keeps them), and logs an error for each file left dirty,
+    /// naming it, its dirty blocks and its error; a clean one logs nothing.
+    #[test]
+    fn stopping_writes_back_lets_go_and_logs_what_was_not_written() {
+        crate::test_log::capture();
+        let wb = WriteBack::new(config(100, 50)).unwrap();
+        let clean = FakeFile::new("stop-ok", 2);
+        let stuck = FakeFile::failing("stop-stuck", 3, libc::ENOSPC);
+        register(wb.shared(), &clean);
+        register(wb.shared(), &stuck);
+        drop(wb);
+        assert_eq!(clean.dirty_blocks(), 0, "not written back at the stop");
+        assert!(stuck.write_backs() >= 1, "not tried at the stop");
+        assert_eq!(Arc::strong_count(&clean), 1, "still held");
+        assert_eq!(Arc::strong_count(&stuck), 1, "still held");
+        assert!(crate::test_log::records_with("stop-ok").is_empty());
+        let logged = crate::test_log::records_with("stop-stuck");
+        assert_eq!(logged.len(), 1, "{logged:?}");
+        let (level, text) = &logged[0];
+        assert_eq!(*level, log::Level::Error);
+        let errno_text = io::Error::from_raw_os_error(libc::ENOSPC).to_string();
+        assert!(text.contains("3 dirty blocks"), "{text}");
+        assert!(text.contains(&errno_text), "{text}");
     }
 }

@@ -17,7 +17,7 @@ use crate::peers::{self, BenchCache, PEER_NAMES};
 use crate::plot;
 use crate::util::{count_arg, enum_arg, meminfo, size_arg, text_table};
 use anyhow::{bail, Context};
-use multiarc::file::Locking;
+use multiarc_file::Locking;
 use serde::Serialize;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};

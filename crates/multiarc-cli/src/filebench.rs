@@ -19,8 +19,8 @@ use crate::harness::{self, machine, measure, measure_median, Bar, Machine, Run};
 use crate::util::text_table;
 use crate::util::{unpoisoned, LockUnpoisoned};
 use anyhow::{bail, Context};
-use multiarc::file::{CachedFile, Locking, MemStore, RangeLock, WriteBack, WriteBackConfig};
 use multiarc::{BlockKey, Cache};
+use multiarc_file::{CachedFile, Locking, MemStore, RangeLock, WriteBack, WriteBackConfig};
 use serde::Serialize;
 use std::sync::Arc;
 
@@ -298,7 +298,7 @@ fn file_run(
 
 fn range_lock_workload(a: &FileBenchArgs<'_>, bar: &Bar, results: &mut Vec<FileResult>) {
     let range = RangeLock::default();
-    let rwsem = multiarc::file::FileRwSem::new(());
+    let rwsem = multiarc_file::FileRwSem::new(());
     for lock in [LockKind::Range, LockKind::RwSem] {
         for disjoint in [true, false] {
             let io = if disjoint { "disjoint" } else { "overlapping" };

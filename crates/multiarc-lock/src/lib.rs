@@ -47,6 +47,9 @@
 //! [`CachePadded`] pads a value to its own cache lines (128 bytes), for
 //! arrays of locks that must not share one.
 //!
+//! [`poison`] takes `std`'s mutexes and reader-writer locks as if a panic
+//! while one was held had not poisoned it.
+//!
 //! # Design
 //!
 //! * [`Mutex`]: the classic three-state futex mutex (free, held, contended).
@@ -92,6 +95,7 @@ mod sync;
 #[cfg(feature = "bench-variants")]
 pub mod bench_variants;
 pub mod lockstat;
+pub mod poison;
 
 pub use mutex::RawMutex;
 pub use rwlock::RawRwLock;

@@ -28,11 +28,6 @@
 
 mod api;
 mod arc;
-pub mod file;
-/// The file layer's way to the poison-ignoring locks (until it leaves the crate).
-mod sync {
-    pub(crate) use crate::mem::sync::{unpoisoned, LockUnpoisoned, RwLockUnpoisoned};
-}
 mod l2;
 mod mem;
 

@@ -5,8 +5,8 @@
 
 use super::inodes::INO_ROOT;
 use fuser::{Errno, FileAttr, FileType, INodeNo};
-use multiarc::file::WriteBack;
 use multiarc::{BlockKey, Cache};
+use multiarc_file::WriteBack;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -11,8 +11,8 @@
 
 use super::inodes::{int, proc_path, Inode, InodeTable};
 use fuser::{Errno, FileType};
-use multiarc::file::{CachedFile, FileStore, Locking, WriteBack};
 use multiarc::{BlockKey, Cache};
+use multiarc_file::{CachedFile, FileStore, Locking, WriteBack};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::io;
@@ -92,7 +92,7 @@ pub struct Data {
 
 /// The errno for an I/O error: its OS code, else one matching its kind.
 pub fn errno(e: &io::Error) -> Errno {
-    if let Some(code) = multiarc::file::os_error_code(e) {
+    if let Some(code) = multiarc_file::os_error_code(e) {
         return Errno::from_i32(code);
     }
     use io::ErrorKind::*;

@@ -20,8 +20,8 @@ use fuser::{
     ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow,
     WriteFlags,
 };
-use multiarc::file::{Locking, WriteBack};
 use multiarc::{BlockKey, Cache};
+use multiarc_file::{Locking, WriteBack};
 use rustix::fs::{AtFlags, Mode, OFlags, Timespec, Timestamps};
 use std::ffi::OsStr;
 use std::io;

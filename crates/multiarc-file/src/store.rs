@@ -5,7 +5,7 @@
 //! fails on purpose (`fault.rs`).
 
 use super::error::with_context;
-use crate::sync::RwLockUnpoisoned;
+use multiarc_lock::poison::RwLockUnpoisoned;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};

@@ -26,17 +26,36 @@
 //! (32 KiB per file) measured 0.84-0.94x of no file lock in `bench --workload
 //! randrw` at 2 and 4 threads, against 0.73-0.78x with 64.
 
-use crate::lock::CachePadded;
-use crate::lock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use multiarc_lock::CachePadded;
+use multiarc_lock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::fmt;
 use std::ops::Range;
 
-/// Default number of lock stripes per file.
-pub const DEFAULT_STRIPES: usize = 256;
-/// Default granule size: the unit of conflict.
-pub const DEFAULT_GRANULE: u64 = 64 << 10;
+/// Lock stripes per file.
+const DEFAULT_STRIPES: usize = 256;
+/// Granule size: the unit of conflict.
+const DEFAULT_GRANULE: u64 = 64 << 10;
 
-/// A byte-range reader-writer lock (see the module comment).
+/// A byte-range reader-writer lock: [`read`](RangeLock::read) and
+/// [`write`](RangeLock::write) lock a range of byte offsets, and a write
+/// excludes every overlapping read and write, as POSIX asks of a file's
+/// reads and writes; ranges that do not overlap rarely meet.
+///
+/// This is the lock of [`Locking::Range`](crate::Locking::Range), public so
+/// that it can be measured on its own (`multiarc bench --workload
+/// rangelock`) against [`FileRwSem`]. It cuts offsets into 64 KiB granules
+/// mapped onto 256 reader-writer locks (stripes) and locks a range's stripes
+/// in ascending order, so two disjoint small ranges meet (and serialise)
+/// only when their granules share a stripe, 1 time in 256.
+///
+/// ```
+/// use multiarc_file::RangeLock;
+///
+/// let lock = RangeLock::default();
+/// let a = lock.write(0..4096);
+/// let b = lock.read(1 << 20..(1 << 20) + 4096); // disjoint: granted at once
+/// drop((a, b));
+/// ```
 pub struct RangeLock {
     stripes: Box<[CachePadded<RwLock<()>>]>,
     granule_shift: u32,
@@ -47,7 +66,8 @@ enum StripeGuard<'a> {
     Exclusive(#[allow(dead_code)] RwLockWriteGuard<'a, ()>),
 }
 
-/// A held range; dropping it unlocks.
+/// A range held by [`RangeLock::read`] or [`RangeLock::write`]; dropping
+/// it unlocks.
 pub struct RangeGuard<'a> {
     // Most ranges take one or two stripes: no allocation for those.
     first: Option<StripeGuard<'a>>,
@@ -79,7 +99,7 @@ impl fmt::Debug for RangeLock {
 impl RangeLock {
     /// A lock with `stripes` stripes and `granule`-byte granules (both
     /// rounded up to powers of two, at least 1 and 512).
-    pub fn new(stripes: usize, granule: u64) -> RangeLock {
+    pub(crate) fn new(stripes: usize, granule: u64) -> RangeLock {
         let stripes = stripes.max(1).next_power_of_two();
         let granule = granule.max(512).next_power_of_two();
         RangeLock {
@@ -170,7 +190,9 @@ impl RangeLock {
 }
 
 /// The reader-writer semaphore the XFS report compares against: one lock per
-/// file, shared for reads, exclusive for writes (`RwSem` mode).
+/// file, shared for reads, exclusive for writes (the lock of
+/// [`Locking::RwSem`](crate::Locking::RwSem)). Public, with [`RangeLock`],
+/// to be measured against it.
 pub type FileRwSem = RwLock<()>;
 
 #[cfg(test)]

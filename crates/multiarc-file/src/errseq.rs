@@ -16,7 +16,7 @@
 //! retry that later succeeds does not hide the error from one that has not
 //! looked yet.
 
-use crate::sync::LockUnpoisoned;
+use multiarc_lock::poison::LockUnpoisoned;
 use std::io;
 use std::sync::Mutex;
 

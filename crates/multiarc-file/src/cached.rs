@@ -33,8 +33,8 @@ use super::errseq::ErrSeq;
 use super::range_lock::{FileRwSem, RangeGuard, RangeLock};
 use super::store::BackingStore;
 use super::writeback::{Flushable, Shared, WriteBack, WriteBackConfig};
-use crate::sync::LockUnpoisoned;
-use crate::{BlockKey, Cache};
+use multiarc::{BlockKey, Cache};
+use multiarc_lock::poison::LockUnpoisoned;
 use std::collections::HashMap;
 use std::fmt;
 use std::io;
@@ -107,8 +107,8 @@ enum FileLock {
 #[allow(dead_code)] // held for its Drop
 enum Held<'a> {
     Range(RangeGuard<'a>),
-    Read(crate::lock::RwLockReadGuard<'a, ()>),
-    Write(crate::lock::RwLockWriteGuard<'a, ()>),
+    Read(multiarc_lock::RwLockReadGuard<'a, ()>),
+    Write(multiarc_lock::RwLockWriteGuard<'a, ()>),
     Nothing,
 }
 
@@ -507,7 +507,7 @@ impl FileState {
 /// between threads (`&CachedFile` is enough for every operation).
 ///
 /// ```
-/// use multiarc::file::{CachedFile, MemStore};
+/// use multiarc_file::{CachedFile, MemStore};
 /// use multiarc::{BlockKey, Cache};
 /// use std::sync::Arc;
 ///
@@ -992,8 +992,8 @@ impl Drop for CachedFile {
         let unlinked = s.unlinked.load(Ordering::Acquire);
         if !unlinked {
             if let Err(e) = s.flush() {
-                eprintln!(
-                    "multiarc: {}: write-back at close failed, {} dirty blocks kept for retry: {e}",
+                log::warn!(
+                    "{}: write-back at close failed, {} dirty blocks kept for retry: {e}",
                     s.name,
                     s.dirty.blocks()
                 );
@@ -1018,5 +1018,151 @@ impl Drop for CachedFile {
             s.writeback.deregister(&me);
             *registered = false;
         }
+    }
+}
+
+/// The write-back of one file: runs of dirty blocks, a run that fails, the
+/// generation check that keeps a newer write dirty, and what a close that
+/// cannot write back leaves.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Fault, FaultPlan, FaultStore, MemStore};
+    use std::time::Duration;
+
+    const BS: usize = 4096;
+
+    /// A 4 KiB-block file on a fault-injecting memory store, with its own
+    /// write-back service whose flusher never runs on its own during a test.
+    fn faulty_file(name: &str) -> (CachedFile, Arc<FaultPlan>, Arc<FaultStore<MemStore>>) {
+        let cache = Arc::new(Cache::builder().max_bytes(1 << 20).build().unwrap());
+        let plan = FaultPlan::new();
+        let store = Arc::new(FaultStore::new(MemStore::new(), Arc::clone(&plan)));
+        let writeback = WriteBack::new(WriteBackConfig {
+            dirty_max: 1 << 20,
+            flush_threshold: 1 << 20,
+            interval: Duration::from_secs(3600),
+        })
+        .unwrap();
+        let file = CachedFile::builder(cache, Arc::clone(&store))
+            .block_size(BS)
+            .write_back(writeback)
+            .name(name)
+            .open()
+            .unwrap();
+        (file, plan, store)
+    }
+
+    fn is_dirty(s: &FileState, block: u64) -> bool {
+        s.dirty.lock(block).blocks.contains_key(&block)
+    }
+
+    fn generation_of(s: &FileState, block: u64) -> u64 {
+        s.dirty.lock(block).blocks[&block].generation
+    }
+
+    /// Three consecutive dirty blocks go out as one store write; when that
+    /// fails they are tried one by one, so only the block the store refuses
+    /// stays dirty, and the error names its bytes.
+    #[test]
+    fn a_failed_run_is_retried_block_by_block() {
+        let (file, plan, store) = faulty_file("run");
+        let data: Vec<u8> = (0..3 * BS).map(|i| (i % 251) as u8).collect();
+        file.write_at(&data, 0).unwrap();
+        plan.add(BS as u64..2 * BS as u64, Fault::WriteError);
+        let s = &*file.state;
+        let e = s.flush().unwrap_err();
+        assert_eq!(os_error_code(&e), Some(libc::EIO));
+        assert!(e.to_string().contains("bytes 4096..8192"), "{e}");
+        // The run, then blocks 0 (written), 1 (refused) and 2 (written).
+        assert_eq!(plan.fired(), 2);
+        assert_eq!([0, 1, 2].map(|b| is_dirty(s, b)), [false, true, false]);
+        let stats = file.write_back().stats();
+        assert_eq!(
+            (stats.flushed_blocks, stats.write_errors, stats.dirty_bytes),
+            (2, 1, BS as u64)
+        );
+        let stored = store.inner().to_vec();
+        assert_eq!(stored[..BS], data[..BS]);
+        assert_eq!(stored[2 * BS..], data[2 * BS..]);
+        assert!(
+            stored[BS..2 * BS].iter().all(|&b| b == 0),
+            "refused bytes written"
+        );
+        // Once the store takes it, the block goes out and nothing is dirty.
+        plan.clear();
+        s.flush().unwrap();
+        assert_eq!(store.inner().to_vec(), data);
+        assert_eq!(file.write_back().stats().dirty_bytes, 0);
+    }
+
+    /// A block written back is marked clean only if no write came since its
+    /// bytes were taken: an older generation leaves the newer data dirty.
+    /// Marked clean, it leaves the dirty table for the cache, with the
+    /// written bytes, and gives back its budget.
+    #[test]
+    fn mark_clean_cleans_only_the_generation_written() {
+        let (file, _plan, _store) = faulty_file("generations");
+        let s = &*file.state;
+        file.write_at(&[b'a'; BS], 0).unwrap();
+        let first = generation_of(s, 0);
+        file.write_at(b"b", 0).unwrap();
+        let second = generation_of(s, 0);
+        assert!(second > first);
+        let cleanings = s.dirty.lock(0).cleanings;
+        s.mark_clean(0, first);
+        assert!(is_dirty(s, 0), "a newer write was marked clean");
+        assert_eq!(s.dirty.lock(0).cleanings, cleanings);
+        assert!(s.cache.get(&s.key(0)).is_none());
+        assert_eq!(file.write_back().stats().dirty_bytes, BS as u64);
+        s.mark_clean(0, second);
+        assert!(!is_dirty(s, 0));
+        assert_eq!(s.dirty.lock(0).cleanings, cleanings + 1);
+        let cached = s
+            .cache
+            .get(&s.key(0))
+            .expect("the written bytes are cached");
+        assert_eq!(cached[0], b'b');
+        assert!(cached[1..].iter().all(|&b| b == b'a'));
+        assert_eq!(file.write_back().stats().dirty_bytes, 0);
+    }
+
+    /// Write-back writes whole blocks but never past the file's length: the
+    /// store ends where the file does.
+    #[test]
+    fn write_back_stops_at_the_file_length() {
+        let (file, _plan, store) = faulty_file("clipped");
+        let len = BS + 904;
+        file.write_at(&vec![7u8; len], 0).unwrap();
+        file.state.flush().unwrap();
+        assert_eq!(store.len().unwrap(), len as u64);
+        let stats = file.write_back().stats();
+        assert_eq!((stats.flushed_blocks, stats.flushed_bytes), (2, len as u64));
+    }
+
+    /// When the last description goes and its write-back fails, the blocks
+    /// stay dirty for the flusher and a warning names the file; nothing is
+    /// printed.
+    #[test]
+    fn a_failed_write_back_at_the_last_close_is_logged_and_kept() {
+        crate::test_log::capture();
+        let (file, plan, store) = faulty_file("last-close-test");
+        let writeback = Arc::clone(file.write_back());
+        file.write_at(&[1u8; BS], 0).unwrap();
+        plan.add(0..u64::MAX, Fault::WriteErrno(libc::ENOSPC));
+        drop(file);
+        let logged = crate::test_log::records_with("last-close-test");
+        assert_eq!(logged.len(), 1, "{logged:?}");
+        let (level, text) = &logged[0];
+        assert_eq!(*level, log::Level::Warn);
+        assert!(
+            text.contains("write-back at close failed, 1 dirty blocks kept for retry"),
+            "{text}"
+        );
+        assert_eq!(writeback.stats().dirty_bytes, BS as u64);
+        plan.clear();
+        writeback.flush_all().unwrap();
+        assert_eq!(writeback.stats().dirty_bytes, 0);
+        assert_eq!(store.inner().to_vec(), vec![1u8; BS]);
     }
 }

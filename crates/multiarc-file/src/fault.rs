@@ -3,7 +3,7 @@
 //! short reads and tolerates slow I/O.
 
 use super::store::BackingStore;
-use crate::sync::LockUnpoisoned;
+use multiarc_lock::poison::LockUnpoisoned;
 use std::io;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};

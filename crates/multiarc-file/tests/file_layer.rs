@@ -1,13 +1,11 @@
 //! The file layer against a plain model, under concurrency, crashes and
 //! injected faults.
 
-mod common;
-
-use multiarc::file::{
+use multiarc::{BlockKey, Cache, HitMode};
+use multiarc_file::{
     BackingStore, CachedFile, Fault, FaultPlan, FaultStore, FileStore, Locking, MemStore,
     WriteBack, WriteBackConfig,
 };
-use multiarc::{BlockKey, Cache, HitMode};
 use rand::RngExt;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -57,7 +55,7 @@ fn shadow_run(
     open: &dyn Fn() -> Box<dyn BackingStore>,
     seed: u64,
 ) {
-    let mut rng = common::rng(seed);
+    let mut rng = multiarc_sim::workload::rng(seed);
     let mut model: Vec<u8> = Vec::new();
     let new_cache = || {
         Arc::new(
@@ -217,7 +215,7 @@ fn torn_reads(locking: Locking, limit: Duration, stop_on_mix: bool) -> (u64, u64
         for w in 0..2u64 {
             let (file, generation, stop) = (&file, &generation, &stop);
             s.spawn(move || {
-                let mut rng = common::rng(w + 10);
+                let mut rng = multiarc_sim::workload::rng(w + 10);
                 while !stop.load(Ordering::Relaxed) {
                     let g = generation.fetch_add(1, Ordering::Relaxed);
                     let region = rng.random_range(0..regions);
@@ -232,7 +230,7 @@ fn torn_reads(locking: Locking, limit: Duration, stop_on_mix: bool) -> (u64, u64
         for r in 0..2u64 {
             let (file, mixed, reads, stop) = (&file, &mixed, &reads, &stop);
             s.spawn(move || {
-                let mut rng = common::rng(r + 20);
+                let mut rng = multiarc_sim::workload::rng(r + 20);
                 let mut buf = vec![0u8; (REGION * bs) as usize];
                 while !stop.load(Ordering::Relaxed) {
                     let region = rng.random_range(0..regions);
@@ -454,7 +452,7 @@ fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
 }
 
 fn errno_of(e: &io::Error) -> Option<i32> {
-    multiarc::file::os_error_code(e)
+    multiarc_file::os_error_code(e)
 }
 
 /// Issue 12, case 3: OLD is written and closed while the store is full;

@@ -19,6 +19,7 @@ mod plot;
 #[path = "plot_stub.rs"]
 mod plot;
 mod poison;
+mod policies;
 mod replay;
 mod scan;
 mod util;

@@ -6,7 +6,7 @@
 //! A trace read in several passes must be a regular file: [`TraceFile::new`]
 //! refuses a FIFO (opening one would block, and it could be read only once),
 //! a device or a socket before anything opens it. That every pass reads the
-//! same requests is [`Pass`](crate::pass::Pass)'s to check.
+//! same requests is for the `pass` module (beside this one) to check.
 //!
 //! [`guess_format`] picks a format for a trace whose format was not given:
 //! the ARC paper's for a `.lis` name, CloudPhysics for a first line that

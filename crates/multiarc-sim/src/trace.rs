@@ -13,8 +13,8 @@
 //! - [`TraceFormat::Csv`]: any CSV whose column `id_column` (0-based) holds
 //!   the block id, with an optional header line.
 //!
-//! A reader takes any `BufRead`; [`crate::source::TraceFile`] opens a file
-//! and decompresses a `.zst` one.
+//! A reader takes any `BufRead`; the `source` module's `TraceFile` (which
+//! uses this one) opens a file and decompresses a `.zst` one.
 //!
 //! Limits, so that a malformed trace fails with its line number instead of
 //! running forever or filling memory: a line is at most [`MAX_LINE_BYTES`]

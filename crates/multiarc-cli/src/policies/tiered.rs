@@ -122,3 +122,41 @@ pub(super) fn build(
         _device: device,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batches_stay_within_their_bounds() {
+        // At most an eighth of the tier, a quarter of the memory, 2048.
+        assert_eq!(batch_units(8000, 1 << 20), 1000);
+        assert_eq!(batch_units(1 << 30, 400), 100);
+        assert_eq!(batch_units(1 << 30, 1 << 30), 2048);
+        // At least one unit.
+        assert_eq!(batch_units(1, 1), 1);
+    }
+
+    #[test]
+    fn a_device_holds_its_blocks_and_its_logs() {
+        for (blocks, batch) in [(1, 1), (1000, 125), (1 << 20, 2048)] {
+            let bytes = device_bytes(blocks, batch);
+            // The header, every block, a batch of slack, and log blocks.
+            assert!(bytes > 4096 * (1 + blocks + batch), "{blocks} {batch}");
+            // Log blocks of half-full batches: well below the data again.
+            assert!(
+                bytes < 4096 * (2 + 2 * blocks + 2 * batch),
+                "{blocks} {batch}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_device_larger_than_the_free_space_is_refused() {
+        let dir = std::env::temp_dir();
+        check_room(&[], &dir).unwrap();
+        check_room(&[16], &dir).unwrap();
+        let e = check_room(&[MAX_TIER_BLOCKS], &dir).unwrap_err();
+        assert!(e.to_string().contains("does not fit"), "{e}");
+    }
+}

@@ -193,21 +193,37 @@ struct Outcome {
     results: Vec<ReplayResult>,
 }
 
-/// Replays `source` under every policy at every capacity (`capacity`: the
-/// `--capacity` items), each multiarc policy once per second-tier size
-/// (`tier_sizes`: the `--l2` items) when there are any. Every pass must
-/// read what the first one read.
-#[allow(clippy::too_many_arguments)]
+/// What to replay a trace under.
+struct Plan {
+    /// The policies, by name.
+    policies: Vec<String>,
+    /// The `--capacity` items, as given.
+    capacities: Vec<String>,
+    /// The `--l2` items, as given (none: memory only).
+    tier_sizes: Vec<String>,
+    /// Where the second tiers go, and how they are fed.
+    tier: TierOptions,
+    /// Bytes per block, for byte capacities.
+    block_size: u64,
+}
+
+/// Replays `source` under every policy of `plan` at every capacity, each
+/// multiarc policy once per second-tier size when there are any. Every
+/// pass must read what the first one read.
 fn replay(
     source: &dyn TraceSource,
     format: TraceFormat,
-    policies: &[String],
-    capacity: &[String],
-    tier_sizes: &[String],
-    tier: &TierOptions,
-    block_size: u64,
+    plan: &Plan,
     bar: &Bar,
 ) -> anyhow::Result<Outcome> {
+    let Plan {
+        policies: policy_names,
+        capacities: capacity,
+        tier_sizes,
+        tier,
+        block_size,
+    } = plan;
+    let block_size = *block_size;
     bar.doing("counting requests and distinct blocks".to_string());
     // The distinct set is the one structure that grows with the trace:
     // stop when it would not fit in the memory available at the start.
@@ -242,10 +258,10 @@ fn replay(
         check_fits_in_memory(
             &format!(
                 "--capacity {c} ({built} blocks in use, {} policies, about {POLICY_BYTES_PER_BLOCK} bytes a block each)",
-                policies.len()
+                policy_names.len()
             ),
             built
-                .saturating_mul(policies.len() as u64)
+                .saturating_mul(policy_names.len() as u64)
                 .saturating_mul(POLICY_BYTES_PER_BLOCK),
         )?;
         capacities.push(blocks);
@@ -261,7 +277,7 @@ fn replay(
     }
     check_room(&tier_blocks, &tier.dir)?;
     // The rows: each policy, and each multiarc one once per L2 size.
-    let rows: Vec<(String, u64)> = policies
+    let rows: Vec<(String, u64)> = policy_names
         .iter()
         .flat_map(|p| -> Vec<(String, u64)> {
             if can_have_tier(p) && !tier_blocks.is_empty() {
@@ -272,7 +288,7 @@ fn replay(
         })
         .collect();
     // The passes still to come: opt's, then one per capacity.
-    let opt = policies.iter().any(|p| p == "opt");
+    let opt = policy_names.iter().any(|p| p == "opt");
     let passes = capacities.len() as u64 + opt as u64;
     bar.set_total(requests.saturating_mul(passes));
     let mut done = 0u64;
@@ -366,14 +382,14 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
     if args.plot.is_some() {
         plot::available()?;
     }
-    let policies: Vec<String> = args
+    let policy_names: Vec<String> = args
         .policy
         .clone()
         .unwrap_or_else(policies::replay_defaults);
     // Unknown names fail before the long passes.
-    policies::check_names(&policies)?;
+    policies::check_names(&policy_names)?;
     let tier_sizes = args.l2.clone().unwrap_or_default();
-    if !tier_sizes.is_empty() && !policies.iter().any(|p| can_have_tier(p)) {
+    if !tier_sizes.is_empty() && !policy_names.iter().any(|p| can_have_tier(p)) {
         bail!("--l2 applies to the multiarc policies (multiarc, multiarc-eager, multiarc-lazy), and --policy has none");
     }
     if args.l2.is_none()
@@ -381,10 +397,16 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
     {
         bail!("--l2-dir, --l2-mfu-only and --l2-keep-ratio apply with --l2 only");
     }
-    let tier = TierOptions {
-        dir: args.l2_dir.clone().unwrap_or_else(std::env::temp_dir),
-        mfu_only: args.l2_mfu_only,
-        keep_ratio: args.l2_keep_ratio,
+    let plan = Plan {
+        policies: policy_names,
+        capacities: args.capacity.clone(),
+        tier_sizes,
+        tier: TierOptions {
+            dir: args.l2_dir.clone().unwrap_or_else(std::env::temp_dir),
+            mfu_only: args.l2_mfu_only,
+            keep_ratio: args.l2_keep_ratio,
+        },
+        block_size: args.block_size,
     };
     let bar = Bar::counting("replay", 0, "requests", args.json);
     let Outcome {
@@ -392,20 +414,12 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
         distinct,
         capacities,
         results,
-    } = replay(
-        &source,
-        format,
-        &policies,
-        &args.capacity,
-        &tier_sizes,
-        &tier,
-        args.block_size,
-        &bar,
-    )?;
+    } = replay(&source, format, &plan, &bar)?;
     bar.finish(&format!("{requests} requests, {distinct} distinct blocks"));
 
     if let Some(path) = &args.plot {
-        let series: Vec<plot::Series> = policies
+        let series: Vec<plot::Series> = plan
+            .policies
             .iter()
             .map(|p| plot::Series {
                 name: p.clone(),
@@ -494,12 +508,18 @@ mod tests {
     use multiarc_sim::source::SourceError;
     use std::io::BufRead;
 
-    /// No second tier.
-    fn no_tier() -> TierOptions {
-        TierOptions {
-            dir: PathBuf::from("."),
-            mfu_only: false,
-            keep_ratio: None,
+    /// `policies` at `capacities` blocks, no second tier.
+    fn plan(policies: &[&str], capacities: &[&str]) -> Plan {
+        Plan {
+            policies: policies.iter().map(|p| p.to_string()).collect(),
+            capacities: capacities.iter().map(|c| c.to_string()).collect(),
+            tier_sizes: Vec::new(),
+            tier: TierOptions {
+                dir: PathBuf::from("."),
+                mfu_only: false,
+                keep_ratio: None,
+            },
+            block_size: 8192,
         }
     }
 
@@ -527,15 +547,10 @@ mod tests {
             texts: texts.to_vec(),
             opened: std::cell::Cell::new(0),
         };
-        let policies: Vec<String> = policies.iter().map(|p| p.to_string()).collect();
         replay(
             &source,
             TraceFormat::Ids,
-            &policies,
-            &["2".to_string(), "3".to_string()],
-            &[],
-            &no_tier(),
-            8192,
+            &plan(policies, &["2", "3"]),
             &Bar::hidden(),
         )
     }
@@ -629,11 +644,7 @@ mod tests {
             let e = replay(
                 &source,
                 TraceFormat::Ids,
-                &["opt".to_string(), "lru".to_string()],
-                &["2".to_string()],
-                &[],
-                &no_tier(),
-                8192,
+                &plan(&["opt", "lru"], &["2"]),
                 &Bar::hidden(),
             )
             .err()

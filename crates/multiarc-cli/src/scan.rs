@@ -134,17 +134,17 @@ pub fn run(args: ScanArgs) -> anyhow::Result<()> {
             args.scan_multiple
         );
     };
-    let policies: Vec<String> = args.policy.clone().unwrap_or_else(policies::scan_defaults);
-    if policies.iter().any(|p| p == "opt") {
+    let policy_names: Vec<String> = args.policy.clone().unwrap_or_else(policies::scan_defaults);
+    if policy_names.iter().any(|p| p == "opt") {
         bail!("opt needs the future and does not apply here");
     }
     // A name this binary cannot build fails before any policy runs.
-    policies::check_names(&policies)?;
+    policies::check_names(&policy_names)?;
     // Before: warm up (10 passes' worth of hot reads), then measure as many.
     let phase_reads = 10 * hot_blocks;
-    let bar = Bar::counting("scan", policies.len() as u64, "policies", args.json);
+    let bar = Bar::counting("scan", policy_names.len() as u64, "policies", args.json);
     let mut results = Vec::new();
-    for name in &policies {
+    for name in &policy_names {
         let mut policy = policies::build(name, capacity)?;
         let mut hot = HotSet::new(hot_blocks, args.pattern);
         // No policy here needs the future (opt is refused above).
@@ -179,7 +179,7 @@ pub fn run(args: ScanArgs) -> anyhow::Result<()> {
         });
         bar.runs_done(1);
     }
-    bar.finish(&format!("{} policies", policies.len()));
+    bar.finish(&format!("{} policies", policy_names.len()));
     if args.json {
         let report = ScanReport {
             config: serde_json::json!({

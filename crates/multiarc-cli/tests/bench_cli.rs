@@ -523,7 +523,7 @@ fn the_workload_flag_and_the_subcommand_run_the_same_workload() {
         "--file-bytes",
         "256KiB",
         "--seconds",
-        "0.01",
+        "0.05",
         "--threads",
         "1",
         "--repeat",
@@ -552,7 +552,7 @@ fn the_workload_flag_and_the_subcommand_run_the_same_workload() {
             results
                 .iter()
                 .all(|r| r["mode"] == "copy" && r["ops_per_sec"].as_f64().unwrap() > 0.0),
-            "{args:?}"
+            "{args:?}: {results:?}"
         );
     }
 }

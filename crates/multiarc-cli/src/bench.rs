@@ -1,28 +1,43 @@
-//! `multiarc bench`: the OpenZFS 5497 measurement, in memory.
+//! `multiarc bench`: the benchmarks, one subcommand per workload, each with
+//! its own flags (clap refuses another workload's):
 //!
-//! The field report ran fio with T threads, each reading random 8 KiB blocks
-//! of its own 512 MiB file, fully cached, and plotted aggregate bandwidth
-//! against CPUs. Here each thread owns one file-like object of
-//! `--file-bytes`, every block of which is loaded into the cache under test
-//! first; then all threads read uniformly random blocks of their own object
-//! for `--seconds`, either holding the buffer (touch its first and last byte:
-//! the zero-copy path of a storage engine) or copying it out (like `pread`).
-//! Rows: multiarc's configurations, the peer caches, `pagecache` (the same
-//! files on tmpfs read with `pread`) and `memcpy` (copying random blocks of an
-//! equally large array: the ceiling for copy mode).
+//! - `cache` (also `bench` alone, the main job): the OpenZFS 5497
+//!   measurement, in memory, below;
+//! - `randrw`, `randread`, `rangelock`: one file, many threads, per locking
+//!   mode (`crate::filebench`);
+//! - `l2`: random reads over a working set larger than memory, with a
+//!   second tier (`crate::l2bench`).
+//!
+//! `bench --workload NAME` is `bench NAME`: `main` rewrites the one into
+//! the other before clap parses ([`workload_flag_as_subcommand`]).
+//!
+//! The cache workload: the field report ran fio with T threads, each
+//! reading random 8 KiB blocks of its own 512 MiB file, fully cached, and
+//! plotted aggregate bandwidth against CPUs. Here each thread owns one
+//! file-like object of `--file-bytes`, every block of which is loaded into
+//! the cache under test first; then all threads read uniformly random blocks
+//! of their own object for `--seconds`, either holding the buffer (touch its
+//! first and last byte: the zero-copy path of a storage engine) or copying
+//! it out (like `pread`). Rows: multiarc's configurations, the peer caches,
+//! `pagecache` (the same files on tmpfs read with `pread`) and `memcpy`
+//! (copying random blocks of an equally large array: the ceiling for copy
+//! mode).
 
 use crate::filebench::FileWorkload;
 use crate::harness::{self, machine, measure, Machine, Run};
 use crate::peers::{self, BenchCache, PEER_NAMES};
 use crate::plot;
-use crate::util::{count_arg, enum_arg, meminfo, size_arg, text_table};
+use crate::util::{count_arg, enum_arg, meminfo, parse_enum, size_arg, text_table};
 use anyhow::{bail, Context};
 use multiarc_file::Locking;
 use serde::Serialize;
+use std::ffi::OsString;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-/// What `--workload` runs.
+/// The workloads, as `bench` names them: each is a subcommand
+/// (`bench randrw`) and a value of `--workload` (`bench --workload randrw`,
+/// the older spelling, which scripts use).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Workload {
     /// Random reads of cached blocks against peer caches (OpenZFS 5497).
@@ -37,18 +52,6 @@ pub enum Workload {
     /// memory plus a second tier, backed by an O_DIRECT file: multiarc-l2,
     /// foyer-hybrid, multiarc (memory only), direct.
     L2,
-}
-
-impl Workload {
-    /// The file workload this is (`None` for `cache`).
-    fn file_workload(self) -> Option<FileWorkload> {
-        match self {
-            Workload::Cache | Workload::L2 => None,
-            Workload::Randrw => Some(FileWorkload::RandRw),
-            Workload::Randread => Some(FileWorkload::RandRead),
-            Workload::Rangelock => Some(FileWorkload::RangeLock),
-        }
-    }
 }
 
 /// A locking mode of `--locking` (the library's [`Locking`], by name).
@@ -135,30 +138,80 @@ impl RowName {
     }
 }
 
-/// Arguments of `multiarc bench`.
+/// Arguments of `multiarc bench`: a workload's subcommand, or none and the
+/// cache workload's flags (`multiarc bench` alone is the main job). Each
+/// workload's flags are its own: clap refuses another workload's with an
+/// error naming the workload it belongs to ([`explain_foreign_flag`]).
 #[derive(clap::Args, Debug)]
+#[command(
+    args_conflicts_with_subcommands = true,
+    disable_help_subcommand = true,
+    after_help = "Without a subcommand, bench runs the cache workload with the flags above. \
+                  `bench --workload NAME [FLAGS]` is `bench NAME [FLAGS]`."
+)]
 pub struct BenchArgs {
-    /// What to run: the cache workload against peer caches, or one of the
-    /// workloads on ONE cached file, per locking mode.
-    #[arg(long, value_parser = enum_arg::<Workload>("workload"), default_value = "cache")]
-    workload: Workload,
-    /// Locking modes for the file workloads (comma-separated): range, rwsem, torn.
-    #[arg(long, value_parser = enum_arg::<LockingArg>("locking mode"), value_delimiter = ',', default_value = "range,rwsem,torn")]
-    locking: Vec<LockingArg>,
+    #[command(subcommand)]
+    workload: Option<WorkloadArgs>,
+    /// The workload, as the subcommand NAME names it: cache, randrw,
+    /// randread, rangelock, l2 (`--workload randrw` is `bench randrw`).
+    #[arg(long = "workload", value_name = "NAME", value_parser = enum_arg::<Workload>("workload"))]
+    workload_flag: Option<Workload>,
+    #[command(flatten)]
+    cache: CacheArgs,
+}
+
+/// A workload and its own flags.
+#[derive(clap::Subcommand, Debug)]
+enum WorkloadArgs {
+    /// Random reads of cached blocks against peer caches (the OpenZFS 5497
+    /// workload): what `bench` alone runs.
+    Cache(CacheArgs),
+    /// 50/50 reads and writes by all threads on ONE cached file, per
+    /// locking mode.
+    Randrw(FileArgs),
+    /// Reads only by all threads on ONE cached file, per locking mode.
+    Randread(FileArgs),
+    /// Lock/unlock pairs of the range lock and the rwsem, per locking mode.
+    Rangelock(FileArgs),
+    /// Random reads over a working set larger than memory, smaller than
+    /// memory plus a second tier, backed by an O_DIRECT file: multiarc-l2,
+    /// foyer-hybrid, multiarc (memory only), direct.
+    L2(L2Args),
+}
+
+/// The flags every workload takes.
+#[derive(clap::Args, Debug, Clone)]
+struct CommonArgs {
     /// Thread counts (comma-separated). Past 2 they oversubscribe this
     /// machine's cores, which is itself part of the test.
     #[arg(long, value_parser = crate::util::thread_count_arg, value_delimiter = ',', default_value = "1,2,4,8,16,32")]
     threads: Vec<usize>,
-    /// Seconds each (cache, mode, threads) measurement runs.
+    /// Seconds each measurement (row, mode, threads) runs.
     #[arg(long, default_value_t = 0.25)]
     seconds: f64,
+    /// Repetitions: each runs every row once, the rows back to back (their
+    /// order rotated by one per repetition); each row's median is reported.
+    /// The default (3 x 0.25 s) keeps the cache workload at about two
+    /// minutes.
+    #[arg(long, value_parser = count_arg, default_value = "3")]
+    repeat: usize,
+    /// Block size.
+    #[arg(long, value_parser = size_arg, default_value = "8KiB")]
+    block_size: u64,
+    /// Print one JSON document on stdout instead of tables.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The cache workload's flags.
+#[derive(clap::Args, Debug)]
+pub struct CacheArgs {
+    #[command(flatten)]
+    common: CommonArgs,
     /// Bytes of each thread's object (all cached). Default: 32 MiB, so 32
     /// threads read 1 GiB of cached data.
     #[arg(long, value_parser = size_arg, default_value = "32MiB")]
     file_bytes: u64,
-    /// Block size.
-    #[arg(long, value_parser = size_arg, default_value = "8KiB")]
-    block_size: u64,
     /// Read modes: hold (zero-copy) and/or copy.
     #[arg(long, value_parser = enum_arg::<Mode>("mode"), value_delimiter = ',', default_value = "hold,copy")]
     modes: Vec<Mode>,
@@ -168,11 +221,6 @@ pub struct BenchArgs {
     /// pagecache, memcpy (copy mode only).
     #[arg(long, value_parser = enum_arg::<RowName>("cache"), value_delimiter = ',')]
     caches: Option<Vec<RowName>>,
-    /// Repetitions: each runs every row once, the rows back to back (their
-    /// order rotated by one per repetition); each row's median is reported.
-    /// The default (3 x 0.25 s) keeps the full run at about two minutes.
-    #[arg(long, value_parser = count_arg, default_value = "3")]
-    repeat: usize,
     /// Sublists per state for the multiarc rows (default: the library's,
     /// max(CPUs, 4)); `multiarc-1list` always has one.
     #[arg(long, value_parser = count_arg)]
@@ -184,33 +232,141 @@ pub struct BenchArgs {
     /// Draw throughput against threads into this SVG file.
     #[arg(long)]
     plot: Option<PathBuf>,
-    /// --workload l2: memory of the caches.
+}
+
+/// The flags of the file workloads (randrw, randread, rangelock).
+#[derive(clap::Args, Debug)]
+struct FileArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Bytes of the one file (all cached).
+    #[arg(long, value_parser = size_arg, default_value = "32MiB")]
+    file_bytes: u64,
+    /// Locking modes (comma-separated): range, rwsem, torn.
+    #[arg(long, value_parser = enum_arg::<LockingArg>("locking mode"), value_delimiter = ',', default_value = "range,rwsem,torn")]
+    locking: Vec<LockingArg>,
+}
+
+/// The l2 workload's flags.
+#[derive(clap::Args, Debug)]
+struct L2Args {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Memory of the caches.
     #[arg(long, value_parser = size_arg, default_value = "64MiB")]
     memory: u64,
-    /// --workload l2: the second tier's size (multiarc-l2's L2, foyer-hybrid's disk).
+    /// The second tier's size (multiarc-l2's L2, foyer-hybrid's disk).
     #[arg(long, value_parser = size_arg, default_value = "512MiB")]
     l2_bytes: u64,
-    /// --workload l2: bytes read at random (default: 4 x --memory).
+    /// Bytes read at random (default: 4 x --memory).
     #[arg(long, value_parser = size_arg)]
     working_set: Option<u64>,
-    /// --workload l2: time added to every read of the backing file, for
-    /// every row alike (e.g. 500us): a store slower than the second tier's
-    /// device, such as a network store or a disk array, emulated on a
-    /// machine whose one disk holds both (default 0: the disk as it is).
+    /// Time added to every read of the backing file, for every row alike
+    /// (e.g. 500us): a store slower than the second tier's device, such as
+    /// a network store or a disk array, emulated on a machine whose one
+    /// disk holds both (default 0: the disk as it is).
     #[arg(long, value_parser = crate::util::duration_arg)]
     backing_latency: Option<std::time::Duration>,
-    /// --workload l2: where the backing file and the second tiers go (a
-    /// disk filesystem: O_DIRECT; default: the current directory); removed
-    /// afterwards.
+    /// Where the backing file and the second tiers go (a disk filesystem:
+    /// O_DIRECT; default: the current directory); removed afterwards.
     #[arg(long)]
     dir: Option<PathBuf>,
-    /// --workload l2: rows (comma-separated): multiarc-l2, foyer-hybrid,
-    /// multiarc, direct (default: all this build has).
+    /// Rows (comma-separated): multiarc-l2, foyer-hybrid, multiarc, direct
+    /// (default: all this build has).
     #[arg(long, value_parser = enum_arg::<crate::l2bench::L2Row>("l2 row"), value_delimiter = ',')]
     l2_rows: Option<Vec<crate::l2bench::L2Row>>,
-    /// Print one JSON document on stdout instead of tables.
-    #[arg(long)]
-    json: bool,
+}
+
+/// The command line with `bench --workload NAME` (or `--workload=NAME`)
+/// read as `bench NAME`, so that clap parses the workload's own flags: the
+/// `--workload` item is taken out and its name put right after `bench`.
+/// Anything else is returned as it is: another command, a subcommand given
+/// already, no `--workload`, or a name that is no workload (clap then says
+/// so, listing them).
+pub fn workload_flag_as_subcommand(mut args: Vec<OsString>) -> Vec<OsString> {
+    if args.get(1).is_none_or(|a| a != "bench") {
+        return args;
+    }
+    let is_workload = |text: &str| parse_enum::<Workload>("workload", text).is_ok();
+    // A subcommand given already: its own parser reports a `--workload`.
+    if args
+        .get(2)
+        .and_then(|a| a.to_str())
+        .is_some_and(is_workload)
+    {
+        return args;
+    }
+    for at in 2..args.len() {
+        let Some(item) = args[at].to_str() else {
+            continue;
+        };
+        if item == "--" {
+            break;
+        }
+        let (name, taken) = if item == "--workload" {
+            match args.get(at + 1).and_then(|v| v.to_str()) {
+                Some(value) => (value.to_string(), 2),
+                None => break,
+            }
+        } else if let Some(value) = item.strip_prefix("--workload=") {
+            (value.to_string(), 1)
+        } else {
+            continue;
+        };
+        if !is_workload(&name) {
+            break;
+        }
+        args.drain(at..at + taken);
+        args.insert(2, OsString::from(name.trim()));
+        break;
+    }
+    args
+}
+
+/// For a clap error on `args` (read by [`workload_flag_as_subcommand`])
+/// that is an unknown flag of `bench` which another workload takes, the
+/// one line that says so: "'--caches' does not apply to the randrw
+/// workload; it applies to --workload cache only". `None` for any other
+/// error.
+pub fn explain_foreign_flag(args: &[OsString], error: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if error.kind() != ErrorKind::UnknownArgument || args.get(1).is_none_or(|a| a != "bench") {
+        return None;
+    }
+    let Some(ContextValue::String(given)) = error.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    let flag = given.split('=').next().unwrap_or(given);
+    let long = flag.strip_prefix("--")?;
+    let chosen = args
+        .get(2)
+        .and_then(|a| a.to_str())
+        .and_then(|a| parse_enum::<Workload>("workload", a).ok())
+        .unwrap_or(Workload::Cache);
+    let workloads =
+        <WorkloadArgs as clap::Subcommand>::augment_subcommands(clap::Command::new("bench"));
+    let takers: Vec<String> = workloads
+        .get_subcommands()
+        .filter(|w| w.get_arguments().any(|a| a.get_long() == Some(long)))
+        .map(|w| w.get_name().to_string())
+        .collect();
+    let (last, rest) = takers.split_last()?;
+    let which = if rest.is_empty() {
+        last.clone()
+    } else {
+        format!("{} or {last}", rest.join(", "))
+    };
+    Some(format!(
+        "'{flag}' does not apply to the {} workload; it applies to --workload {which} only",
+        workload_name(chosen)
+    ))
+}
+
+/// The name `--workload` and the subcommand take.
+fn workload_name(workload: Workload) -> String {
+    clap::ValueEnum::to_possible_value(&workload)
+        .map(|v| v.get_name().to_string())
+        .unwrap_or_default()
 }
 
 /// A read mode of `--modes`: hold the buffer (zero-copy) or copy it out.
@@ -332,10 +488,10 @@ fn run_once(
     mode: Mode,
     threads: usize,
     blocks: u64,
-    args: &BenchArgs,
+    args: &CacheArgs,
 ) -> BenchResult {
-    let block = args.block_size as usize;
-    let bs = args.block_size;
+    let block = args.common.block_size as usize;
+    let bs = args.common.block_size;
     match prepared {
         Prepared::Cache(cache) => {
             let tracing = args.lockstat && cache.set_lockstat(true);
@@ -344,7 +500,7 @@ fn run_once(
             }
             let run = measure(
                 threads,
-                args.seconds,
+                args.common.seconds,
                 block,
                 cache_op(&**cache, mode, blocks),
             );
@@ -365,7 +521,7 @@ fn run_once(
             r
         }
         Prepared::PageCache(_dir, files) => {
-            let run = measure(threads, args.seconds, block, |t, r, buf| {
+            let run = measure(threads, args.common.seconds, block, |t, r, buf| {
                 let b = r % blocks;
                 let ok = files[t].read_exact_at(buf, b * bs).is_ok();
                 if (r >> 52) == 0 {
@@ -376,7 +532,7 @@ fn run_once(
             result(label, Mode::Copy, threads, run, block)
         }
         Prepared::Memcpy(array) => {
-            let run = measure(threads, args.seconds, block, |t, r, buf| {
+            let run = measure(threads, args.common.seconds, block, |t, r, buf| {
                 let b = r % blocks;
                 let at = ((t as u64 * blocks + b) as usize) * block;
                 buf.copy_from_slice(&array[at..at + block]);
@@ -462,80 +618,94 @@ fn is_tmpfs(path: &Path) -> bool {
     rustix::fs::statfs(path).is_ok_and(|st| st.f_type == TMPFS_MAGIC)
 }
 
-/// Runs the benchmark.
+/// Runs the benchmark: the workload's subcommand, or the cache workload.
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
-    if args.workload == Workload::L2 {
-        if args.caches.is_some() || args.lockstat || args.plot.is_some() {
-            bail!("--workload l2 takes --l2-rows, not --caches, --lockstat or --plot");
-        }
-        crate::util::check_seconds(args.seconds)?;
-        use crate::l2bench::L2Row;
-        let rows = args.l2_rows.clone().unwrap_or_else(|| {
-            [
-                L2Row::MultiarcL2,
-                L2Row::FoyerHybrid,
-                L2Row::Multiarc,
-                L2Row::Direct,
-            ]
-            .into_iter()
-            .filter(|r| *r != L2Row::FoyerHybrid || !peers::is_missing_peer("foyer"))
-            .collect()
-        });
-        return crate::l2bench::run(crate::l2bench::L2BenchArgs {
-            threads: &args.threads,
-            seconds: args.seconds,
-            repeat: args.repeat,
-            block_size: args.block_size,
-            memory: args.memory,
-            l2_bytes: args.l2_bytes,
-            working_set: args.working_set,
-            dir: args.dir.clone(),
-            backing_latency: args.backing_latency.unwrap_or_default(),
-            rows,
-            json: args.json,
-        });
+    let workload = match (args.workload, args.workload_flag) {
+        (Some(workload), _) => workload,
+        (None, None | Some(Workload::Cache)) => WorkloadArgs::Cache(args.cache),
+        // `main` reads `--workload NAME` as the subcommand NAME before clap
+        // parses: a name left here was not read that way.
+        (None, Some(other)) => bail!(
+            "--workload {} must be read as the subcommand `bench {0}`",
+            workload_name(other)
+        ),
+    };
+    match workload {
+        WorkloadArgs::Cache(args) => run_cache(args),
+        WorkloadArgs::Randrw(args) => run_file(FileWorkload::RandRw, args),
+        WorkloadArgs::Randread(args) => run_file(FileWorkload::RandRead, args),
+        WorkloadArgs::Rangelock(args) => run_file(FileWorkload::RangeLock, args),
+        WorkloadArgs::L2(args) => run_l2(args),
     }
-    if args.l2_rows.is_some()
-        || args.working_set.is_some()
-        || args.dir.is_some()
-        || args.backing_latency.is_some()
-    {
-        bail!("--l2-rows, --working-set, --dir and --backing-latency apply to --workload l2 only");
-    }
-    if let Some(workload) = args.workload.file_workload() {
-        if args.caches.is_some() || args.lockstat || args.plot.is_some() {
-            bail!("--caches, --lockstat and --plot apply to --workload cache only");
-        }
-        crate::util::check_seconds(args.seconds)?;
-        if !args.block_size.is_power_of_two() || !(512..=1 << 20).contains(&args.block_size) {
-            bail!(
-                "--block-size must be a power of two from 512 B to 1 MiB for file workloads, got {}",
-                args.block_size
-            );
-        }
-        return crate::filebench::run(crate::filebench::FileBenchArgs {
-            workload,
-            threads: &args.threads,
-            seconds: args.seconds,
-            repeat: args.repeat,
-            file_bytes: args.file_bytes,
-            block_size: args.block_size,
-            locking: args.locking.iter().map(|&l| l.into()).collect(),
-            json: args.json,
-        });
-    }
-    crate::util::check_seconds(args.seconds)?;
-    if args.block_size == 0 || args.block_size > 16 << 20 {
+}
+
+/// The l2 workload.
+fn run_l2(args: L2Args) -> anyhow::Result<()> {
+    use crate::l2bench::L2Row;
+    let common = args.common;
+    crate::util::check_seconds(common.seconds)?;
+    let rows = args.l2_rows.unwrap_or_else(|| {
+        [
+            L2Row::MultiarcL2,
+            L2Row::FoyerHybrid,
+            L2Row::Multiarc,
+            L2Row::Direct,
+        ]
+        .into_iter()
+        .filter(|r| *r != L2Row::FoyerHybrid || !peers::is_missing_peer("foyer"))
+        .collect()
+    });
+    crate::l2bench::run(crate::l2bench::L2BenchArgs {
+        threads: &common.threads,
+        seconds: common.seconds,
+        repeat: common.repeat,
+        block_size: common.block_size,
+        memory: args.memory,
+        l2_bytes: args.l2_bytes,
+        working_set: args.working_set,
+        dir: args.dir,
+        backing_latency: args.backing_latency.unwrap_or_default(),
+        rows,
+        json: common.json,
+    })
+}
+
+/// A file workload: randrw, randread or rangelock.
+fn run_file(workload: FileWorkload, args: FileArgs) -> anyhow::Result<()> {
+    let common = args.common;
+    crate::util::check_seconds(common.seconds)?;
+    if !common.block_size.is_power_of_two() || !(512..=1 << 20).contains(&common.block_size) {
         bail!(
-            "--block-size must be between 1 byte and 16 MiB, got {}",
-            args.block_size
+            "--block-size must be a power of two from 512 B to 1 MiB for file workloads, got {}",
+            common.block_size
         );
     }
-    if args.file_bytes < args.block_size {
+    crate::filebench::run(crate::filebench::FileBenchArgs {
+        workload,
+        threads: &common.threads,
+        seconds: common.seconds,
+        repeat: common.repeat,
+        file_bytes: args.file_bytes,
+        block_size: common.block_size,
+        locking: args.locking.iter().map(|&l| l.into()).collect(),
+        json: common.json,
+    })
+}
+
+/// The cache workload: `bench` alone.
+fn run_cache(args: CacheArgs) -> anyhow::Result<()> {
+    crate::util::check_seconds(args.common.seconds)?;
+    if args.common.block_size == 0 || args.common.block_size > 16 << 20 {
+        bail!(
+            "--block-size must be between 1 byte and 16 MiB, got {}",
+            args.common.block_size
+        );
+    }
+    if args.file_bytes < args.common.block_size {
         bail!(
             "--file-bytes ({}) must hold at least one block of --block-size ({})",
             args.file_bytes,
-            args.block_size
+            args.common.block_size
         );
     }
     if args.plot.is_some() {
@@ -552,7 +722,12 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             .collect(),
     };
     let names: Vec<String> = rows.iter().map(|r| r.name().to_string()).collect();
-    let max_threads = *args.threads.iter().max().expect("clap requires a value");
+    let max_threads = *args
+        .common
+        .threads
+        .iter()
+        .max()
+        .expect("clap requires a value");
     let data = args.file_bytes.saturating_mul(max_threads as u64);
     if let Some(avail) = meminfo("MemAvailable:") {
         // Each cache holds the data once (plus its overhead), one at a time.
@@ -565,33 +740,33 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             );
         }
     }
-    let block = args.block_size as usize;
-    let blocks = args.file_bytes / args.block_size;
+    let block = args.common.block_size as usize;
+    let blocks = args.file_bytes / args.common.block_size;
     let mut policies = Vec::new();
     for r in rows.iter().filter(|r| r.is_cache()) {
         let c = peers::build(r.name(), 1 << 20, block)?;
         policies.push((r.name().to_string(), c.policy().to_string()));
     }
     let measurements_per_rep: usize =
-        rows.iter().map(|r| r.modes(&modes).len()).sum::<usize>() * args.threads.len();
-    let total_runs = measurements_per_rep * args.repeat;
-    let bar = harness::Bar::new("bench", total_runs, args.json);
+        rows.iter().map(|r| r.modes(&modes).len()).sum::<usize>() * args.common.threads.len();
+    let total_runs = measurements_per_rep * args.common.repeat;
+    let bar = harness::Bar::new("bench", total_runs, args.common.json);
     let mut done = 0;
     // Every run of every (row, mode, threads), in the order they ran.
     let mut runs: Vec<(usize, BenchResult)> = Vec::new();
     let avail = meminfo("MemAvailable:").unwrap_or(0);
 
-    for &threads in &args.threads {
+    for &threads in &args.common.threads {
         // Each repetition runs every row once, back to back, the order
         // rotated by one row per repetition, so that drift of the machine
         // hits every row alike. Rows stay loaded between repetitions when
         // all of them fit in a quarter of the available memory (a cache
         // costs about 1.5x its data); otherwise each is rebuilt and loaded
         // again for each repetition.
-        let bytes = blocks * args.block_size * threads as u64;
+        let bytes = blocks * args.common.block_size * threads as u64;
         let keep = (rows.len() as u64).saturating_mul(bytes * 3 / 2) <= avail / 4;
         let mut kept: Vec<Option<Prepared>> = rows.iter().map(|_| None).collect();
-        for rep in 0..args.repeat {
+        for rep in 0..args.common.repeat {
             for ri in harness::interleaved(rows.len(), rep) {
                 let row = rows[ri];
                 let row_modes = row.modes(&modes);
@@ -606,14 +781,14 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                             "{label}, {threads} threads: loading {} MiB",
                             bytes >> 20
                         ));
-                        prepare(row, threads, blocks, args.block_size, args.sublists)?
+                        prepare(row, threads, blocks, args.common.block_size, args.sublists)?
                     }
                 };
                 for &mode in &row_modes {
                     bar.doing(format!(
                         "repetition {}/{}, {label}, {threads} threads, {mode:?}",
                         rep + 1,
-                        args.repeat
+                        args.common.repeat
                     ));
                     let r = run_once(&prepared, label, mode, threads, blocks, &args);
                     runs.push((ri, r));
@@ -633,7 +808,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let mut report_lockstat_table = None;
     for (ri, row) in rows.iter().enumerate() {
         let label = row.name();
-        for &threads in &args.threads {
+        for &threads in &args.common.threads {
             for &mode in &modes {
                 let mut these: Vec<&BenchResult> = runs
                     .iter()
@@ -684,8 +859,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             path,
             &format!(
                 "Cached random {} KiB reads: aggregate throughput, median of {}",
-                args.block_size / 1024,
-                args.repeat
+                args.common.block_size / 1024,
+                args.common.repeat
             ),
             "threads",
             "million reads per second",
@@ -702,15 +877,15 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         );
     }
 
-    if args.json {
+    if args.common.json {
         let report = Report {
             machine: machine(),
             config: Config {
-                threads: args.threads.clone(),
-                seconds: args.seconds,
-                repeat: args.repeat,
+                threads: args.common.threads.clone(),
+                seconds: args.common.seconds,
+                repeat: args.common.repeat,
                 file_bytes: args.file_bytes,
-                block_size: args.block_size,
+                block_size: args.common.block_size,
                 modes,
                 caches: names,
                 policies,
@@ -770,7 +945,7 @@ fn result(cache: &str, mode: Mode, threads: usize, run: Run, block: usize) -> Be
 }
 
 fn print_tables(
-    args: &BenchArgs,
+    args: &CacheArgs,
     modes: &[Mode],
     names: &[String],
     policies: &[(String, String)],
@@ -779,11 +954,11 @@ fn print_tables(
     let m = machine();
     println!(
         "multiarc bench: {} threads x {} MiB objects, random {} B reads, {} s per run, median of {}; {} CPUs ({}), {} GiB",
-        args.threads.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(","),
+        args.common.threads.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(","),
         args.file_bytes >> 20,
-        args.block_size,
-        args.seconds,
-        args.repeat,
+        args.common.block_size,
+        args.common.seconds,
+        args.common.repeat,
         m.cpus,
         m.cpu_model,
         m.memory_bytes >> 30
@@ -800,7 +975,12 @@ fn print_tables(
     for &mode in modes {
         let cols: Vec<&String> = names
             .iter()
-            .filter(|n| args.threads.iter().any(|&t| find(n, mode, t).is_some()))
+            .filter(|n| {
+                args.common
+                    .threads
+                    .iter()
+                    .any(|&t| find(n, mode, t).is_some())
+            })
             .collect();
         if cols.is_empty() {
             continue;
@@ -810,11 +990,11 @@ fn print_tables(
             Mode::Hold => &[("Mops/s", 1e6, "reads")],
             Mode::Copy => &[
                 ("Mops/s", 1e6, "reads"),
-                ("GB/s", 1e9 / args.block_size as f64, "bytes copied"),
+                ("GB/s", 1e9 / args.common.block_size as f64, "bytes copied"),
             ],
         };
         for &(unit, scale, what) in tables {
-            println!("\n{mode:?} mode, aggregate {what} per second ({unit}), median of {} interleaved runs:", args.repeat);
+            println!("\n{mode:?} mode, aggregate {what} per second ({unit}), median of {} interleaved runs:", args.common.repeat);
             let ratios = unit == "Mops/s";
             let mut header = vec!["threads".to_string()];
             header.extend(cols.iter().map(|c| c.to_string()));
@@ -822,7 +1002,7 @@ fn print_tables(
                 header.extend(["vs 1list".into(), "vs best peer".into()]);
             }
             let mut table = text_table(header, 0);
-            for &t in &args.threads {
+            for &t in &args.common.threads {
                 let mut row = vec![t.to_string()];
                 for c in &cols {
                     row.push(match find(c, mode, t) {
@@ -860,11 +1040,11 @@ fn print_tables(
         if args.lockstat {
             println!("\n{mode:?} mode, multiarc lockstat: hottest lock instance's share of all acquisitions (and of contended ones):");
             let mut header = vec!["row".to_string()];
-            header.extend(args.threads.iter().map(|t| format!("{t} threads")));
+            header.extend(args.common.threads.iter().map(|t| format!("{t} threads")));
             let mut table = text_table(header, 1);
             for c in cols.iter().filter(|c| c.starts_with("multiarc")) {
                 let mut row = vec![c.to_string()];
-                for &t in &args.threads {
+                for &t in &args.common.threads {
                     row.push(
                         match find(c, mode, t)
                             .and_then(|r| r.lock_hottest_share.zip(r.lock_hottest_contended_share))
@@ -911,6 +1091,113 @@ mod tests {
             let name = l.to_possible_value().unwrap().get_name().to_string();
             assert_eq!(Locking::from(l).name(), name);
         }
+    }
+
+    fn os(args: &[&str]) -> Vec<OsString> {
+        args.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn the_workload_flag_is_read_as_the_subcommand() {
+        let rewrite = |args: &[&str]| workload_flag_as_subcommand(os(args));
+        // Anywhere after `bench`, in either form.
+        assert_eq!(
+            rewrite(&[
+                "multiarc",
+                "bench",
+                "--threads",
+                "1",
+                "--workload",
+                "l2",
+                "--json"
+            ]),
+            os(&["multiarc", "bench", "l2", "--threads", "1", "--json"])
+        );
+        assert_eq!(
+            rewrite(&["multiarc", "bench", "--json", "--workload=randrw"]),
+            os(&["multiarc", "bench", "randrw", "--json"])
+        );
+        // Left as they are: another command, no flag, a name that is no
+        // workload (clap says so), a missing name, a subcommand given
+        // already, and anything after `--`.
+        for args in [
+            &["multiarc", "replay", "--workload", "l2"][..],
+            &["multiarc", "bench", "--threads", "1"],
+            &["multiarc", "bench", "--workload", "fuzz"],
+            &["multiarc", "bench", "--workload"],
+            &["multiarc", "bench", "randrw", "--workload", "l2"],
+            &["multiarc", "bench", "--", "--workload", "l2"],
+            &["multiarc"],
+        ] {
+            assert_eq!(rewrite(args), os(args), "{args:?}");
+        }
+    }
+
+    #[test]
+    fn the_subcommands_are_the_workload_names() {
+        let command =
+            <WorkloadArgs as clap::Subcommand>::augment_subcommands(clap::Command::new("bench"));
+        let names: Vec<String> = command
+            .get_subcommands()
+            .map(|c| c.get_name().to_string())
+            .collect();
+        assert_eq!(names, crate::util::enum_names::<Workload>());
+        for &w in Workload::value_variants() {
+            assert!(names.contains(&workload_name(w)));
+        }
+    }
+
+    /// Parses `multiarc bench ...` as `main` does.
+    fn parse(args: &[&str]) -> Result<BenchArgs, clap::Error> {
+        use clap::{Args, FromArgMatches};
+        let args = workload_flag_as_subcommand(os(&[&["multiarc", "bench"][..], args].concat()));
+        let command = BenchArgs::augment_args(clap::Command::new("bench"));
+        let matches = command.try_get_matches_from(&args[1..])?;
+        BenchArgs::from_arg_matches(&matches)
+    }
+
+    #[test]
+    fn each_workload_parses_its_own_flags_only() {
+        let cache = parse(&["--modes", "copy", "--threads", "3"]).unwrap();
+        assert!(cache.workload.is_none());
+        assert_eq!(cache.cache.modes, [Mode::Copy]);
+        assert_eq!(cache.cache.common.threads, [3]);
+        match parse(&["--workload", "rangelock", "--locking", "rwsem"])
+            .unwrap()
+            .workload
+        {
+            Some(WorkloadArgs::Rangelock(file)) => {
+                assert_eq!(file.locking, [LockingArg::Rwsem]);
+                assert_eq!(file.common.threads, [1, 2, 4, 8, 16, 32]);
+            }
+            other => panic!("{other:?}"),
+        }
+        match parse(&["l2", "--memory", "1MiB"]).unwrap().workload {
+            Some(WorkloadArgs::L2(l2)) => assert_eq!(l2.memory, 1 << 20),
+            other => panic!("{other:?}"),
+        }
+        for (args, flag) in [
+            (&["randrw", "--caches", "moka"][..], "--caches"),
+            (&["--workload", "l2", "--sublists", "2"], "--sublists"),
+            (&["cache", "--backing-latency", "1ms"], "--backing-latency"),
+        ] {
+            let e = parse(args).unwrap_err();
+            assert_eq!(
+                e.kind(),
+                clap::error::ErrorKind::UnknownArgument,
+                "{args:?}"
+            );
+            let all = os(&[&["multiarc", "bench"][..], args].concat());
+            let line = explain_foreign_flag(&workload_flag_as_subcommand(all), &e)
+                .unwrap_or_else(|| panic!("{args:?}: no explanation"));
+            assert!(
+                line.starts_with(&format!("'{flag}' does not apply")),
+                "{line}"
+            );
+        }
+        // A flag no workload has: clap's own message.
+        let e = parse(&["--nosuch"]).unwrap_err();
+        assert!(explain_foreign_flag(&os(&["multiarc", "bench", "--nosuch"]), &e).is_none());
     }
 
     #[test]

@@ -19,6 +19,7 @@ mod plot;
 #[path = "plot_stub.rs"]
 mod plot;
 mod poison;
+mod policies;
 mod replay;
 mod scan;
 mod util;
@@ -40,7 +41,8 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Benchmarks: cached random reads against peer caches (the OpenZFS 5497
-    /// workload), or one file's reads and writes per locking mode.
+    /// workload; `bench` alone), one file's reads and writes per locking
+    /// mode (`bench randrw|randread|rangelock`), or a second tier (`bench l2`).
     Bench(bench::BenchArgs),
     /// Lock benchmark: our futex locks against std, parking_lot and pthread mutexes.
     Lockbench(lockbench::LockbenchArgs),
@@ -58,10 +60,13 @@ enum Command {
     Set(mount::SetArgs),
 }
 
-/// Parses the command line; a usage error is printed as one line (clap's
-/// message without its blank lines, usage and hint) and exits with 2.
+/// Parses the command line (`bench --workload NAME` read as `bench NAME`);
+/// a usage error is printed as one line (clap's message without its blank
+/// lines, usage and hint; for a flag of another bench workload, which
+/// workload takes it) and exits with 2.
 fn parse_args() -> Cli {
-    match Cli::try_parse() {
+    let args = bench::workload_flag_as_subcommand(std::env::args_os().collect());
+    match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(e)
             if matches!(
@@ -74,15 +79,23 @@ fn parse_args() -> Cli {
             e.exit()
         }
         Err(e) => {
+            if let Some(line) = bench::explain_foreign_flag(&args, &e) {
+                let _ = writeln!(std::io::stderr(), "multiarc: error: {line}");
+                std::process::exit(2);
+            }
             let text = e.render().to_string();
+            // The usage block is its `Usage:` line and the indented lines
+            // after it (one per form of the command).
+            let mut in_usage = false;
             let line: Vec<&str> = text
                 .lines()
-                .map(str::trim)
                 .filter(|l| {
-                    !l.is_empty()
-                        && !l.starts_with("Usage:")
-                        && !l.starts_with("For more information")
+                    in_usage = l.starts_with("Usage:")
+                        || (in_usage && l.starts_with(char::is_whitespace) && !l.trim().is_empty());
+                    !in_usage
                 })
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with("For more information"))
                 .collect();
             let _ = writeln!(std::io::stderr(), "multiarc: {}", line.join(" "));
             std::process::exit(2);

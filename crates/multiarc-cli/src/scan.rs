@@ -8,8 +8,7 @@
 //! flush them.
 
 use crate::harness::Bar;
-use crate::peers;
-use crate::replay::{build_policy, NextUse, POLICY_BYTES_PER_BLOCK};
+use crate::policies::{self, POLICY_BYTES_PER_BLOCK};
 use crate::util::{check_fits_in_memory, enum_arg, human_bytes, name_arg, outln, size_arg};
 use anyhow::bail;
 use multiarc_sim::workload::{Uniform, Zipf};
@@ -135,29 +134,21 @@ pub fn run(args: ScanArgs) -> anyhow::Result<()> {
             args.scan_multiple
         );
     };
-    let policies: Vec<String> = args.policy.clone().unwrap_or_else(|| {
-        ["multiarc", "multiarc-eager", "arc", "lru"]
-            .iter()
-            .chain(peers::BUILT_PEERS)
-            .map(|s| s.to_string())
-            .collect()
-    });
-    // A peer this binary lacks fails before any policy runs.
-    if let Some(p) = policies.iter().find(|p| peers::is_missing_peer(p)) {
-        return Err(peers::missing_peer_error(p));
+    let policy_names: Vec<String> = args.policy.clone().unwrap_or_else(policies::scan_defaults);
+    if policy_names.iter().any(|p| p == "opt") {
+        bail!("opt needs the future and does not apply here");
     }
+    // A name this binary cannot build fails before any policy runs.
+    policies::check_names(&policy_names)?;
     // Before: warm up (10 passes' worth of hot reads), then measure as many.
     let phase_reads = 10 * hot_blocks;
-    let bar = Bar::counting("scan", policies.len() as u64, "policies", args.json);
+    let bar = Bar::counting("scan", policy_names.len() as u64, "policies", args.json);
     let mut results = Vec::new();
-    for name in &policies {
-        if name == "opt" {
-            bail!("opt needs the future and does not apply here");
-        }
-        let mut policy = build_policy(name, capacity)?;
+    for name in &policy_names {
+        let mut policy = policies::build(name, capacity)?;
         let mut hot = HotSet::new(hot_blocks, args.pattern);
-        let none = NextUse::None;
-        let mut access = |id: u64| policy.access(0, id, &none);
+        // No policy here needs the future (opt is refused above).
+        let mut access = |id: u64| policy.access(0, id, None);
         for _ in 0..phase_reads {
             access(hot.next());
         }
@@ -188,7 +179,7 @@ pub fn run(args: ScanArgs) -> anyhow::Result<()> {
         });
         bar.runs_done(1);
     }
-    bar.finish(&format!("{} policies", policies.len()));
+    bar.finish(&format!("{} policies", policy_names.len()));
     if args.json {
         let report = ScanReport {
             config: serde_json::json!({

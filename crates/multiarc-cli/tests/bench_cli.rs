@@ -400,5 +400,159 @@ fn the_l2_workload_runs_its_rows_and_refuses_bad_sizes() {
     }
     let out = multiarc(&["bench", "--backing-latency", "1ms"]);
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("apply to --workload l2 only"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("applies to --workload l2 only"));
+}
+
+/// Each workload's flags are its own: a flag of another workload is
+/// refused before anything runs, in one line naming the workload given and
+/// the ones that take the flag, whether the workload is named by
+/// `--workload` (anywhere on the line) or as the subcommand.
+#[test]
+fn a_flag_of_another_workload_is_refused_naming_the_workloads_that_take_it() {
+    let cache_only = "it applies to --workload cache only";
+    let l2_only = "it applies to --workload l2 only";
+    let files_only = "it applies to --workload randrw, randread or rangelock only";
+    for (args, workload, flag, takers) in [
+        (
+            &["bench", "--workload", "randrw", "--caches", "moka"][..],
+            "randrw",
+            "--caches",
+            cache_only,
+        ),
+        (
+            &["bench", "randrw", "--caches", "moka"],
+            "randrw",
+            "--caches",
+            cache_only,
+        ),
+        (
+            &["bench", "--lockstat", "--workload=l2"],
+            "l2",
+            "--lockstat",
+            cache_only,
+        ),
+        (
+            &["bench", "rangelock", "--modes", "hold"],
+            "rangelock",
+            "--modes",
+            cache_only,
+        ),
+        (&["bench", "--memory", "1GiB"], "cache", "--memory", l2_only),
+        (
+            &["bench", "cache", "--l2-rows=direct"],
+            "cache",
+            "--l2-rows",
+            l2_only,
+        ),
+        (
+            &["bench", "randread", "--dir", "/tmp"],
+            "randread",
+            "--dir",
+            l2_only,
+        ),
+        (
+            &["bench", "--locking", "range"],
+            "cache",
+            "--locking",
+            files_only,
+        ),
+        (
+            &["bench", "--workload", "l2", "--locking", "range"],
+            "l2",
+            "--locking",
+            files_only,
+        ),
+        (
+            &["bench", "l2", "--file-bytes", "1MiB"],
+            "l2",
+            "--file-bytes",
+            "it applies to --workload cache, randrw, randread or rangelock only",
+        ),
+    ] {
+        let out = multiarc(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?} ran");
+        let want = format!(
+            "multiarc: error: '{flag}' does not apply to the {workload} workload; {takers}"
+        );
+        assert_eq!(err.trim(), want, "{args:?}");
+    }
+    // A flag no workload takes keeps clap's own message (with its hint).
+    let out = multiarc(&["bench", "rangelock", "--cachez", "x"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(err.contains("unexpected argument '--cachez'"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    // The cache workload's flags before a subcommand: one line too.
+    let out = multiarc(&["bench", "--threads", "1", "randrw"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(err.contains("'randrw' cannot be used with"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
+/// `bench --workload NAME` (as scripts call it, the flag anywhere) and
+/// `bench NAME` run the same workload with the same flags.
+#[test]
+fn the_workload_flag_and_the_subcommand_run_the_same_workload() {
+    let flags = [
+        "--seconds",
+        "0.01",
+        "--threads",
+        "1",
+        "--repeat",
+        "1",
+        "--json",
+    ];
+    let spellings: [Vec<&str>; 3] = [
+        [&["bench", "rangelock"][..], &flags].concat(),
+        [&["bench", "--workload", "rangelock"][..], &flags].concat(),
+        [&["bench"][..], &flags, &["--workload=rangelock"]].concat(),
+    ];
+    for args in &spellings {
+        let doc = multiarc_json(args, &args.join(" "));
+        assert_eq!(doc["workload"], "rangelock", "{args:?}");
+        assert_eq!(doc["seconds"], 0.01, "{args:?}");
+        let results = doc["results"].as_array().unwrap();
+        assert!(!results.is_empty(), "{args:?}");
+        assert!(results.iter().all(|r| r["threads"] == 1), "{args:?}");
+    }
+    // The cache workload: `bench` alone, `bench cache`, `--workload cache`.
+    let flags = [
+        "--file-bytes",
+        "256KiB",
+        "--seconds",
+        "0.05",
+        "--threads",
+        "1",
+        "--repeat",
+        "1",
+        "--modes",
+        "copy",
+        "--caches",
+        "multiarc,memcpy",
+        "--json",
+    ];
+    for first in [
+        &["bench"][..],
+        &["bench", "cache"],
+        &["bench", "--workload", "cache"],
+    ] {
+        let args = [first, &flags].concat();
+        let doc = multiarc_json(&args, &args.join(" "));
+        assert_eq!(
+            doc["config"]["caches"],
+            serde_json::json!(["multiarc", "memcpy"])
+        );
+        assert_eq!(doc["config"]["file_bytes"], 256 << 10);
+        let results = doc["results"].as_array().unwrap();
+        assert_eq!(results.len(), 2, "{args:?}");
+        assert!(
+            results
+                .iter()
+                .all(|r| r["mode"] == "copy" && r["ops_per_sec"].as_f64().unwrap() > 0.0),
+            "{args:?}: {results:?}"
+        );
+    }
 }

@@ -10,25 +10,37 @@
 //!   from their pseudo-code: ARC (Megiddo & Modha), CAR (Bansal & Modha) and
 //!   LRU, behind the [`PagePolicy`] trait.
 //! - [`opt`]: Belady's OPT, which needs each request's next use, and
-//!   [`opt::next_uses`] to compute them for a trace in memory.
+//!   [`opt::next_uses`] to compute them for a trace in memory
+//!   ([`opt::NextUseRecorder`] for a trace streamed in passes).
+//! - [`source`]: where a trace's bytes come from ([`TraceSource`]): a
+//!   regular file, decompressed when it ends in `.zst` (with the `zstd`
+//!   feature), read from its start once per pass; and the guess of a
+//!   trace's format.
+//! - [`pass`]: passes over a streamed trace ([`Pass`]), each checked to
+//!   read what the first one read, so that a trace changed during a replay
+//!   is an error rather than wrong numbers.
 //! - [`workload`]: seeded, deterministic workload generators (uniform,
 //!   Zipf, one-pass scan, loop) on `rand` and `rand_distr`.
 //!
 //! Who uses it: the `multiarc` library's tests (as a dev-dependency: the
 //! differential tests compare the cache with [`ArcPolicy`] and
 //! [`CarPolicy`] request by request, on generated and real traces), and the
-//! `multiarc` command (`replay` reads traces and runs the references and
-//! OPT beside the caches; `scan` and `poison` draw their workloads here).
+//! `multiarc` command (`replay` streams traces in passes and runs the
+//! references and OPT beside the caches; `scan` and `poison` draw their workloads here).
 //! It does not depend on the `multiarc` library, so that the library can
 //! test against it.
 
 #![warn(missing_docs)]
 
 pub mod opt;
+pub mod pass;
 pub mod reference;
+pub mod source;
 pub mod trace;
 pub mod workload;
 
 pub use opt::OptPolicy;
+pub use pass::{Pass, PassError};
 pub use reference::{ArcPolicy, CarPolicy, LruPolicy, PagePolicy};
+pub use source::{SourceError, TraceFile, TraceSource};
 pub use trace::{TraceError, TraceFormat, TraceReader};

@@ -60,8 +60,8 @@ impl OptPolicy {
 }
 
 /// For each request of `trace`, the index of the next request of the same
-/// page ([`NEVER`]: none), for a trace held in memory. (`multiarc replay`
-/// streams its traces and computes these in a pass of its own.)
+/// page ([`NEVER`]: none), for a trace held in memory. (A trace streamed
+/// in passes fills a compact [`NextUses`] with a [`NextUseRecorder`].)
 pub fn next_uses(trace: &[u64]) -> Vec<u64> {
     let mut next = vec![NEVER; trace.len()];
     let mut last = HashMap::new();
@@ -73,9 +73,127 @@ pub fn next_uses(trace: &[u64]) -> Vec<u64> {
     next
 }
 
+/// The next use of every request of a trace (the index of the next request
+/// of the same page, [`NEVER`] if none), for a trace too large to hold in
+/// memory: 4 bytes a request while the trace has fewer than 2^32 - 1
+/// requests, 8 beyond ([`NextUses::bytes_per_request`]). Filled by a
+/// [`NextUseRecorder`] during a pass over the trace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NextUses {
+    /// Indexes below `u32::MAX` (`u32::MAX`: never).
+    Narrow(Vec<u32>),
+    /// Any index ([`NEVER`]: never).
+    Wide(Vec<u64>),
+}
+
+impl NextUses {
+    /// Bytes a table for `requests` requests takes per request.
+    pub fn bytes_per_request(requests: u64) -> u64 {
+        if requests < u32::MAX as u64 {
+            4
+        } else {
+            8
+        }
+    }
+
+    /// The next use of request `index` ([`NEVER`]: none). Panics past the
+    /// trace's requests.
+    pub fn get(&self, index: u64) -> u64 {
+        match self {
+            NextUses::Narrow(v) => match v[index as usize] {
+                u32::MAX => NEVER,
+                n => n as u64,
+            },
+            NextUses::Wide(v) => v[index as usize],
+        }
+    }
+
+    /// The number of requests.
+    pub fn len(&self) -> usize {
+        match self {
+            NextUses::Narrow(v) => v.len(),
+            NextUses::Wide(v) => v.len(),
+        }
+    }
+
+    /// Whether there are no requests.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// [`next_uses`]'s table, wide.
+impl From<Vec<u64>> for NextUses {
+    fn from(next: Vec<u64>) -> NextUses {
+        NextUses::Wide(next)
+    }
+}
+
+/// Fills a [`NextUses`] from a trace's requests in order: each request
+/// sets the next use of the same page's previous request. It holds the
+/// table and the last request of every page seen.
+#[derive(Debug)]
+pub struct NextUseRecorder {
+    next: NextUses,
+    last: HashMap<u64, u64>,
+}
+
+impl NextUseRecorder {
+    /// A recorder for a trace of `requests` requests (the table is
+    /// allocated now: `requests` times [`NextUses::bytes_per_request`]).
+    pub fn new(requests: u64) -> NextUseRecorder {
+        let next = if NextUses::bytes_per_request(requests) == 4 {
+            NextUses::Narrow(vec![u32::MAX; requests as usize])
+        } else {
+            NextUses::Wide(vec![NEVER; requests as usize])
+        };
+        NextUseRecorder {
+            next,
+            last: HashMap::new(),
+        }
+    }
+
+    /// Records that request `index` (below the trace's requests, in
+    /// increasing order) is of `page`.
+    pub fn record(&mut self, index: u64, page: u64) {
+        if let Some(prev) = self.last.insert(page, index) {
+            match &mut self.next {
+                // Narrow only while every index is below u32::MAX.
+                NextUses::Narrow(v) => v[prev as usize] = index as u32,
+                NextUses::Wide(v) => v[prev as usize] = index,
+            }
+        }
+    }
+
+    /// The table.
+    pub fn finish(self) -> NextUses {
+        self.next
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_recorder_finds_what_next_uses_finds() {
+        use crate::workload::Zipf;
+        let trace: Vec<u64> = Zipf::new(300, 0.8, 3).take(5_000).collect();
+        let mut recorder = NextUseRecorder::new(trace.len() as u64);
+        for (i, &page) in trace.iter().enumerate() {
+            recorder.record(i as u64, page);
+        }
+        let narrow = recorder.finish();
+        assert!(matches!(narrow, NextUses::Narrow(_)));
+        assert_eq!(narrow.len(), trace.len());
+        let wide = NextUses::from(next_uses(&trace));
+        for i in 0..trace.len() as u64 {
+            assert_eq!(narrow.get(i), wide.get(i), "request {i}");
+        }
+        assert!(narrow.get(trace.len() as u64 - 1) == NEVER);
+        assert_eq!(NextUses::bytes_per_request(u32::MAX as u64 - 1), 4);
+        assert_eq!(NextUses::bytes_per_request(u32::MAX as u64), 8);
+    }
 
     #[test]
     fn opt_is_beladys() {

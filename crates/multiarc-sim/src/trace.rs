@@ -13,8 +13,8 @@
 //! - [`TraceFormat::Csv`]: any CSV whose column `id_column` (0-based) holds
 //!   the block id, with an optional header line.
 //!
-//! Compressed files are the caller's business: wrap the decoder (the CLI
-//! reads `.zst` with the `zstd` crate) in a `BufRead`.
+//! A reader takes any `BufRead`; the `source` module's `TraceFile` (which
+//! uses this one) opens a file and decompresses a `.zst` one.
 //!
 //! Limits, so that a malformed trace fails with its line number instead of
 //! running forever or filling memory: a line is at most [`MAX_LINE_BYTES`]
@@ -277,6 +277,16 @@ impl<R: BufRead> Iterator for TraceReader<R> {
 }
 
 impl TraceFormat {
+    /// The format's short name: `ids`, `arc`, `cloudphysics` or `csv`.
+    pub fn name(self) -> &'static str {
+        match self {
+            TraceFormat::Ids => "ids",
+            TraceFormat::Arc => "arc",
+            TraceFormat::CloudPhysics { .. } => "cloudphysics",
+            TraceFormat::Csv { .. } => "csv",
+        }
+    }
+
     fn check(self) -> Result<(), TraceError> {
         match self {
             TraceFormat::CloudPhysics { block_size: 0 } => Err(TraceError {

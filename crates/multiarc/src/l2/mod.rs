@@ -474,6 +474,21 @@ mod tests {
     }
 
     #[test]
+    fn device_errors_keep_the_systems_kind_and_errno() {
+        let p = std::path::Path::new("/nonexistent-dir/l2.dev");
+        let e = Tier::open(config(p, 1 << 20, 64 << 10), codec())
+            .err()
+            .expect("refused");
+        assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}");
+        assert!(e.to_string().contains("/nonexistent-dir/l2.dev"), "{e}");
+        let system = e
+            .get_ref()
+            .and_then(|inner| inner.source())
+            .and_then(|s| s.downcast_ref::<io::Error>());
+        assert_eq!(system.and_then(io::Error::raw_os_error), Some(libc::ENOENT));
+    }
+
+    #[test]
     fn bad_devices_are_refused_clearly() {
         let e = |c: L2Config| Tier::open(c, codec()).err().expect("refused").to_string();
         let small = e(config(&path("small"), 8192, 4096));

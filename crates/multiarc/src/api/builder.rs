@@ -1,6 +1,7 @@
 //! Building a cache: tunables, their defaults and validation
 //! ([`Builder::build`], which starts the cache, is in `cache.rs`). The
-//! second tier's settings are the tier's to check (`l2::L2Config`).
+//! second tier's settings, its device's and its feed's, are the tier's to
+//! check (`l2::L2Config`).
 
 pub use super::error::ConfigError;
 use crate::arc::{Config, HitMode, PersistentKey};
@@ -248,8 +249,8 @@ impl<K: PersistentKey> Builder<K> {
     /// device holds is found again in the background (persistent L2ARC).
     pub fn l2(mut self, path: impl Into<PathBuf>, bytes: u64) -> Builder<K> {
         let l2 = self.l2_mut();
-        l2.path = path.into();
-        l2.bytes = bytes;
+        l2.device.path = path.into();
+        l2.device.bytes = bytes;
         self.key_codec = Some(KeyCodec {
             len: K::ENCODED_LEN,
             encode: K::encode,
@@ -263,7 +264,7 @@ impl<K: PersistentKey> Builder<K> {
     /// device smaller than 512 MiB);
     /// at most half the device.
     pub fn l2_write_max(mut self, bytes: u64) -> Builder<K> {
-        self.l2_mut().write_max = bytes.max(1);
+        self.l2_mut().feed.write_max = bytes.max(1);
         self
     }
 
@@ -271,26 +272,26 @@ impl<K: PersistentKey> Builder<K> {
     /// buffers to write, as a multiple of the write size (default 8, as
     /// OpenZFS's since its change 15457).
     pub fn l2_headroom(mut self, multiple: u64) -> Builder<K> {
-        self.l2_mut().headroom = multiple;
+        self.l2_mut().feed.headroom = multiple;
         self
     }
 
     /// `l2arc_feed_secs`: the time between feeds (default 1 s).
     pub fn l2_feed_interval(mut self, interval: Duration) -> Builder<K> {
-        self.l2_mut().feed_interval = interval;
+        self.l2_mut().feed.feed_interval = interval;
         self
     }
 
     /// `l2arc_feed_min_ms`: the time between feeds while the last one
     /// wrote more than half the write size (default 200 ms).
     pub fn l2_feed_min_interval(mut self, interval: Duration) -> Builder<K> {
-        self.l2_mut().feed_min_interval = interval;
+        self.l2_mut().feed.feed_min_interval = interval;
         self
     }
 
     /// `l2arc_mfuonly`: feed only buffers of the MFU list (default false).
     pub fn l2_mfu_only(mut self, mfu_only: bool) -> Builder<K> {
-        self.l2_mut().mfu_only = mfu_only;
+        self.l2_mut().feed.mfu_only = mfu_only;
         self
     }
 
@@ -304,14 +305,14 @@ impl<K: PersistentKey> Builder<K> {
     /// bytes. 0 lets the hand overwrite everything it reaches, as
     /// OpenZFS's L2ARC does (a FIFO of what memory evicted).
     pub fn l2_keep_ratio(mut self, ratio: u64) -> Builder<K> {
-        self.l2_mut().keep_ratio = ratio;
+        self.l2_mut().device.keep_ratio = ratio;
         self
     }
 
     /// `l2arc_rebuild_enabled`: find what the device holds on start
     /// (default true); false starts it empty.
     pub fn l2_rebuild(mut self, rebuild: bool) -> Builder<K> {
-        self.l2_mut().rebuild = rebuild;
+        self.l2_mut().device.rebuild = rebuild;
         self
     }
 
@@ -319,13 +320,13 @@ impl<K: PersistentKey> Builder<K> {
     /// written under another identity is started empty: give caches of
     /// different data different identities.
     pub fn l2_identity(mut self, identity: u64) -> Builder<K> {
-        self.l2_mut().identity = identity;
+        self.l2_mut().device.identity = identity;
         self
     }
 
     /// Whether to open the device with `O_DIRECT` (default true).
     pub fn l2_direct(mut self, direct: bool) -> Builder<K> {
-        self.l2_mut().direct = direct;
+        self.l2_mut().device.direct = direct;
         self
     }
 }

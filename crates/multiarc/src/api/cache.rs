@@ -149,7 +149,7 @@ impl<K: Key> Builder<K> {
         let inline = config.inline_eviction;
         let tier = match (l2_config, self.key_codec) {
             (Some(l2), Some(codec)) => {
-                let path = l2.path.clone();
+                let path = l2.device.path.clone();
                 Some(Tier::open(l2, codec).map_err(|e| ConfigError::device(path, e))?)
             }
             _ => None,

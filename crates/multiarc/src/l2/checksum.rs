@@ -11,7 +11,7 @@
 //! change in any sum reaches every bit.
 
 /// The 64-bit checksum of `data` (see the module comment).
-pub(crate) fn checksum(data: &[u8]) -> u64 {
+pub(super) fn checksum(data: &[u8]) -> u64 {
     let (mut a, mut b, mut c, mut d) = (0u64, 0u64, 0u64, 0u64);
     let mut words = data.chunks_exact(4);
     for w in &mut words {

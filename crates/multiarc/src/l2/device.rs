@@ -11,22 +11,22 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// The device's unit: offsets, lengths and buffers are multiples of it.
-pub(crate) const UNIT: u64 = 4096;
+pub(super) const UNIT: u64 = 4096;
 
 /// Rounds `n` up to whole units.
-pub(crate) fn units(n: u64) -> u64 {
+pub(super) fn units(n: u64) -> u64 {
     n.div_ceil(UNIT) * UNIT
 }
 
 /// The device bytes a buffer of `len` bytes takes: whole units, at least
 /// one (an empty buffer still has its own place).
-pub(crate) fn padded(len: u64) -> u64 {
+pub(super) fn padded(len: u64) -> u64 {
     units(len).max(UNIT)
 }
 
 /// A zeroed buffer whose bytes start at a 4 KiB boundary (`O_DIRECT`
 /// needs it), made safely: a larger `Vec` and an aligned window into it.
-pub(crate) struct AlignedBuf {
+pub(super) struct AlignedBuf {
     vec: Vec<u8>,
     start: usize,
     len: usize,
@@ -34,18 +34,18 @@ pub(crate) struct AlignedBuf {
 
 impl AlignedBuf {
     /// `len` zero bytes (`len` a multiple of the unit).
-    pub(crate) fn zeroed(len: usize) -> AlignedBuf {
+    pub(super) fn zeroed(len: usize) -> AlignedBuf {
         debug_assert!((len as u64).is_multiple_of(UNIT));
         let vec = vec![0u8; len + UNIT as usize];
         let start = vec.as_ptr().align_offset(UNIT as usize);
         AlignedBuf { vec, start, len }
     }
 
-    pub(crate) fn bytes(&self) -> &[u8] {
+    pub(super) fn bytes(&self) -> &[u8] {
         &self.vec[self.start..self.start + self.len]
     }
 
-    pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
+    pub(super) fn bytes_mut(&mut self) -> &mut [u8] {
         &mut self.vec[self.start..self.start + self.len]
     }
 }
@@ -53,29 +53,31 @@ impl AlignedBuf {
 /// Injected failures (tests, and the hidden `Cache::l2_inject_faults`):
 /// one relaxed load per I/O when off.
 #[derive(Default)]
-pub(crate) struct Faults {
-    pub(crate) reads: AtomicBool,
-    pub(crate) writes: AtomicBool,
+pub(super) struct Faults {
+    pub(super) reads: AtomicBool,
+    pub(super) writes: AtomicBool,
     /// Non-zero: the write that brings it to zero fails (tests: a crash
     /// between the writes of one batch).
-    pub(crate) write_countdown: AtomicU64,
+    pub(super) write_countdown: AtomicU64,
 }
 
 /// An open, locked device.
-pub(crate) struct Device {
+pub(super) struct Device {
     file: File,
     /// Opened with `O_DIRECT`.
-    pub(crate) direct: bool,
-    pub(crate) faults: Faults,
+    pub(super) direct: bool,
+    pub(super) faults: Faults,
 }
 
-fn err(path: &Path, kind: io::ErrorKind, what: impl std::fmt::Display) -> io::Error {
+/// The device at `path` refused, for the reason `what` (not an error of
+/// the system's: a setting or the device's state).
+pub(super) fn refused(path: &Path, kind: io::ErrorKind, what: impl std::fmt::Display) -> io::Error {
     io::Error::new(kind, format!("l2 device {}: {what}", path.display()))
 }
 
 /// `e`, said of the device at `path` while doing `what`: same kind, and
 /// the system's error (its errno) kept as the source.
-fn with_path(path: &Path, what: &str, e: io::Error) -> io::Error {
+pub(super) fn with_path(path: &Path, what: &str, e: io::Error) -> io::Error {
     io::Error::new(
         e.kind(),
         DeviceError {
@@ -109,6 +111,7 @@ fn free_space(dir: &Path) -> io::Result<u64> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in the path"))?;
+    // SAFETY: `statvfs` is plain integers, for which all zeros is valid.
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
     // SAFETY: `c` is a NUL-terminated path and `st` a valid statvfs to fill.
     if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
@@ -122,7 +125,7 @@ impl Device {
     /// makes sure `bytes` of it can be written: a block device must be that
     /// large, a regular file gets that much space reserved (refused if the
     /// filesystem does not have it).
-    pub(crate) fn open(path: &Path, bytes: u64, direct: bool) -> io::Result<Device> {
+    pub(super) fn open(path: &Path, bytes: u64, direct: bool) -> io::Result<Device> {
         let existing = match std::fs::metadata(path) {
             Ok(m) => Some(m),
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
@@ -131,7 +134,7 @@ impl Device {
         if let Some(m) = &existing {
             let t = m.file_type();
             if !(t.is_file() || t.is_block_device()) {
-                return Err(err(
+                return Err(refused(
                     path,
                     io::ErrorKind::InvalidInput,
                     "not a regular file or a block device",
@@ -164,7 +167,7 @@ impl Device {
         if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
             let e = io::Error::last_os_error();
             return Err(if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-                err(
+                refused(
                     path,
                     io::ErrorKind::WouldBlock,
                     "is in use by another cache",
@@ -180,7 +183,7 @@ impl Device {
             let size = std::io::Seek::seek(&mut &file, std::io::SeekFrom::End(0))
                 .map_err(|e| with_path(path, "cannot size it", e))?;
             if bytes > size {
-                return Err(err(
+                return Err(refused(
                     path,
                     io::ErrorKind::InvalidInput,
                     format_args!("{bytes} bytes asked, but the block device has {size}"),
@@ -199,7 +202,7 @@ impl Device {
                 if existing.is_none() {
                     let _ = std::fs::remove_file(path);
                 }
-                return Err(err(
+                return Err(refused(
                     path,
                     io::ErrorKind::StorageFull,
                     format_args!(
@@ -255,7 +258,7 @@ impl Device {
                         libc::flock(device.file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB)
                     } != 0
                     {
-                        return Err(err(
+                        return Err(refused(
                             path,
                             io::ErrorKind::WouldBlock,
                             "is in use by another cache",
@@ -271,7 +274,7 @@ impl Device {
     }
 
     /// Fills `buf` from `offset`.
-    pub(crate) fn read_at(&self, buf: &mut AlignedBuf, offset: u64) -> io::Result<()> {
+    pub(super) fn read_at(&self, buf: &mut AlignedBuf, offset: u64) -> io::Result<()> {
         if self.faults.reads.load(Ordering::Relaxed) {
             return Err(io::Error::from_raw_os_error(libc::EIO));
         }
@@ -279,13 +282,13 @@ impl Device {
     }
 
     /// Writes `buf` at `offset`.
-    pub(crate) fn write_at(&self, buf: &AlignedBuf, offset: u64) -> io::Result<()> {
+    pub(super) fn write_at(&self, buf: &AlignedBuf, offset: u64) -> io::Result<()> {
         self.write_range(buf, 0, buf.bytes().len(), offset)
     }
 
     /// Writes `len` bytes of `buf` from `from` (both whole units, so the
     /// source stays aligned for `O_DIRECT`) at `offset`.
-    pub(crate) fn write_range(
+    pub(super) fn write_range(
         &self,
         buf: &AlignedBuf,
         from: usize,

@@ -32,7 +32,7 @@ pub(crate) fn feed_once<K: Key>(tier: &Tier<K>, arc: &dyn ArcTails<K>) -> u64 {
     if tier.rebuilding() {
         return 0;
     }
-    let config = tier.config();
+    let config = tier.feed_config();
     let budget = config.headroom.saturating_mul(config.write_max);
     // The list eviction takes from next (ARC's REPLACE, as things stand)
     // first: its tail is what goes soonest. `true`: the MFU list.
@@ -64,7 +64,7 @@ pub(crate) fn feed_once<K: Key>(tier: &Tier<K>, arc: &dyn ArcTails<K>) -> u64 {
             // and its record.
             let mut added = Added::Present;
             arc.with_live(key, *hash, &mut |data, is_mfu| {
-                if (config.mfu_only && !is_mfu) || data.len() as u64 > config.write_max {
+                if !config.takes(data.len() as u64, is_mfu) {
                     // Ineligible (eviction counts it so).
                     return;
                 }
@@ -82,7 +82,10 @@ pub(crate) fn feed_once<K: Key>(tier: &Tier<K>, arc: &dyn ArcTails<K>) -> u64 {
     let bytes = batch.bytes();
     match batch.commit() {
         Ok(_) => bytes,
-        Err(_) => 0,
+        Err(e) => {
+            log::debug!("l2: a batch of {bytes} bytes was not written: {e}");
+            0
+        }
     }
 }
 
@@ -90,10 +93,10 @@ pub(crate) fn feed_once<K: Key>(tier: &Tier<K>, arc: &dyn ArcTails<K>) -> u64 {
 /// worth has been inserted since the last feed (`size`: the insert's bytes,
 /// counted as the device will store them, in whole 4 KiB units, since a
 /// batch's size is counted so).
-pub(crate) fn feed_inline<K: Key>(tier: &Tier<K>, arc: &dyn ArcTails<K>, size: u64) {
+pub(super) fn feed_inline<K: Key>(tier: &Tier<K>, arc: &dyn ArcTails<K>, size: u64) {
     let size = size.max(1).next_multiple_of(4096);
     let unfed = tier.unfed.fetch_add(size, Ordering::Relaxed) + size;
-    if unfed >= tier.config().write_max && arc.data_bytes() > arc.target_bytes() {
+    if unfed >= tier.feed_config().write_max && arc.data_bytes() > arc.target_bytes() {
         tier.unfed.store(0, Ordering::Relaxed);
         feed_once(tier, arc);
     }
@@ -102,7 +105,7 @@ pub(crate) fn feed_inline<K: Key>(tier: &Tier<K>, arc: &dyn ArcTails<K>, size: u
 /// How far up the list tails a feed looks: `headroom x write_max`, or all
 /// of memory if that is less.
 fn reach<K: Key>(tier: &Tier<K>, arc: &dyn ArcTails<K>) -> u64 {
-    let c = tier.config();
+    let c = tier.feed_config();
     c.headroom
         .saturating_mul(c.write_max)
         .min(arc.target_bytes())
@@ -133,7 +136,7 @@ impl FeedThread {
         tier: Arc<Tier<K>>,
         arc: Arc<dyn ArcTails<K>>,
     ) -> std::io::Result<FeedThread> {
-        let config = tier.config();
+        let config = tier.feed_config();
         let (interval, min_interval) = (config.feed_interval, config.feed_min_interval);
         let busy = config.write_max / 2;
         let stop = Arc::new((Mutex::new(false), Condvar::new()));

@@ -35,7 +35,7 @@
 use super::checksum::checksum;
 use super::device::{units, UNIT};
 
-pub(crate) const VERSION: u32 = 2;
+pub(super) const VERSION: u32 = 2;
 const HEADER_MAGIC: &[u8; 8] = b"MARC-L2\0";
 const LOG_MAGIC: &[u8; 8] = b"MARC-LOG";
 /// Bytes of a log block before its entries.
@@ -45,11 +45,11 @@ const ENTRY_FIXED: usize = 24;
 
 /// A pointer to a log block.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct LogPtr {
-    pub(crate) offset: u64,
-    pub(crate) len: u32,
-    pub(crate) cksum: u64,
-    pub(crate) generation: u64,
+pub(super) struct LogPtr {
+    pub(super) offset: u64,
+    pub(super) len: u32,
+    pub(super) cksum: u64,
+    pub(super) generation: u64,
 }
 
 impl LogPtr {
@@ -70,7 +70,7 @@ impl LogPtr {
     }
 
     /// No log block (an empty device).
-    pub(crate) fn is_none(&self) -> bool {
+    pub(super) fn is_none(&self) -> bool {
         self.len == 0
     }
 }
@@ -85,20 +85,20 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
 
 /// The device header.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Header {
-    pub(crate) identity: u64,
-    pub(crate) device_bytes: u64,
-    pub(crate) key_len: u32,
-    pub(crate) newest: LogPtr,
+pub(super) struct Header {
+    pub(super) identity: u64,
+    pub(super) device_bytes: u64,
+    pub(super) key_len: u32,
+    pub(super) newest: LogPtr,
     /// `[start, end)` the hand may be overwriting; empty when none.
-    pub(crate) trim: (u64, u64),
+    pub(super) trim: (u64, u64),
     /// Rewrites or removals are not all written down in log blocks.
-    pub(crate) dirty: bool,
+    pub(super) dirty: bool,
 }
 
 /// Why a header was not used.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum HeaderProblem {
+pub(super) enum HeaderProblem {
     /// All zeros: a new device.
     Blank,
     /// Not a header (or a torn or damaged one).
@@ -108,7 +108,7 @@ pub(crate) enum HeaderProblem {
 }
 
 impl Header {
-    pub(crate) fn encode(&self, b: &mut [u8]) {
+    pub(super) fn encode(&self, b: &mut [u8]) {
         let b = &mut b[..UNIT as usize];
         b.fill(0);
         b[0..8].copy_from_slice(HEADER_MAGIC);
@@ -125,7 +125,7 @@ impl Header {
         b[UNIT as usize - 8..].copy_from_slice(&sum.to_le_bytes());
     }
 
-    pub(crate) fn decode(b: &[u8]) -> Result<Header, HeaderProblem> {
+    pub(super) fn decode(b: &[u8]) -> Result<Header, HeaderProblem> {
         let b = &b[..UNIT as usize];
         if b.iter().all(|&x| x == 0) {
             return Err(HeaderProblem::Blank);
@@ -152,37 +152,37 @@ impl Header {
 
 /// One buffer a log block describes.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct LogEntry {
-    pub(crate) key: Vec<u8>,
-    pub(crate) offset: u64,
-    pub(crate) len: u32,
-    pub(crate) mfu: bool,
+pub(super) struct LogEntry {
+    pub(super) key: Vec<u8>,
+    pub(super) offset: u64,
+    pub(super) len: u32,
+    pub(super) mfu: bool,
     /// On the tier's second list (T2).
-    pub(crate) t2: bool,
-    pub(crate) cksum: u64,
+    pub(super) t2: bool,
+    pub(super) cksum: u64,
 }
 
 /// A decoded log block.
 #[derive(Debug)]
-pub(crate) struct LogBlock {
-    pub(crate) generation: u64,
-    pub(crate) prev: LogPtr,
+pub(super) struct LogBlock {
+    pub(super) generation: u64,
+    pub(super) prev: LogPtr,
     /// Where its batch starts (its first buffer).
-    pub(crate) start: u64,
-    pub(crate) entries: Vec<LogEntry>,
+    pub(super) start: u64,
+    pub(super) entries: Vec<LogEntry>,
     /// Encoded keys whose entries in older blocks are stale.
-    pub(crate) tombstones: Vec<Vec<u8>>,
+    pub(super) tombstones: Vec<Vec<u8>>,
 }
 
 /// The bytes of a log block of `n` entries and `t` tombstones with keys of
 /// `key_len` bytes.
-pub(crate) fn log_len(n: usize, t: usize, key_len: usize) -> u64 {
+pub(super) fn log_len(n: usize, t: usize, key_len: usize) -> u64 {
     units((LOG_FIXED + n * (key_len + ENTRY_FIXED) + t * key_len) as u64)
 }
 
 /// Writes the log block into `b` (exactly `log_len` bytes); returns its
 /// checksum.
-pub(crate) fn encode_log(
+pub(super) fn encode_log(
     b: &mut [u8],
     generation: u64,
     prev: &LogPtr,
@@ -221,7 +221,7 @@ pub(crate) fn encode_log(
 
 /// Decodes a log block read from where `ptr` points; `None` if it is not
 /// the block `ptr` describes (torn, overwritten, damaged).
-pub(crate) fn decode_log(b: &[u8], ptr: &LogPtr, key_len: usize) -> Option<LogBlock> {
+pub(super) fn decode_log(b: &[u8], ptr: &LogPtr, key_len: usize) -> Option<LogBlock> {
     if b.len() < LOG_FIXED || &b[0..8] != LOG_MAGIC {
         return None;
     }

@@ -19,7 +19,7 @@ use std::collections::{HashMap, VecDeque};
 
 /// B1 or B2.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Ghost {
+pub(super) enum Ghost {
     /// Let go of while on T1.
     B1 = 0,
     /// Let go of while on T2.
@@ -27,7 +27,7 @@ pub(crate) enum Ghost {
 }
 
 #[derive(Default)]
-pub(crate) struct History {
+pub(super) struct History {
     /// T1's target, in bytes.
     p: u64,
     /// Per list, oldest first: (fingerprint, sequence).
@@ -42,14 +42,14 @@ pub(crate) struct History {
 }
 
 impl History {
-    pub(crate) fn p(&self) -> u64 {
+    pub(super) fn p(&self) -> u64 {
         self.p
     }
 
     /// A key of `len` bytes is written to the tier: if a ghost remembers it,
     /// forgets the ghost, moves `p` toward that list (ARC's adaptation, in
     /// bytes, within `capacity`) and returns which list it was on.
-    pub(crate) fn take(&mut self, fp: u64, len: u64, capacity: u64) -> Option<Ghost> {
+    pub(super) fn take(&mut self, fp: u64, len: u64, capacity: u64) -> Option<Ghost> {
         let (list, glen, _) = self.live.remove(&fp)?;
         // ARC's step, from the lists' sizes with this ghost still on its
         // own (so that list is never empty here).
@@ -66,7 +66,7 @@ impl History {
     /// The hand let go of a record of `len` bytes from `list`; then the
     /// history is trimmed to ARC's bounds for a tier of `capacity` bytes
     /// whose lists hold `t1` and `t2` bytes: T1 + B1 <= c, everything <= 2c.
-    pub(crate) fn remember(
+    pub(super) fn remember(
         &mut self,
         fp: u64,
         len: u64,
@@ -114,7 +114,7 @@ impl History {
 
     /// Ghosts remembered (B1, B2), for tests.
     #[cfg(all(test, not(loom)))]
-    pub(crate) fn lens(&self) -> (usize, usize) {
+    pub(super) fn lens(&self) -> (usize, usize) {
         let mut n = (0, 0);
         for (l, _, _) in self.live.values() {
             match l {
@@ -126,7 +126,7 @@ impl History {
     }
 
     /// Memory held: the queues' and the map's capacity.
-    pub(crate) fn memory(&self) -> u64 {
+    pub(super) fn memory(&self) -> u64 {
         let q: usize = self.queues.iter().map(|q| q.capacity() * 16).sum();
         let m = self.live.capacity() * (std::mem::size_of::<(u64, (Ghost, u32, u32))>() + 1);
         (q + m) as u64

@@ -23,11 +23,11 @@ const T2: u32 = 1 << 29;
 const REF: u32 = 1 << 28;
 const FLAGS: u32 = MFU | WRITING | T2 | REF;
 /// The largest buffer a record describes (below the flags).
-pub(crate) const MAX_LEN: u64 = (1 << 28) - 1;
+pub(super) const MAX_LEN: u64 = (1 << 28) - 1;
 
 /// One key's record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Rec {
+pub(super) struct Rec {
     /// Device offset in units; while writing, the batch's id.
     unit: u32,
     /// Length and flags.
@@ -44,7 +44,7 @@ fn flag(on: bool, f: u32) -> u32 {
 }
 
 impl Rec {
-    pub(crate) fn cached(unit: u32, len: u32, mfu: bool, t2: bool, cksum: u64) -> Rec {
+    pub(super) fn cached(unit: u32, len: u32, mfu: bool, t2: bool, cksum: u64) -> Rec {
         Rec {
             unit,
             len: len | flag(mfu, MFU) | flag(t2, T2),
@@ -62,48 +62,57 @@ impl Rec {
         }
     }
 
-    pub(crate) fn is_writing(&self) -> bool {
+    pub(super) fn is_writing(&self) -> bool {
         self.len & WRITING != 0
     }
 
-    pub(crate) fn unit(&self) -> u32 {
+    pub(super) fn unit(&self) -> u32 {
         self.unit
     }
 
-    pub(crate) fn len(&self) -> u32 {
+    pub(super) fn len(&self) -> u32 {
         self.len & !FLAGS
     }
 
     /// On the tier's second list.
-    pub(crate) fn t2(&self) -> bool {
+    pub(super) fn t2(&self) -> bool {
         self.len & T2 != 0
     }
 
     /// Read back since it was written.
-    pub(crate) fn referenced(&self) -> bool {
+    pub(super) fn referenced(&self) -> bool {
         self.len & REF != 0
     }
 
     /// Device units it covers, `[unit, end)` (cached records).
-    pub(crate) fn end(&self) -> u64 {
+    pub(super) fn end(&self) -> u64 {
         self.unit as u64 + self.device_bytes() / super::device::UNIT
     }
 
     /// The device bytes its copy takes: its length in whole units.
-    pub(crate) fn device_bytes(&self) -> u64 {
+    pub(super) fn device_bytes(&self) -> u64 {
         super::device::padded(self.len() as u64)
     }
 
-    pub(crate) fn mfu(&self) -> bool {
+    pub(super) fn mfu(&self) -> bool {
         self.len & MFU != 0
     }
 
-    pub(crate) fn cksum(&self) -> u64 {
+    pub(super) fn cksum(&self) -> u64 {
         self.cksum
     }
 
+    /// This record with its reference bit set (tests).
+    #[cfg(all(test, not(loom)))]
+    pub(super) fn read_back(self) -> Rec {
+        Rec {
+            len: self.len | REF,
+            ..self
+        }
+    }
+
     /// The same cached copy as `other` (its lists and bit aside).
-    pub(crate) fn same_copy(&self, other: &Rec) -> bool {
+    pub(super) fn same_copy(&self, other: &Rec) -> bool {
         !self.is_writing()
             && !other.is_writing()
             && self.unit == other.unit
@@ -118,7 +127,7 @@ struct Tombstones<K> {
     keys: HashSet<K, foldhash::fast::RandomState>,
 }
 
-pub(crate) struct Index<K> {
+pub(super) struct Index<K> {
     hasher: foldhash::fast::RandomState,
     stripes: Box<[Mutex<HashMap<K, Rec, foldhash::fast::RandomState>>]>,
     tombstones: Mutex<Tombstones<K>>,
@@ -129,7 +138,7 @@ pub(crate) struct Index<K> {
 }
 
 impl<K: Key> Index<K> {
-    pub(crate) fn new() -> Index<K> {
+    pub(super) fn new() -> Index<K> {
         Index {
             hasher: Default::default(),
             stripes: (0..STRIPES)
@@ -145,7 +154,7 @@ impl<K: Key> Index<K> {
     }
 
     /// A fingerprint of `key` (the tier's history remembers these).
-    pub(crate) fn fingerprint(&self, key: &K) -> u64 {
+    pub(super) fn fingerprint(&self, key: &K) -> u64 {
         self.hasher.hash_one(key)
     }
 
@@ -165,12 +174,12 @@ impl<K: Key> Index<K> {
     }
 
     /// Bytes of buffers of the cached records.
-    pub(crate) fn data_bytes(&self) -> u64 {
+    pub(super) fn data_bytes(&self) -> u64 {
         self.data_bytes.load(Ordering::Relaxed)
     }
 
     /// Device bytes of the cached records on (T1, T2).
-    pub(crate) fn list_bytes(&self) -> (u64, u64) {
+    pub(super) fn list_bytes(&self) -> (u64, u64) {
         (
             self.list_bytes[0].load(Ordering::Relaxed),
             self.list_bytes[1].load(Ordering::Relaxed),
@@ -181,7 +190,7 @@ impl<K: Key> Index<K> {
         &self.stripes[(self.fingerprint(key) >> 58) as usize % STRIPES]
     }
 
-    pub(crate) fn get(&self, key: &K) -> Option<Rec> {
+    pub(super) fn get(&self, key: &K) -> Option<Rec> {
         self.stripe(key).lock().get(key).copied()
     }
 
@@ -190,7 +199,7 @@ impl<K: Key> Index<K> {
     /// true; called once the key is known to be absent, with the stripe
     /// lock held); `None` if the index already has a record of it, else
     /// whether it goes onto T2.
-    pub(crate) fn begin_write(
+    pub(super) fn begin_write(
         &self,
         key: &K,
         batch: u32,
@@ -212,7 +221,7 @@ impl<K: Key> Index<K> {
     /// if `t2`, its reference bit set if `referenced`: the record as it is
     /// now, or `None` if it is no longer `old` (a reference bit set since
     /// is kept, unless the hand judged it).
-    pub(crate) fn keep(&self, key: &K, old: &Rec, t2: bool, referenced: bool) -> Option<Rec> {
+    pub(super) fn keep(&self, key: &K, old: &Rec, t2: bool, referenced: bool) -> Option<Rec> {
         let mut map = self.stripe(key).lock();
         let r = map.get_mut(key).filter(|r| r.same_copy(old))?;
         self.account(r, false);
@@ -226,7 +235,7 @@ impl<K: Key> Index<K> {
     /// device at `unit`: true if its record was still that copy's (not
     /// invalidated meanwhile, nor added to the batch again with newer
     /// bytes).
-    pub(crate) fn finish_write(&self, key: &K, batch: u32, unit: u32, cksum: u64) -> bool {
+    pub(super) fn finish_write(&self, key: &K, batch: u32, unit: u32, cksum: u64) -> bool {
         let mut map = self.stripe(key).lock();
         match map.get_mut(key) {
             Some(r) if r.is_writing() && r.unit == batch && r.cksum == cksum => {
@@ -240,7 +249,7 @@ impl<K: Key> Index<K> {
 
     /// `key`'s record is its copy of checksum `cksum` being written in
     /// `batch`.
-    pub(crate) fn writing_in(&self, key: &K, batch: u32, cksum: u64) -> bool {
+    pub(super) fn writing_in(&self, key: &K, batch: u32, cksum: u64) -> bool {
         self.stripe(key)
             .lock()
             .get(key)
@@ -249,7 +258,7 @@ impl<K: Key> Index<K> {
 
     /// A rebuild found a tombstone of `key`: its entries in older log
     /// blocks must not come back.
-    pub(crate) fn tombstone(&self, key: K) {
+    pub(super) fn tombstone(&self, key: K) {
         let mut t = self.tombstones.lock();
         if t.active {
             t.keys.insert(key);
@@ -257,7 +266,7 @@ impl<K: Key> Index<K> {
     }
 
     /// Sets the reference bit of `key`'s record if it is still `rec`.
-    pub(crate) fn reference(&self, key: &K, rec: &Rec) {
+    pub(super) fn reference(&self, key: &K, rec: &Rec) {
         let mut map = self.stripe(key).lock();
         if let Some(r) = map.get_mut(key).filter(|r| *r == rec) {
             r.len |= REF;
@@ -265,7 +274,7 @@ impl<K: Key> Index<K> {
     }
 
     /// Drops `key`'s record of `batch` (a write that failed or was dropped).
-    pub(crate) fn abort_write(&self, key: &K, batch: u32) {
+    pub(super) fn abort_write(&self, key: &K, batch: u32) {
         let mut map = self.stripe(key).lock();
         if map
             .get(key)
@@ -278,7 +287,7 @@ impl<K: Key> Index<K> {
     /// Drops `key`'s record if it is still the copy `rec` is (its lists
     /// and reference bit may have changed since: a read meanwhile does not
     /// save a copy the hand is about to overwrite); true if it was.
-    pub(crate) fn remove_if(&self, key: &K, rec: &Rec) -> bool {
+    pub(super) fn remove_if(&self, key: &K, rec: &Rec) -> bool {
         let mut map = self.stripe(key).lock();
         if let Some(now) = map.get(key).copied().filter(|r| r.same_copy(rec)) {
             map.remove(key);
@@ -291,7 +300,7 @@ impl<K: Key> Index<K> {
     /// Drops `key`'s record (rewritten or removed in memory), and keeps a
     /// rebuild in progress from bringing an older one back. Returns the
     /// record dropped.
-    pub(crate) fn invalidate(&self, key: &K) -> Option<Rec> {
+    pub(super) fn invalidate(&self, key: &K) -> Option<Rec> {
         let mut map = self.stripe(key).lock();
         let old = map.remove(key);
         if let Some(r) = &old {
@@ -305,7 +314,7 @@ impl<K: Key> Index<K> {
     }
 
     /// A rebuild starts (`true`) or ends.
-    pub(crate) fn set_rebuilding(&self, on: bool) {
+    pub(super) fn set_rebuilding(&self, on: bool) {
         let mut t = self.tombstones.lock();
         t.active = on;
         if !on {
@@ -315,7 +324,7 @@ impl<K: Key> Index<K> {
 
     /// A record found by a rebuild: kept unless the key has a record
     /// already (newer) or was invalidated since the start.
-    pub(crate) fn restore(&self, key: K, rec: Rec) -> bool {
+    pub(super) fn restore(&self, key: K, rec: Rec) -> bool {
         let mut map = self.stripe(&key).lock();
         if map.contains_key(&key) || self.tombstones.lock().keys.contains(&key) {
             return false;
@@ -327,7 +336,7 @@ impl<K: Key> Index<K> {
 
     /// The cached records whose extents meet `[start, end)` (unit
     /// offsets), in device order.
-    pub(crate) fn records_in(&self, start: u64, end: u64) -> Vec<(K, Rec)> {
+    pub(super) fn records_in(&self, start: u64, end: u64) -> Vec<(K, Rec)> {
         let mut out = Vec::new();
         for s in self.stripes.iter() {
             for (k, r) in s.lock().iter() {
@@ -342,7 +351,7 @@ impl<K: Key> Index<K> {
 
     /// Memory held by the maps: their buckets (key and record) and control
     /// bytes, at their current capacity.
-    pub(crate) fn memory(&self) -> u64 {
+    pub(super) fn memory(&self) -> u64 {
         let per = (std::mem::size_of::<(K, Rec)>() + 1) as u64;
         self.stripes
             .iter()
@@ -352,7 +361,7 @@ impl<K: Key> Index<K> {
 
     /// Records (cached or being written).
     #[cfg(all(test, not(loom)))]
-    pub(crate) fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.stripes.iter().map(|s| s.lock().len()).sum()
     }
 }

@@ -25,7 +25,7 @@ impl<K: Key> SecondTier<K> for Tier<K> {
     fn classify_eviction(&self, presence: Presence, bytes: u64, mfu: bool) -> EvictedCopy {
         if presence == Presence::Cached {
             EvictedCopy::Cached
-        } else if bytes <= self.config().write_max && (!self.config().mfu_only || mfu) {
+        } else if self.feed.takes(bytes, mfu) {
             EvictedCopy::Eligible
         } else {
             EvictedCopy::Ineligible

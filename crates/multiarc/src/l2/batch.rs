@@ -1,0 +1,217 @@
+//! A batch: one feed's buffers, copied out of memory under their keys'
+//! locks and marked as being written in the index, until `commit.rs`
+//! writes them at the hand (or the batch is dropped, and they are not).
+
+use super::checksum::checksum;
+use super::device::{padded, units, AlignedBuf};
+use super::index::MAX_LEN;
+use super::Tier;
+use crate::arc::Key;
+use std::io;
+use std::sync::atomic::Ordering;
+
+/// Outcome of `Batch::add`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Added {
+    /// Copied into the batch.
+    Copied,
+    /// The batch cannot take these bytes: the feed should stop.
+    Full,
+    /// The key is already on the device or being written.
+    Present,
+}
+
+/// One feed's buffers, copied.
+pub(crate) struct Batch<'a, K: Key> {
+    pub(super) tier: &'a Tier<K>,
+    pub(super) id: u32,
+    /// The buffers, each at a unit boundary.
+    pub(super) buf: AlignedBuf,
+    /// Bytes of buffers (padded).
+    pub(super) used: u64,
+    pub(super) entries: Vec<BatchEntry<K>>,
+}
+
+pub(super) struct BatchEntry<K> {
+    pub(super) key: K,
+    /// Offset in the batch.
+    pub(super) at: u64,
+    pub(super) len: u32,
+    pub(super) mfu: bool,
+    /// On the tier's T2.
+    pub(super) t2: bool,
+    pub(super) cksum: u64,
+}
+
+impl<K> BatchEntry<K> {
+    /// The device bytes it takes: its length in whole units.
+    pub(super) fn padded(&self) -> u64 {
+        padded(self.len as u64)
+    }
+}
+
+impl<K: Key> Tier<K> {
+    /// An empty batch.
+    pub(crate) fn batch(&self) -> Batch<'_, K> {
+        Batch {
+            tier: self,
+            id: self.next_batch.fetch_add(1, Ordering::Relaxed),
+            buf: AlignedBuf::zeroed(units(self.feed.write_max) as usize),
+            used: 0,
+            entries: Vec::new(),
+        }
+    }
+}
+
+impl<K: Key> Batch<'_, K> {
+    /// Copies `data` for `key` into the batch and marks `key` `Writing`.
+    /// The caller holds `key`'s hash-stripe lock, under which `invalidate`
+    /// of `key` also runs, so a copy of stale bytes cannot be recorded.
+    pub(crate) fn add(&mut self, key: &K, data: &[u8], mfu: bool) -> Added {
+        let size = padded(data.len() as u64);
+        if data.len() as u64 > MAX_LEN || self.used + size > units(self.tier.feed.write_max) {
+            return Added::Full;
+        }
+        // A key already there costs no checksum (`begin_write` checks again
+        // under its lock).
+        let tier = self.tier;
+        if tier.index.get(key).is_some() {
+            return Added::Present;
+        }
+        // A key the tier's history remembers goes onto T2 (and moves p).
+        // The record being written carries the bytes' checksum: a key
+        // invalidated after it joined this batch may join it again with
+        // newer bytes, and only that copy may become its record.
+        let cksum = checksum(data);
+        let fp = tier.index.fingerprint(key);
+        let capacity = tier.ring_end - tier.ring_start;
+        let on_t2 = || tier.history.lock().take(fp, size, capacity).is_some();
+        let Some(t2) = tier
+            .index
+            .begin_write(key, self.id, data.len() as u32, mfu, cksum, on_t2)
+        else {
+            return Added::Present;
+        };
+        let at = self.used;
+        self.buf.bytes_mut()[at as usize..at as usize + data.len()].copy_from_slice(data);
+        self.entries.push(BatchEntry {
+            key: key.clone(),
+            at,
+            len: data.len() as u32,
+            mfu,
+            t2,
+            cksum,
+        });
+        self.used += size;
+        Added::Copied
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Bytes of buffers in the batch, padded to the device's units.
+    pub(super) fn bytes(&self) -> u64 {
+        self.used
+    }
+
+    /// Writes the batch at the hand (after invalidating what it overwrites)
+    /// and its log block, then the device header; the keys become `Cached`.
+    /// On an error, they become `Absent` again. Returns buffers written.
+    /// While the tier rebuilds its index, writes nothing (returns 0).
+    pub(crate) fn commit(self) -> io::Result<usize> {
+        if self.tier.rebuilding() {
+            return Ok(0);
+        }
+        self.commit_now()
+    }
+
+    /// `commit` without the rebuild's check (the rebuild is stopped).
+    pub(super) fn commit_now(mut self) -> io::Result<usize> {
+        let tier = self.tier;
+        tier.commit(&mut self)
+    }
+}
+
+impl<K: Key> Drop for Batch<'_, K> {
+    fn drop(&mut self) {
+        // Not written (dropped, failed, or refused during a rebuild).
+        for e in self.entries.drain(..) {
+            self.tier.index.abort_write(&e.key, self.id);
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::super::testing::{codec, config, data, path};
+    use super::*;
+    use crate::arc::Presence;
+
+    #[test]
+    fn a_batch_roundtrips_mixed_sizes() {
+        let p = path("roundtrip");
+        let tier = Tier::open(config(&p, 4 << 20, 512 << 10), codec()).unwrap();
+        let sizes = [1usize, 4096, 8192, 100_000, 4095, 4097];
+        let mut b = tier.batch();
+        for (k, &len) in sizes.iter().enumerate() {
+            assert_eq!(
+                b.add(&(k as u64), &data(k as u64, len), true),
+                Added::Copied
+            );
+            assert_eq!(tier.presence(&(k as u64)), Presence::Writing);
+        }
+        assert_eq!(b.add(&0, &data(0, 1), true), Added::Present);
+        assert_eq!(b.commit().unwrap(), sizes.len());
+        for (k, &len) in sizes.iter().enumerate() {
+            assert_eq!(tier.presence(&(k as u64)), Presence::Cached);
+            let r = tier.read(&(k as u64)).expect("on the device");
+            assert_eq!(r.data, data(k as u64, len));
+            assert!(r.mfu);
+        }
+        assert!(tier.read(&99).is_none());
+        let f = tier.figures();
+        assert_eq!((f.hits, f.misses, f.writes), (6, 1, 1));
+        assert_eq!(f.size, sizes.iter().sum::<usize>() as u64);
+        // A batch dropped unwritten leaves nothing behind.
+        let mut b = tier.batch();
+        assert_eq!(b.add(&50, &data(50, 10), false), Added::Copied);
+        drop(b);
+        assert_eq!(tier.presence(&50), Presence::Absent);
+        // Invalidated while being written: never becomes a record.
+        let mut b = tier.batch();
+        assert_eq!(b.add(&51, &data(51, 10), false), Added::Copied);
+        tier.invalidate(&51);
+        assert_eq!(b.commit().unwrap(), 0);
+        assert_eq!(tier.presence(&51), Presence::Absent);
+        // A full batch says so.
+        let mut b = tier.batch();
+        assert_eq!(b.add(&60, &data(60, 600 << 10), false), Added::Full);
+    }
+
+    /// A key invalidated after it joined a batch can join the same batch
+    /// again with its new bytes (the feed meets it at the MRU tail, then,
+    /// rewritten, at the MFU tail): the batch's older copy must not become
+    /// its record, on the device or after a restart.
+    #[test]
+    fn a_key_rewritten_into_the_same_batch_keeps_only_its_newest_bytes() {
+        let p = path("same-batch");
+        let c = config(&p, 1 << 20, 64 << 10);
+        let tier = Tier::open(c.clone(), codec()).unwrap();
+        let mut b = tier.batch();
+        assert_eq!(b.add(&7, &data(7, 100), false), Added::Copied);
+        tier.invalidate(&7);
+        let mut newer = data(7, 100);
+        newer[0] ^= 0xff;
+        assert_eq!(b.add(&7, &newer, true), Added::Copied);
+        b.commit().unwrap();
+        assert_eq!(tier.read(&7).expect("cached").data, newer);
+        tier.shutdown();
+        drop(tier);
+        let tier = Tier::open(c, codec()).unwrap();
+        tier.wait_rebuild();
+        if let Some(r) = tier.read(&7) {
+            assert_eq!(r.data, newer, "after a restart");
+        }
+    }
+}

@@ -2166,6 +2166,32 @@ fn other_users_own_what_they_create_with_allow_other() {
         .unwrap();
     assert_eq!(owner(&b.join("suid")).2, 0o4777);
 
+    // Root's file in the sticky root: another user can neither rename nor
+    // remove it, nor (protected_hardlinks) link to it; the tunables are
+    // the mount owner's.
+    fs::write(mnt.join("roots"), "r").unwrap();
+    fs::set_permissions(
+        mnt.join("roots"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
+    let protected =
+        fs::read_to_string("/proc/sys/fs/protected_hardlinks").is_ok_and(|v| v.trim() == "1");
+    let mut refused = vec![
+        "mv roots stolen",
+        "rm -f roots",
+        "echo 1 > .multiarc/tunables/max_bytes",
+    ];
+    if protected {
+        refused.push("ln roots mylink");
+    }
+    for script in refused {
+        let out = sh_as(65534, 65534, "", &mnt, script);
+        assert!(!out.status.success(), "{script} succeeded as 65534");
+    }
+    assert_eq!(fs::read_to_string(b.join("roots")).unwrap(), "r");
+    assert!(!b.join("stolen").exists() && !b.join("mylink").exists());
+
     // No setuid root file from another user: theirs stays theirs, and
     // giving it to root is refused.
     sh_as_ok(65534, 65534, "", &mnt, "echo x > mine; chmod 4755 mine");

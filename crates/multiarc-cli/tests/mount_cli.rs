@@ -1175,9 +1175,15 @@ struct SmallFs {
 impl SmallFs {
     /// `None` (with a SKIP line) where tmpfs cannot be mounted (not root).
     fn mount(test: &str, dirs: &Dirs) -> Option<SmallFs> {
+        SmallFs::mount_with(test, dirs, "size=16m")
+    }
+
+    /// A tmpfs with these mount options (`nr_inodes=N`: one that runs out
+    /// of inodes).
+    fn mount_with(test: &str, dirs: &Dirs, options: &str) -> Option<SmallFs> {
         let dir = dirs.backing();
         let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "size=16m", "tmpfs"])
+            .args(["-t", "tmpfs", "-o", options, "tmpfs"])
             .arg(&dir)
             .stderr(Stdio::null())
             .status()
@@ -2003,4 +2009,384 @@ fn a_second_tier_under_the_mount() {
         assert!(err.contains(want), "{args:?}: {err:?} lacks {want:?}");
         assert!(!is_mounted(&dirs.mnt()), "{args:?} left a mount");
     }
+}
+
+/// Whether this test runs as root; prints a SKIP line if not.
+fn root_or_skip(test: &str) -> bool {
+    let root = fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"));
+    if !root {
+        let msg = format!("SKIP: {test}: needs root (it acts as other users)");
+        if std::env::var_os("MULTIARC_REQUIRE_FUSE").is_some_and(|v| v == "1") {
+            panic!("{msg} (MULTIARC_REQUIRE_FUSE=1)");
+        }
+        let _ = writeln!(std::io::stderr(), "{msg}");
+    }
+    root
+}
+
+/// Runs `script` with `sh -c` in `dir` as `uid:gid` with the supplementary
+/// groups `groups` (a comma list; empty: none), through setpriv.
+fn sh_as(uid: u32, gid: u32, groups: &str, dir: &Path, script: &str) -> Output {
+    let groups = if groups.is_empty() {
+        "--clear-groups".to_string()
+    } else {
+        format!("--groups={groups}")
+    };
+    Command::new("setpriv")
+        .arg(format!("--reuid={uid}"))
+        .arg(format!("--regid={gid}"))
+        .arg(groups)
+        .args(["sh", "-c", script])
+        .current_dir(dir)
+        .output()
+        .expect("running setpriv")
+}
+
+/// `sh_as` that must succeed; returns its stdout.
+fn sh_as_ok(uid: u32, gid: u32, groups: &str, dir: &Path, script: &str) -> String {
+    let out = sh_as(uid, gid, groups, dir, script);
+    assert!(
+        out.status.success(),
+        "as {uid}:{gid} ({groups}): {script:?} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `(uid, gid, mode & 0o7777)` of a backing object (not followed if a
+/// symlink).
+fn owner(path: &Path) -> (u32, u32, u32) {
+    use std::os::unix::fs::MetadataExt;
+    let m = fs::symlink_metadata(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    (m.uid(), m.gid(), m.mode() & 0o7777)
+}
+
+/// Issue 23: with `--allow-other`, other users use the mount; what they
+/// create is theirs (files, directories, FIFOs, symlinks, hard links keep
+/// their owner), a setgid directory gives its group, supplementary groups
+/// count, a write by a process without CAP_FSETID clears SUID/SGID, and no
+/// user but root can make a setuid root file. Without `--allow-other` other
+/// users get EACCES.
+#[test]
+fn other_users_own_what_they_create_with_allow_other() {
+    let test = "other_users_own_what_they_create_with_allow_other";
+    if !have(test, &["setpriv"]) || !root_or_skip(test) {
+        return;
+    }
+    let dirs = Dirs::new("users");
+    let b = dirs.backing();
+    // The mount's root is the backing directory: open to all, sticky.
+    fs::set_permissions(&b, std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
+    for (name, gid, mode) in [("setgid", 4242, 0o2777), ("team", 4243, 0o770)] {
+        fs::create_dir(b.join(name)).unwrap();
+        std::os::unix::fs::chown(b.join(name), Some(0), Some(gid)).unwrap();
+        fs::set_permissions(
+            b.join(name),
+            std::os::unix::fs::PermissionsExt::from_mode(mode),
+        )
+        .unwrap();
+    }
+
+    // Without --allow-other: the kernel refuses other users.
+    let mut m = Mount::start(&dirs, &[]);
+    let out = sh_as(65534, 65534, "", &m.mnt, "ls .");
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Permission denied"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(m.unmount().success(), "{}", m.log_text());
+
+    let mut m = Mount::start(&dirs, &["--allow-other"]);
+    let mnt = m.mnt.clone();
+    sh_as_ok(
+        65534,
+        65534,
+        "",
+        &mnt,
+        "echo data > f; mkdir d; mkfifo p; ln -s f s; ln f hard; mv hard moved; \
+         mkdir setgid/d; : > setgid/f; test -p p",
+    );
+    for name in ["f", "d", "p", "s", "moved"] {
+        let (uid, gid, _) = owner(&b.join(name));
+        assert_eq!((uid, gid), (65534, 65534), "{name}");
+    }
+    assert_eq!(fs::read_to_string(b.join("moved")).unwrap(), "data\n");
+    // The setgid directory's group, and a new directory keeps it setgid.
+    assert_eq!(owner(&b.join("setgid/f")).0, 65534);
+    assert_eq!(owner(&b.join("setgid/f")).1, 4242);
+    let (uid, gid, mode) = owner(&b.join("setgid/d"));
+    assert_eq!((uid, gid, mode & 0o2000), (65534, 4242, 0o2000));
+
+    // A supplementary group lets its member create in a group directory
+    // (the backing filesystem checks the caller's groups too) and chgrp
+    // their own file to it; without it both are refused.
+    sh_as_ok(65534, 65534, "4243", &mnt, ": > team/g; chgrp 4243 f");
+    assert_eq!(owner(&b.join("team/g")).0, 65534);
+    assert_eq!(owner(&b.join("f")).1, 4243);
+    let out = sh_as(65534, 65534, "", &mnt, ": > team/h");
+    assert!(!out.status.success());
+    let out = sh_as(65534, 65534, "", &mnt, "chgrp 4242 f");
+    assert!(!out.status.success());
+
+    // A write or truncation by another user (no CAP_FSETID) clears SUID,
+    // and SGID of a group-executable file; a write by root does not.
+    for (name, before, change, after) in [
+        ("suid", 0o4777, "echo x >>", 0o777),
+        ("sgid", 0o2777, "echo x >>", 0o777),
+        ("both", 0o6777, "echo x >>", 0o777),
+        ("lockmark", 0o2767, "echo x >>", 0o2767),
+        ("otrunc", 0o6777, ": >", 0o777),
+        ("truncate", 0o6777, "truncate -s 1", 0o777),
+    ] {
+        fs::write(mnt.join(name), "data").unwrap();
+        fs::set_permissions(
+            mnt.join(name),
+            std::os::unix::fs::PermissionsExt::from_mode(before),
+        )
+        .unwrap();
+        sh_as_ok(65534, 65534, "", &mnt, &format!("{change} {name}"));
+        assert_eq!(owner(&b.join(name)).2, after, "{name}");
+    }
+    fs::set_permissions(
+        mnt.join("suid"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o4777),
+    )
+    .unwrap();
+    fs::OpenOptions::new()
+        .append(true)
+        .open(mnt.join("suid"))
+        .unwrap()
+        .write_all(b"root\n")
+        .unwrap();
+    assert_eq!(owner(&b.join("suid")).2, 0o4777);
+
+    // Root's file in the sticky root: another user can neither rename nor
+    // remove it, nor (protected_hardlinks) link to it; the tunables are
+    // the mount owner's.
+    fs::write(mnt.join("roots"), "r").unwrap();
+    fs::set_permissions(
+        mnt.join("roots"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
+    let protected =
+        fs::read_to_string("/proc/sys/fs/protected_hardlinks").is_ok_and(|v| v.trim() == "1");
+    let mut refused = vec![
+        "mv roots stolen",
+        "rm -f roots",
+        "echo 1 > .multiarc/tunables/max_bytes",
+    ];
+    if protected {
+        refused.push("ln roots mylink");
+    }
+    for script in refused {
+        let out = sh_as(65534, 65534, "", &mnt, script);
+        assert!(!out.status.success(), "{script} succeeded as 65534");
+    }
+    assert_eq!(fs::read_to_string(b.join("roots")).unwrap(), "r");
+    assert!(!b.join("stolen").exists() && !b.join("mylink").exists());
+
+    // No setuid root file from another user: theirs stays theirs, and
+    // giving it to root is refused.
+    sh_as_ok(65534, 65534, "", &mnt, "echo x > mine; chmod 4755 mine");
+    assert_eq!(owner(&b.join("mine")), (65534, 65534, 0o4755));
+    let out = sh_as(65534, 65534, "", &mnt, "chown 0 mine");
+    assert!(!out.status.success());
+    assert_eq!(owner(&b.join("mine")).0, 65534);
+    assert!(m.unmount().success(), "{}", m.log_text());
+}
+
+/// Issue 23: a creating call that fails after the worker thread took the
+/// caller's credentials (here: the backing filesystem has no inode left)
+/// gives the thread back the daemon's (one thread serves every request,
+/// so the next one, root's, runs on it); and users creating at once on
+/// four threads each get their own files.
+#[test]
+fn credentials_are_restored_after_a_failure_and_kept_apart_under_concurrency() {
+    let test = "credentials_are_restored_after_a_failure_and_kept_apart_under_concurrency";
+    if !have(test, &["setpriv"]) || !root_or_skip(test) {
+        return;
+    }
+    let dirs = Dirs::new("creds");
+    let Some(small) = SmallFs::mount_with(test, &dirs, "size=16m,nr_inodes=64,mode=1777") else {
+        return;
+    };
+    let b = dirs.backing();
+    // A directory its owner (65534) cannot write in: only root's
+    // CAP_DAC_OVERRIDE creates there.
+    fs::create_dir(b.join("closed")).unwrap();
+    std::os::unix::fs::chown(b.join("closed"), Some(65534), Some(65534)).unwrap();
+    fs::set_permissions(
+        b.join("closed"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o555),
+    )
+    .unwrap();
+    let mut m = Mount::start(&dirs, &["--allow-other", "--threads", "1"]);
+    let mnt = m.mnt.clone();
+    // Use up the inodes (directly, not through the mount).
+    let mut fill = 0;
+    while File::create(b.join(format!("fill{fill}"))).is_ok() {
+        fill += 1;
+        assert!(fill < 1000, "tmpfs nr_inodes is not enforced");
+    }
+    for script in [": > new", "mkdir newd", "mkfifo newp", "ln -s x news"] {
+        let out = sh_as(65534, 65534, "", &mnt, script);
+        assert!(!out.status.success(), "{script} succeeded on a full tmpfs");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("No space left"),
+            "{script}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // Root's next call runs on the same thread: as root, with root's
+        // capabilities (then the tmpfs is full again).
+        let last = b.join(format!("fill{}", fill - 1));
+        fs::remove_file(&last).unwrap();
+        fs::write(mnt.join("closed/by-root"), "r").unwrap();
+        let (uid, gid, _) = owner(&b.join("closed/by-root"));
+        assert_eq!((uid, gid), (0, 0));
+        fs::remove_file(mnt.join("closed/by-root")).unwrap();
+        File::create(&last).unwrap();
+    }
+    for i in 0..fill {
+        fs::remove_file(b.join(format!("fill{i}"))).unwrap();
+    }
+    assert!(m.unmount().success(), "{}", m.log_text());
+    drop(small);
+
+    // Four users (and root) creating at once through four threads.
+    let mut m = Mount::start(&dirs, &["--allow-other", "--threads", "4"]);
+    let mnt = m.mnt.clone();
+    fs::set_permissions(&mnt, std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
+    let users = [0u32, 65534, 65533, 4000, 4001];
+    let workers: Vec<_> = users
+        .iter()
+        .map(|&u| {
+            let mnt = mnt.clone();
+            std::thread::spawn(move || {
+                sh_as_ok(
+                    u,
+                    u,
+                    "",
+                    &mnt,
+                    &format!(
+                        "for i in $(seq 150); do : > f{u}-$i; mkdir d{u}-$i; \
+                         ln -s f{u}-$i s{u}-$i; done"
+                    ),
+                );
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    let mut seen = 0;
+    for e in fs::read_dir(&b).unwrap() {
+        let name = e.unwrap().file_name().into_string().unwrap();
+        let Some(u) = name
+            .get(1..)
+            .and_then(|r| r.split('-').next())
+            .and_then(|u| u.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let (uid, gid, _) = owner(&b.join(&name));
+        assert_eq!((uid, gid), (u, u), "{name}");
+        seen += 1;
+    }
+    assert_eq!(seen, users.len() * 150 * 3);
+    assert!(m.unmount().success(), "{}", m.log_text());
+}
+
+/// Issue 23: a user other than root gets `--allow-other` only where
+/// /etc/fuse.conf has `user_allow_other` (one clear line otherwise); with
+/// it, another user writes through the mount (what they create belongs to
+/// the mount's user: only a root daemon can give it to them). The file is
+/// replaced in a private mount namespace, never changed.
+#[test]
+fn non_root_allow_other_needs_user_allow_other() {
+    let test = "non_root_allow_other_needs_user_allow_other";
+    if !have(test, &["setpriv", "unshare", "mknod"]) || !root_or_skip(test) {
+        return;
+    }
+    let dirs = Dirs::new("allowother");
+    let base = dirs.base.clone();
+    for d in ["logs", "dev", "conf"] {
+        fs::create_dir(base.join(d)).unwrap();
+    }
+    fs::write(
+        base.join("conf/no"),
+        "# mount_max = 1000\n#user_allow_other\n",
+    )
+    .unwrap();
+    fs::write(base.join("conf/yes"), "user_allow_other\n").unwrap();
+    let chown = Command::new("chown")
+        .args(["65534:65534"])
+        .arg(dirs.backing())
+        .arg(dirs.mnt())
+        .arg(base.join("logs"))
+        .status()
+        .unwrap();
+    assert!(chown.success());
+    fs::set_permissions(
+        dirs.backing(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let conf = Path::new("/etc/fuse.conf").exists();
+    let script = format!(
+        r#"set -e
+N="setpriv --reuid=65534 --regid=65534 --clear-groups"
+if [ -e /etc/fuse.conf ]; then mount --bind '{base}/conf/no' /etc/fuse.conf; fi
+if $N '{bin}' mount --allow-other '{b}' '{m}' 2> '{base}/logs/refused'; then echo "mounted without user_allow_other"; exit 1; fi
+[ -e /etc/fuse.conf ] || exit 0
+umount /etc/fuse.conf
+mount --bind '{base}/conf/yes' /etc/fuse.conf
+mknod -m 666 '{base}/dev/open' c 10 229
+mount --bind '{base}/dev/open' /dev/fuse
+$N '{bin}' mount --allow-other '{b}' '{m}' --log '{base}/logs/mount.log'
+setpriv --reuid=65533 --regid=65533 --clear-groups sh -c "echo other > '{m}/f'; cat '{m}/f'"
+$N fusermount3 -u '{m}'
+i=0
+until grep -q 'everything written back' '{base}/logs/mount.log'; do
+  i=$((i+1)); test $i -lt 600 || {{ echo "the daemon did not finish"; exit 1; }}; sleep 0.1
+done
+"#,
+        base = base.display(),
+        bin = BIN,
+        b = dirs.backing().display(),
+        m = dirs.mnt().display(),
+    );
+    let out = Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let log = fs::read_to_string(base.join("logs/mount.log")).unwrap_or_default();
+    assert!(
+        out.status.success(),
+        "{}{}\nmount log:\n{log}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let refused = fs::read_to_string(base.join("logs/refused")).unwrap();
+    assert!(
+        refused.contains("--allow-other") && refused.contains("user_allow_other"),
+        "{refused}"
+    );
+    assert_eq!(refused.trim_end().lines().count(), 1, "{refused}");
+    if !conf {
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIP: {test}: no /etc/fuse.conf to replace: the mount with user_allow_other was not tried"
+        );
+        return;
+    }
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "other");
+    let (uid, gid, _) = owner(&dirs.backing().join("f"));
+    assert_eq!((uid, gid), (65534, 65534));
 }

@@ -10,7 +10,14 @@
 //! opened with `FOPEN_DIRECT_IO`, so the kernel's page cache is not a second
 //! copy; shared mappings are allowed (`FUSE_DIRECT_IO_ALLOW_MMAP`), their
 //! pages read and written back through the same handles.
+//!
+//! Objects are created with the requesting process's credentials
+//! (`creds.rs`), so they belong to their creator; everything else runs as
+//! the daemon, after the kernel has checked the caller's permissions
+//! (`default_permissions`). A write by a process without `CAP_FSETID`
+//! clears the file's set-user-ID and set-group-ID bits first.
 
+use super::creds::{Caller, DaemonCreds};
 use super::ctltree::{is_ctl, CtlTree, CTL_DIR};
 use super::data::{errno, logged_errno, Data};
 use super::inodes::{int, key_at, open_dir, open_path_at, proc_path, Inode, InodeTable, INO_ROOT};
@@ -63,6 +70,9 @@ pub struct MultiarcFs {
     inodes: InodeTable,
     data: Data,
     ctl: CtlTree,
+    /// The daemon's credentials, which creating calls leave for the
+    /// caller's and come back to.
+    creds: DaemonCreds,
 }
 
 /// A kernel error number from a rustix one.
@@ -100,6 +110,33 @@ fn timespec(t: Option<TimeOrNow>) -> Timespec {
             }
         }
     }
+}
+
+/// Clears a file's set-user-ID bit, and its set-group-ID bit if it is
+/// group-executable (without that it marks mandatory locking, and stays),
+/// as the kernel does on a write or truncate by a process without
+/// `CAP_FSETID`.
+fn kill_suid_sgid(inode: &Inode) -> Result<(), Errno> {
+    let st = inode.stat().map_err(|e| errno(&e))?;
+    let mode = st.st_mode & 0o7777;
+    let mut kept = mode & !libc::S_ISUID;
+    if kept & (libc::S_ISGID | libc::S_IXGRP) == libc::S_ISGID | libc::S_IXGRP {
+        kept &= !libc::S_ISGID;
+    }
+    if kept == mode {
+        return Ok(());
+    }
+    inode
+        .with_fd(|fd| {
+            rustix::fs::chmodat(
+                rustix::fs::CWD,
+                proc_path(fd),
+                Mode::from_raw_mode(kept),
+                AtFlags::empty(),
+            )
+            .map_err(ioerr)
+        })
+        .map_err(|e| errno(&e))
 }
 
 /// Open flags for data files: no page cache; parallel direct writes (the
@@ -147,6 +184,7 @@ impl MultiarcFs {
             data,
             ctl: CtlTree::new(cache, writeback),
             config,
+            creds: DaemonCreds::current()?,
         })
     }
 
@@ -467,7 +505,7 @@ impl Filesystem for MultiarcFs {
 
     fn mknod(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
@@ -478,26 +516,28 @@ impl Filesystem for MultiarcFs {
         let r = self.parent(parent.0, name).and_then(|p| {
             let perm = Mode::from_raw_mode(mode & 0o7777);
             p.with_fd(|pfd| {
-                if mode & libc::S_IFMT == libc::S_IFREG || mode & libc::S_IFMT == 0 {
-                    let fd = rustix::fs::openat(
-                        pfd,
-                        name,
-                        OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::CLOEXEC,
-                        perm,
-                    )
-                    .map_err(ioerr)?;
-                    drop(fd);
-                } else {
-                    rustix::fs::mknodat(
-                        pfd,
-                        name,
-                        rustix::fs::FileType::from_raw_mode(mode),
-                        perm,
-                        rdev.into(),
-                    )
-                    .map_err(ioerr)?;
-                }
-                Ok(())
+                self.creds.as_caller(Caller::from(req), || {
+                    if mode & libc::S_IFMT == libc::S_IFREG || mode & libc::S_IFMT == 0 {
+                        let fd = rustix::fs::openat(
+                            pfd,
+                            name,
+                            OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::CLOEXEC,
+                            perm,
+                        )
+                        .map_err(ioerr)?;
+                        drop(fd);
+                    } else {
+                        rustix::fs::mknodat(
+                            pfd,
+                            name,
+                            rustix::fs::FileType::from_raw_mode(mode),
+                            perm,
+                            rdev.into(),
+                        )
+                        .map_err(ioerr)?;
+                    }
+                    Ok(())
+                })
             })
             .map_err(|e| errno(&e))?;
             self.lookup_at(&p, name)
@@ -507,7 +547,7 @@ impl Filesystem for MultiarcFs {
 
     fn mkdir(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
@@ -516,7 +556,10 @@ impl Filesystem for MultiarcFs {
     ) {
         let r = self.parent(parent.0, name).and_then(|p| {
             p.with_fd(|pfd| {
-                rustix::fs::mkdirat(pfd, name, Mode::from_raw_mode(mode & 0o7777)).map_err(ioerr)
+                self.creds.as_caller(Caller::from(req), || {
+                    rustix::fs::mkdirat(pfd, name, Mode::from_raw_mode(mode & 0o7777))
+                        .map_err(ioerr)
+                })
             })
             .map_err(|e| errno(&e))?;
             self.lookup_at(&p, name)
@@ -548,15 +591,19 @@ impl Filesystem for MultiarcFs {
 
     fn symlink(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         link_name: &OsStr,
         target: &Path,
         reply: ReplyEntry,
     ) {
         let r = self.parent(parent.0, link_name).and_then(|p| {
-            p.with_fd(|pfd| rustix::fs::symlinkat(target, pfd, link_name).map_err(ioerr))
-                .map_err(|e| errno(&e))?;
+            p.with_fd(|pfd| {
+                self.creds.as_caller(Caller::from(req), || {
+                    rustix::fs::symlinkat(target, pfd, link_name).map_err(ioerr)
+                })
+            })
+            .map_err(|e| errno(&e))?;
             self.lookup_at(&p, link_name)
         });
         reply_entry(reply, r)
@@ -697,7 +744,7 @@ impl Filesystem for MultiarcFs {
         fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
@@ -709,6 +756,12 @@ impl Filesystem for MultiarcFs {
             };
         }
         let r = self.data.handle(fh.0).and_then(|h| {
+            // A writer without CAP_FSETID (the kernel says which): as a
+            // local filesystem does, the write takes away the set-user-ID
+            // and set-group-ID bits first.
+            if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
+                kill_suid_sgid(&h.inode)?;
+            }
             h.file
                 .write_at(data, offset)
                 .map_err(|e| logged_errno("write", &e))
@@ -831,7 +884,7 @@ impl Filesystem for MultiarcFs {
 
     fn create(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
@@ -841,23 +894,40 @@ impl Filesystem for MultiarcFs {
     ) {
         let r = (|| {
             let p = self.parent(parent.0, name)?;
-            // Never through a symlink put there behind the mount's back.
-            let mut o = OFlags::CREATE | OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-            if flags & libc::O_EXCL != 0 {
-                o |= OFlags::EXCL;
-            }
-            // The new (or existing) object itself, not whatever has its name
-            // a moment later: its O_PATH descriptor comes from the open one.
+            // Made by the caller, and new: never through a symlink or onto a
+            // file put there behind the mount's back.
+            let o =
+                OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+            // The new object itself, not whatever has its name a moment
+            // later: its O_PATH descriptor comes from the open one.
             let path_fd = p
                 .with_fd(|pfd| {
-                    let fd = rustix::fs::openat(pfd, name, o, Mode::from_raw_mode(mode & 0o7777))
-                        .map_err(ioerr)?;
-                    rustix::fs::open(
-                        proc_path(&fd),
-                        OFlags::PATH | OFlags::CLOEXEC,
-                        Mode::empty(),
-                    )
-                    .map_err(ioerr)
+                    let created = self.creds.as_caller(Caller::from(req), || {
+                        rustix::fs::openat(pfd, name, o, Mode::from_raw_mode(mode & 0o7777))
+                            .map_err(ioerr)
+                    });
+                    match created {
+                        Ok(fd) => rustix::fs::open(
+                            proc_path(&fd),
+                            OFlags::PATH | OFlags::CLOEXEC,
+                            Mode::empty(),
+                        )
+                        .map_err(ioerr),
+                        // Made behind the mount's back since the kernel's
+                        // lookup: without O_EXCL, the file as it is.
+                        Err(e)
+                            if e.raw_os_error() == Some(libc::EEXIST)
+                                && flags & libc::O_EXCL == 0 =>
+                        {
+                            let fd = open_path_at(pfd, name)?;
+                            let st = rustix::fs::fstat(&fd).map_err(ioerr)?;
+                            if st.st_mode & libc::S_IFMT == libc::S_IFLNK {
+                                return Err(io::Error::from_raw_os_error(libc::ELOOP));
+                            }
+                            Ok(fd)
+                        }
+                        Err(e) => Err(e),
+                    }
                 })
                 .map_err(|e| errno(&e))?;
             let attr = self.register(path_fd)?;

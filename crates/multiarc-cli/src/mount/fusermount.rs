@@ -73,11 +73,12 @@ fn receive_fd(sock: &UnixStream) -> io::Result<Option<OwnedFd>> {
 }
 
 /// The `-o` option string for fusermount3 (commas in values would split
-/// them, so they are replaced).
-pub fn options(fsname: &str, subtype: &str) -> String {
+/// them, so they are replaced); `allow_other` lets other users in.
+pub fn options(fsname: &str, subtype: &str, allow_other: bool) -> String {
     format!(
-        "fsname={},subtype={},default_permissions,nodev,nosuid",
+        "fsname={},subtype={},default_permissions,nodev,nosuid{}",
         fsname.replace(',', "_"),
-        subtype.replace(',', "_")
+        subtype.replace(',', "_"),
+        if allow_other { ",allow_other" } else { "" }
     )
 }

@@ -10,6 +10,7 @@
 //! (`fusermount3 -u`, or SIGINT/SIGTERM/SIGHUP to the mount process) ends the
 //! session; every dirty block is written back before the process exits.
 
+mod creds;
 mod ctl;
 mod ctltree;
 mod data;
@@ -63,6 +64,13 @@ pub struct MountArgs {
     /// failing.
     #[arg(long, default_value = "64MiB", value_parser = size_arg)]
     dirty_max: u64,
+    /// Let every user use the mount (FUSE's allow_other), not only the
+    /// user who mounted it; the kernel still checks each access against
+    /// the files' owners and modes. Objects a user creates are theirs when
+    /// the mount runs as root. Users other than root may ask for it only
+    /// where /etc/fuse.conf has the line user_allow_other.
+    #[arg(long)]
+    allow_other: bool,
     /// Mount even if the mountpoint is not empty (its contents are hidden
     /// while mounted).
     #[arg(long)]
@@ -238,6 +246,18 @@ fn mount_points() -> Vec<PathBuf> {
         .collect()
 }
 
+/// FUSE's configuration file, where the administrator lets users other
+/// than root mount with `allow_other`.
+const FUSE_CONF: &str = "/etc/fuse.conf";
+
+/// Whether a `/etc/fuse.conf` text has `user_allow_other` (a line of its
+/// own; `#` starts a comment).
+fn allows_other(conf: &str) -> bool {
+    conf.lines()
+        .map(|l| l.split('#').next().unwrap_or("").trim())
+        .any(|l| l == "user_allow_other")
+}
+
 /// Checks the arguments; returns the canonical backing dir and mountpoint.
 fn check_args(args: &MountArgs) -> anyhow::Result<(PathBuf, PathBuf)> {
     let b = &args.backing;
@@ -317,6 +337,15 @@ fn check_args(args: &MountArgs) -> anyhow::Result<(PathBuf, PathBuf)> {
     let root = rustix::process::geteuid().is_root();
     if !root && find_in_path("fusermount3").is_none() && find_in_path("fusermount").is_none() {
         bail!("fusermount3 was not found in PATH: install the fuse3 package (it mounts FUSE filesystems for users other than root)");
+    }
+    if args.allow_other && !root {
+        let conf = std::fs::read_to_string(FUSE_CONF).unwrap_or_default();
+        if !allows_other(&conf) {
+            bail!(
+                "--allow-other: only root may let other users use a mount unless {FUSE_CONF} \
+                 has the line user_allow_other"
+            );
+        }
     }
     Ok((backing, mountpoint))
 }
@@ -532,6 +561,14 @@ fn serve(
     ];
     config.n_threads = Some(args.threads);
     config.clone_fd = true;
+    // Without --allow-other the kernel refuses other users' requests
+    // itself (EACCES), and fuser answers only the owner's.
+    let acl = if args.allow_other {
+        fuser::SessionACL::All
+    } else {
+        fuser::SessionACL::Owner
+    };
+    config.acl = acl;
     let root = rustix::process::geteuid().is_root();
     let session = if root {
         fuser::Session::new(fs, &mountpoint, &config)
@@ -546,10 +583,10 @@ fn serve(
         let fd = fusermount::mount(
             &helper,
             &mountpoint,
-            &fusermount::options(&fsname, "multiarc"),
+            &fusermount::options(&fsname, "multiarc", args.allow_other),
         )
         .map_err(|e| mount_error(&e, &mountpoint, root))?;
-        fuser::Session::from_fd(fs, fd, fuser::SessionACL::Owner, config).map_err(|e| {
+        fuser::Session::from_fd(fs, fd, acl, config).map_err(|e| {
             let _ = unmount(&mountpoint);
             mount_error(&e, &mountpoint, root)
         })?
@@ -669,6 +706,15 @@ mod tests {
         assert!(msg.contains("fusermount3"), "{msg}");
         let msg = mount_error(&e, Path::new("/mnt/x"), true).to_string();
         assert!(msg.contains("/dev/fuse"), "{msg}");
+    }
+
+    #[test]
+    fn user_allow_other_is_found_only_as_a_line_of_its_own() {
+        assert!(allows_other("# comment\nuser_allow_other\n"));
+        assert!(allows_other("  user_allow_other  # yes\n"));
+        assert!(!allows_other("#user_allow_other\n"));
+        assert!(!allows_other("mount_max = 1000\n"));
+        assert!(!allows_other(""));
     }
 
     #[test]

@@ -10,6 +10,7 @@ mod harness;
 mod l2bench;
 mod lockbench;
 mod lockstat;
+mod logger;
 mod mount;
 mod peers;
 #[cfg(feature = "plot")]
@@ -129,6 +130,7 @@ fn quiet_on_closed_stdout() {
 
 fn main() {
     quiet_on_closed_stdout();
+    logger::install();
     let cli = parse_args();
     let result = match cli.command {
         Command::Bench(args) => bench::run(args),

@@ -350,40 +350,6 @@ fn check_args(args: &MountArgs) -> anyhow::Result<(PathBuf, PathBuf)> {
     Ok((backing, mountpoint))
 }
 
-/// Passes the `fuser` crate's warnings and errors (a reply not sent, a
-/// request it could not parse) to stderr, which is the `--log` file in the
-/// background: without it they would vanish, and a failed request would
-/// show up only as an unexplained `EIO` in the program using the mount.
-struct StderrLog;
-
-impl log::Log for StderrLog {
-    fn enabled(&self, metadata: &log::Metadata) -> bool {
-        metadata.level() <= log::Level::Warn
-    }
-
-    fn log(&self, record: &log::Record) {
-        if !self.enabled(record.metadata()) {
-            return;
-        }
-        let text = record.args().to_string();
-        // Operations we leave unimplemented (ioctl, xattrs...) answer ENOSYS
-        // or ENOTTY as they should; that is not worth a line each time.
-        // And after `fusermount3 -u`, fuser's own unmount finds nothing
-        // mounted (EINVAL): expected, not a problem.
-        // (A session that fails unmounts through `unmount` below, lazily.)
-        if text.starts_with("[Not Implemented]") || text.starts_with("Failed to umount") {
-            return;
-        }
-        eprintln!(
-            "multiarc: {} {}: {text}",
-            record.target(),
-            record.level().as_str().to_lowercase(),
-        );
-    }
-
-    fn flush(&self) {}
-}
-
 pub fn run(mut args: MountArgs) -> anyhow::Result<()> {
     let (backing, mountpoint) = check_args(&args)?;
     // The background mount process repeats the checks; the warnings were
@@ -397,9 +363,6 @@ pub fn run(mut args: MountArgs) -> anyhow::Result<()> {
     if let Some(l2) = &args.l2 {
         // The background process leaves the working directory.
         args.l2 = Some(std::path::absolute(l2).with_context(|| format!("--l2 {}", l2.display()))?);
-    }
-    if log::set_logger(&StderrLog).is_ok() {
-        log::set_max_level(log::LevelFilter::Warn);
     }
     if let Some(path) = &args.log {
         let file = std::fs::OpenOptions::new()

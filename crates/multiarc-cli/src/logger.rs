@@ -1,0 +1,100 @@
+//! The command's logger: the libraries log through the `log` facade and
+//! never print; this prints their warnings and errors on stderr, one line
+//! each, prefixed like the command's own messages.
+
+/// Passes the warnings and errors of the libraries to stderr: the cache's
+/// (a second tier's device that refuses O_DIRECT, a failed write-back at a
+/// file's last close) and, for the mount, the `fuser` crate's (a reply not
+/// sent, a request it could not parse; stderr is then the `--log` file in
+/// the background). Without it they would vanish, and a failed request
+/// would show up only as an unexplained `EIO` in the program using the
+/// mount.
+struct StderrLog;
+
+impl log::Log for StderrLog {
+    fn enabled(&self, metadata: &log::Metadata) -> bool {
+        metadata.level() <= log::Level::Warn
+    }
+
+    fn log(&self, record: &log::Record) {
+        if let Some(line) = line(record) {
+            eprintln!("{line}");
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+/// The line a record prints, if any: warnings and errors, prefixed like
+/// the command's own messages and naming the module that logged.
+fn line(record: &log::Record) -> Option<String> {
+    if record.level() > log::Level::Warn {
+        return None;
+    }
+    let text = record.args().to_string();
+    // Operations the mount leaves unimplemented (ioctl, xattrs...) answer
+    // ENOSYS or ENOTTY as they should; that is not worth a line each time.
+    // And after `fusermount3 -u`, fuser's own unmount finds nothing mounted
+    // (EINVAL): expected, not a problem (a session that fails unmounts
+    // through the mount's `unmount`, lazily).
+    if text.starts_with("[Not Implemented]") || text.starts_with("Failed to umount") {
+        return None;
+    }
+    Some(format!(
+        "multiarc: {} {}: {text}",
+        record.target(),
+        record.level().as_str().to_lowercase(),
+    ))
+}
+
+/// Installs the logger (warnings and errors), once, before any command runs.
+pub fn install() {
+    if log::set_logger(&StderrLog).is_ok() {
+        log::set_max_level(log::LevelFilter::Warn);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(level: log::Level, target: &str, text: &str) -> Option<String> {
+        line(
+            &log::Record::builder()
+                .level(level)
+                .target(target)
+                .args(format_args!("{text}"))
+                .build(),
+        )
+    }
+
+    #[test]
+    fn warnings_and_errors_print_one_line_naming_their_module() {
+        assert_eq!(
+            record(
+                log::Level::Warn,
+                "multiarc::l2::device",
+                "l2 device x: O_DIRECT refused"
+            )
+            .as_deref(),
+            Some("multiarc: multiarc::l2::device warn: l2 device x: O_DIRECT refused")
+        );
+        assert_eq!(
+            record(log::Level::Error, "multiarc_file::writeback", "lost").as_deref(),
+            Some("multiarc: multiarc_file::writeback error: lost")
+        );
+        assert_eq!(record(log::Level::Info, "multiarc", "chatter"), None);
+        assert_eq!(
+            record(log::Level::Debug, "multiarc::l2", "a failed batch"),
+            None
+        );
+        assert_eq!(
+            record(log::Level::Warn, "fuser", "[Not Implemented] ioctl"),
+            None
+        );
+        let meta = |level| log::Metadata::builder().level(level).build();
+        use log::Log;
+        assert!(StderrLog.enabled(&meta(log::Level::Warn)));
+        assert!(!StderrLog.enabled(&meta(log::Level::Info)));
+    }
+}

@@ -281,3 +281,11 @@ impl<K, M> Drop for Core<K, M> {
         }
     }
 }
+
+#[cfg(all(test, not(loom)))]
+impl<K, M> Core<K, M> {
+    /// Sets the MRU target `p`: for tests of a decision that depends on it.
+    pub(super) fn set_p_for_test(&self, p: u64) {
+        self.p.store(p, Ordering::Release);
+    }
+}

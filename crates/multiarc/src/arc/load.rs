@@ -289,11 +289,12 @@ mod tests {
 
     fn panicking_loader<M: HitModeImpl>() {
         let mode = M::MODE;
-        let core = core::<M>(64 * B);
-        let running = AtomicBool::new(false);
-        let second_runs = AtomicUsize::new(0);
-        std::thread::scope(|s| {
-            let first = s.spawn(|| {
+        let core = Arc::new(core::<M>(64 * B));
+        let running = Arc::new(AtomicBool::new(false));
+        let second_runs = Arc::new(AtomicUsize::new(0));
+        let first = {
+            let (core, running) = (Arc::clone(&core), Arc::clone(&running));
+            std::thread::spawn(move || {
                 load::<M, Failed>(&core, 1, || {
                     running.store(true, Ordering::SeqCst);
                     wait_until("a second caller waits for the load", || {
@@ -301,29 +302,47 @@ mod tests {
                     });
                     panic!("a loader panicking on purpose (the test expects it)");
                 })
+                .map(|_| ())
+            })
+        };
+        wait_until("the first loader runs", || running.load(Ordering::SeqCst));
+        // The waiter on a thread of its own, so that a waiter left waiting
+        // fails the test instead of hanging it.
+        let (done, result) = std::sync::mpsc::channel();
+        {
+            let (core, second_runs) = (Arc::clone(&core), Arc::clone(&second_runs));
+            std::thread::spawn(move || {
+                let loaded = load::<M, Failed>(&core, 1, || {
+                    second_runs.fetch_add(1, Ordering::SeqCst);
+                    Ok(data(1, 200))
+                });
+                let _ = done.send(loaded.as_ref().map(|&e| bytes_of(e)).map_err(|_| ()));
+                if let Ok(e) = loaded {
+                    M::release(&core, e);
+                }
             });
-            wait_until("the first loader runs", || running.load(Ordering::SeqCst));
-            let second = load::<M, Failed>(&core, 1, || {
-                second_runs.fetch_add(1, Ordering::SeqCst);
-                Ok(data(1, 200))
+        }
+        let second = result
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|_| {
+                panic!("{mode:?}: the waiter of a panicking loader is left waiting")
             })
             .expect("the waiter loads for itself");
-            assert!(
-                first.join().is_err(),
-                "{mode:?}: setup: the loader panicked"
-            );
-            assert_eq!(
-                second_runs.load(Ordering::SeqCst),
-                1,
-                "{mode:?}: a panicking loader lets its waiter retry with its own loader"
-            );
-            assert_eq!(
-                bytes_of(second),
-                data(1, 200),
-                "{mode:?}: the waiter gets its own loader's bytes"
-            );
-            M::release(&core, second);
-        });
+        assert!(
+            first.join().is_err(),
+            "{mode:?}: setup: the loader panicked"
+        );
+        assert_eq!(
+            second_runs.load(Ordering::SeqCst),
+            1,
+            "{mode:?}: a panicking loader lets its waiter retry with its own loader"
+        );
+        assert_eq!(
+            second,
+            data(1, 200),
+            "{mode:?}: the waiter gets its own loader's bytes"
+        );
+        wait_until("the waiter lets go", || Arc::strong_count(&core) == 1);
         assert_eq!(
             state_of(&core, 1),
             Some(State::Mru),

@@ -519,9 +519,10 @@ mod tests {
     use super::super::hit_mode::{Eager, Lazy};
     use super::super::insert::remove_key;
     use super::super::test_support::{
-        core, count, insert, insert_held, keys, lookup, state_of, BLOCK as B,
+        core, count, data, insert, insert_held, keys, lookup, state_of, BLOCK as B,
     };
     use super::*;
+    use std::time::Duration;
 
     /// Runs the walk as an inline insert does (one buffer per decision).
     fn evict_inline<M: HitModeImpl>(core: &Core<u64, M>) -> EvictOutcome {
@@ -796,6 +797,65 @@ mod tests {
     fn not_enough_when_everything_is_held() {
         not_enough_when_all_is_held::<Eager>();
         not_enough_when_all_is_held::<Lazy>();
+    }
+
+    #[test]
+    fn the_evict_thread_brings_the_cache_to_its_target_and_stops_when_dropped() {
+        let mut config = super::super::test_support::config(8 * B, HitMode::Lazy);
+        config.inline_eviction = false;
+        let core = Arc::new(Core::<u64, Lazy>::new(config, None));
+        let thread = Threaded::start(Arc::clone(&core) as Arc<dyn Evictable>)
+            .expect("started")
+            .expect("the threaded evictor has a thread");
+        for k in 0..32 {
+            let e = super::super::insert::insert_entry::<u64, Lazy, Threaded>(
+                &core,
+                k,
+                &data(k, B),
+                None,
+                None,
+            );
+            Lazy::release(&core, e);
+        }
+        // Waited for on another thread, so that a thread that never gets
+        // there fails the test instead of hanging it.
+        let (done, waited) = std::sync::mpsc::channel();
+        let for_waiter = Arc::clone(&core);
+        let waiter = std::thread::spawn(move || {
+            Threaded::wait(&*for_waiter);
+            let _ = done.send(());
+        });
+        waited
+            .recv_timeout(Duration::from_secs(10))
+            .expect("threaded: the evict thread brings the cache within c (waited 10 s)");
+        waiter.join().unwrap();
+        let cached = (0..32)
+            .filter(|&k| state_of(&core, k).is_some_and(State::is_live))
+            .count() as u64;
+        assert!(
+            core.sizes().data() <= 8 * B,
+            "threaded: once wait returns, the evict thread has brought the data within c: {:?}",
+            core.sizes()
+        );
+        assert_eq!(
+            count(&core, Event::Eviction),
+            32 - cached,
+            "threaded: every buffer gone was evicted by the thread and counted"
+        );
+        // Dropped on another thread, for the same reason.
+        let (done, dropped) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            drop(thread);
+            let _ = done.send(());
+        });
+        dropped
+            .recv_timeout(Duration::from_secs(10))
+            .expect("dropping the evict thread stops it (waited 10 s)");
+        assert_eq!(
+            Arc::strong_count(&core),
+            1,
+            "dropping the evict thread stops and joins it (its core released)"
+        );
     }
 
     /// MRU [2, 1] and MFU [4, 3] in a core of 8 blocks.

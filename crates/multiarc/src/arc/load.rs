@@ -148,7 +148,9 @@ mod tests {
     use super::*;
     use crate::mem::meta;
     use crate::mem::State;
+    use std::panic;
     use std::sync::atomic::{AtomicBool, AtomicUsize};
+    use std::sync::mpsc;
     use std::time::{Duration, Instant};
 
     /// A loader's error.
@@ -177,56 +179,111 @@ mod tests {
         e.data_prefix(e.data_len()).to_vec()
     }
 
+    /// A thread whose end is waited for at most 10 s, so that a caller
+    /// left waiting fails the test instead of hanging it.
+    struct Timed<T>(mpsc::Receiver<std::thread::Result<T>>);
+
+    fn spawn<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Timed<T> {
+        let (done, result) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = done.send(panic::catch_unwind(panic::AssertUnwindSafe(f)));
+        });
+        Timed(result)
+    }
+
+    impl<T> Timed<T> {
+        /// The thread's result (`Err` if it panicked).
+        fn join(self, what: &str) -> std::thread::Result<T> {
+            self.0
+                .recv_timeout(Duration::from_secs(10))
+                .unwrap_or_else(|_| panic!("still waiting after 10 s: {what}"))
+        }
+    }
+
+    type Loaded = Result<EntryPtr<u64>, Option<Arc<Failed>>>;
+
+    /// A load of key 1 on a thread of its own, whose loader raises
+    /// `running`, waits until `ready()` and returns `result()`.
+    fn first_load<M: HitModeImpl>(
+        core: &Arc<Core<u64, M>>,
+        running: &Arc<AtomicBool>,
+        ready: impl Fn(&Core<u64, M>) -> bool + Send + 'static,
+        result: impl FnOnce() -> Result<Vec<u8>, Failed> + Send + 'static,
+    ) -> Timed<Loaded> {
+        let (core, flag) = (Arc::clone(core), Arc::clone(running));
+        let t = spawn(move || {
+            load::<M, Failed>(&core, 1, || {
+                flag.store(true, Ordering::SeqCst);
+                wait_until("the test lets the first loader finish", || ready(&core));
+                result()
+            })
+        });
+        wait_until("the first loader runs", || running.load(Ordering::SeqCst));
+        t
+    }
+
+    /// A load of key 1 on a thread of its own, whose loader counts its
+    /// runs in `runs` and returns `len` bytes.
+    fn second_load<M: HitModeImpl>(
+        core: &Arc<Core<u64, M>>,
+        runs: &Arc<AtomicUsize>,
+        len: u64,
+    ) -> Timed<Loaded> {
+        let (core, runs) = (Arc::clone(core), Arc::clone(runs));
+        spawn(move || {
+            load::<M, Failed>(&core, 1, || {
+                runs.fetch_add(1, Ordering::SeqCst);
+                Ok(data(1, len))
+            })
+        })
+    }
+
+    /// The first load's loader returns once a second caller waits for it.
+    fn a_waiter_came(core: &Core<u64, impl HitModeImpl>) -> bool {
+        count(core, Event::LoadWait) == 1
+    }
+
     fn single_flight<M: HitModeImpl>() {
         let mode = M::MODE;
-        let core = core::<M>(64 * B);
-        let runs = AtomicUsize::new(0);
-        let running = AtomicBool::new(false);
-        std::thread::scope(|s| {
-            let first = s.spawn(|| {
-                load::<M, Failed>(&core, 1, || {
-                    runs.fetch_add(1, Ordering::SeqCst);
-                    running.store(true, Ordering::SeqCst);
-                    wait_until("a second caller waits for the load", || {
-                        count(&core, Event::LoadWait) == 1
-                    });
-                    Ok(data(1, 100))
-                })
-            });
-            wait_until("the first loader runs", || running.load(Ordering::SeqCst));
-            let second = load::<M, Failed>(&core, 1, || {
-                runs.fetch_add(1, Ordering::SeqCst);
-                Ok(data(1, 999))
-            })
+        let core = Arc::new(core::<M>(64 * B));
+        let running = Arc::new(AtomicBool::new(false));
+        let runs = Arc::new(AtomicUsize::new(0));
+        let first = first_load(&core, &running, a_waiter_came, || Ok(data(1, 100)));
+        let second = second_load(&core, &runs, 999);
+        let second = second
+            .join("the waiter")
+            .unwrap()
             .expect("the joined load succeeds");
-            let first = first.join().unwrap().expect("the load succeeds");
-            assert_eq!(
-                runs.load(Ordering::SeqCst),
-                1,
-                "{mode:?}: single flight: one loader runs for two callers"
-            );
-            assert!(
-                first == second,
-                "{mode:?}: both callers get the one loaded entry"
-            );
-            assert_eq!(
-                bytes_of(second),
-                data(1, 100),
-                "{mode:?}: the loader's bytes"
-            );
-            assert_eq!(
-                meta::holds(first.word()),
-                2,
-                "{mode:?}: a hold taken for each caller"
-            );
-            assert_eq!(
-                (count(&core, Event::Load), count(&core, Event::Miss)),
-                (1, 2),
-                "{mode:?}: one load, two misses"
-            );
-            M::release(&core, first);
-            M::release(&core, second);
-        });
+        let first = first
+            .join("the loader")
+            .unwrap()
+            .expect("the load succeeds");
+        assert_eq!(
+            runs.load(Ordering::SeqCst),
+            0,
+            "{mode:?}: single flight: one loader runs for two callers"
+        );
+        assert!(
+            first == second,
+            "{mode:?}: both callers get the one loaded entry"
+        );
+        assert_eq!(
+            bytes_of(second),
+            data(1, 100),
+            "{mode:?}: the loader's bytes"
+        );
+        assert_eq!(
+            meta::holds(first.word()),
+            2,
+            "{mode:?}: a hold taken for each caller"
+        );
+        assert_eq!(
+            (count(&core, Event::Load), count(&core, Event::Miss)),
+            (1, 2),
+            "{mode:?}: one load, two misses"
+        );
+        M::release(&core, first);
+        M::release(&core, second);
         assert_eq!(state_of(&core, 1), Some(State::Mru), "{mode:?}: cached");
     }
 
@@ -238,41 +295,29 @@ mod tests {
 
     fn failed_load<M: HitModeImpl>() {
         let mode = M::MODE;
-        let core = core::<M>(64 * B);
-        let running = AtomicBool::new(false);
-        std::thread::scope(|s| {
-            let first = s.spawn(|| {
-                load::<M, Failed>(&core, 1, || {
-                    running.store(true, Ordering::SeqCst);
-                    wait_until("a second caller waits for the load", || {
-                        count(&core, Event::LoadWait) == 1
-                    });
-                    Err(Failed(7))
-                })
-            });
-            wait_until("the first loader runs", || running.load(Ordering::SeqCst));
-            let second = load::<M, Failed>(&core, 1, || Ok(data(1, 100)));
-            let first = first.join().unwrap();
-            let (Err(Some(a)), Err(Some(b))) = (first, second) else {
-                panic!("{mode:?}: a failed load fails its caller and every waiter");
-            };
-            assert!(
-                Arc::ptr_eq(&a, &b) && a.0 == 7,
-                "{mode:?}: every waiter gets the loader's own error"
-            );
-        });
+        let core = Arc::new(core::<M>(64 * B));
+        let running = Arc::new(AtomicBool::new(false));
+        let runs = Arc::new(AtomicUsize::new(0));
+        let first = first_load(&core, &running, a_waiter_came, || Err(Failed(7)));
+        let second = second_load(&core, &runs, 100).join("the waiter").unwrap();
+        let first = first.join("the loader").unwrap();
+        let (Err(Some(a)), Err(Some(b))) = (first, second) else {
+            panic!("{mode:?}: a failed load fails its caller and every waiter");
+        };
+        assert!(
+            Arc::ptr_eq(&a, &b) && a.0 == 7,
+            "{mode:?}: every waiter gets the loader's own error"
+        );
         assert_eq!(
             (state_of(&core, 1), core.sizes().data()),
             (None, 0),
             "{mode:?}: a failed load caches nothing"
         );
         assert_eq!(count(&core, Event::LoadFailure), 1, "{mode:?}: counted");
-        let runs = AtomicUsize::new(0);
-        let e = load::<M, Failed>(&core, 1, || {
-            runs.fetch_add(1, Ordering::SeqCst);
-            Ok(data(1, 100))
-        })
-        .expect("loads");
+        let e = second_load(&core, &runs, 100)
+            .join("a load after the failure")
+            .unwrap()
+            .expect("loads");
         assert_eq!(
             runs.load(Ordering::SeqCst),
             1,
@@ -291,58 +336,29 @@ mod tests {
         let mode = M::MODE;
         let core = Arc::new(core::<M>(64 * B));
         let running = Arc::new(AtomicBool::new(false));
-        let second_runs = Arc::new(AtomicUsize::new(0));
-        let first = {
-            let (core, running) = (Arc::clone(&core), Arc::clone(&running));
-            std::thread::spawn(move || {
-                load::<M, Failed>(&core, 1, || {
-                    running.store(true, Ordering::SeqCst);
-                    wait_until("a second caller waits for the load", || {
-                        count(&core, Event::LoadWait) == 1
-                    });
-                    panic!("a loader panicking on purpose (the test expects it)");
-                })
-                .map(|_| ())
-            })
-        };
-        wait_until("the first loader runs", || running.load(Ordering::SeqCst));
-        // The waiter on a thread of its own, so that a waiter left waiting
-        // fails the test instead of hanging it.
-        let (done, result) = std::sync::mpsc::channel();
-        {
-            let (core, second_runs) = (Arc::clone(&core), Arc::clone(&second_runs));
-            std::thread::spawn(move || {
-                let loaded = load::<M, Failed>(&core, 1, || {
-                    second_runs.fetch_add(1, Ordering::SeqCst);
-                    Ok(data(1, 200))
-                });
-                let _ = done.send(loaded.as_ref().map(|&e| bytes_of(e)).map_err(|_| ()));
-                if let Ok(e) = loaded {
-                    M::release(&core, e);
-                }
-            });
-        }
-        let second = result
-            .recv_timeout(Duration::from_secs(10))
-            .unwrap_or_else(|_| {
-                panic!("{mode:?}: the waiter of a panicking loader is left waiting")
-            })
+        let runs = Arc::new(AtomicUsize::new(0));
+        let first = first_load(&core, &running, a_waiter_came, || {
+            panic!("a loader panicking on purpose (the test expects it)")
+        });
+        let second = second_load(&core, &runs, 200)
+            .join("the waiter of a panicking loader")
+            .unwrap()
             .expect("the waiter loads for itself");
         assert!(
-            first.join().is_err(),
+            first.join("the loader").is_err(),
             "{mode:?}: setup: the loader panicked"
         );
         assert_eq!(
-            second_runs.load(Ordering::SeqCst),
+            runs.load(Ordering::SeqCst),
             1,
             "{mode:?}: a panicking loader lets its waiter retry with its own loader"
         );
         assert_eq!(
-            second,
+            bytes_of(second),
             data(1, 200),
             "{mode:?}: the waiter gets its own loader's bytes"
         );
-        wait_until("the waiter lets go", || Arc::strong_count(&core) == 1);
+        M::release(&core, second);
         assert_eq!(
             state_of(&core, 1),
             Some(State::Mru),
@@ -366,51 +382,44 @@ mod tests {
 
     fn superseded_load_not_joined<M: HitModeImpl>() {
         let mode = M::MODE;
-        let core = core::<M>(64 * B);
-        let running = AtomicBool::new(false);
-        let go = AtomicBool::new(false);
-        std::thread::scope(|s| {
-            let first = s.spawn(|| {
-                load::<M, Failed>(&core, 1, || {
-                    running.store(true, Ordering::SeqCst);
-                    wait_until("the test lets the first load finish", || {
-                        go.load(Ordering::SeqCst)
-                    });
-                    Ok(data(1, 100))
-                })
-            });
-            wait_until("the first loader runs", || running.load(Ordering::SeqCst));
-            assert!(!remove_key(&core, &1), "setup: nothing cached yet");
-            let second_runs = AtomicUsize::new(0);
-            let second = load::<M, Failed>(&core, 1, || {
-                second_runs.fetch_add(1, Ordering::SeqCst);
-                Ok(data(1, 200))
-            })
+        let core = Arc::new(core::<M>(64 * B));
+        let running = Arc::new(AtomicBool::new(false));
+        let go = Arc::new(AtomicBool::new(false));
+        let runs = Arc::new(AtomicUsize::new(0));
+        let released = Arc::clone(&go);
+        let first = first_load(
+            &core,
+            &running,
+            move |_| released.load(Ordering::SeqCst),
+            || Ok(data(1, 100)),
+        );
+        assert!(!remove_key(&*core, &1), "setup: nothing cached yet");
+        let second = second_load(&core, &runs, 200)
+            .join("a caller after the removal")
+            .unwrap()
             .expect("loads");
-            assert_eq!(
-                (
-                    second_runs.load(Ordering::SeqCst),
-                    count(&core, Event::LoadWait)
-                ),
-                (1, 0),
-                "{mode:?}: a load superseded by a removal is not joined: the new caller loads"
-            );
-            go.store(true, Ordering::SeqCst);
-            let first = first.join().unwrap().expect("loads");
-            assert_eq!(
-                (bytes_of(first), first.state()),
-                (data(1, 100), State::Anon),
-                "{mode:?}: the superseded load's bytes go to its caller only"
-            );
-            assert_eq!(
-                count(&core, Event::LoadSuperseded),
-                1,
-                "{mode:?}: the superseded load counted"
-            );
+        assert_eq!(
+            (runs.load(Ordering::SeqCst), count(&core, Event::LoadWait)),
+            (1, 0),
+            "{mode:?}: a load superseded by a removal is not joined: the new caller loads"
+        );
+        go.store(true, Ordering::SeqCst);
+        let first = first.join("the superseded load").unwrap().expect("loads");
+        assert_eq!(
+            (bytes_of(first), first.state()),
+            (data(1, 100), State::Anon),
+            "{mode:?}: the superseded load's bytes go to its caller only"
+        );
+        assert_eq!(
+            count(&core, Event::LoadSuperseded),
+            1,
+            "{mode:?}: the superseded load counted"
+        );
+        {
             let _pinned = crate::mem::pin();
             M::release(&core, first);
-            M::release(&core, second);
-        });
+        }
+        M::release(&core, second);
         let (e, len) = M::lookup(&core, core.hash(&1), &1).expect("cached");
         assert_eq!(
             e.data_prefix(len),

@@ -858,6 +858,72 @@ mod tests {
         );
     }
 
+    fn arc_tails_show_what_eviction_takes_next<M: HitModeImpl>() {
+        let mode = M::MODE;
+        let core = core::<M>(8 * B);
+        for k in [5, 6, 5, 6, 1, 2, 3, 4] {
+            insert(&core, k, B);
+        }
+        let tails: &dyn ArcTails<u64> = &core;
+        let keys_of = |v: Vec<(u64, u64)>| v.into_iter().map(|(k, _)| k).collect::<Vec<_>>();
+        assert_eq!(
+            keys_of(tails.tail_keys(false, 0, 2 * B)),
+            [1, 2],
+            "{mode:?}: tail_keys: the MRU tail first, within the byte budget"
+        );
+        assert_eq!(
+            keys_of(tails.tail_keys(true, 0, 8 * B)),
+            [5, 6],
+            "{mode:?}: tail_keys: the MFU list, tail first"
+        );
+        assert_eq!(
+            keys(&core, State::Mru),
+            [4, 3, 2, 1],
+            "{mode:?}: tail_keys leaves the list as it was"
+        );
+        assert!(
+            tails.evicting_mru_first(),
+            "{mode:?}: p = 0: eviction takes from MRU"
+        );
+        core.set_p_for_test(8 * B);
+        assert!(
+            !tails.evicting_mru_first(),
+            "{mode:?}: p above |T1|: eviction takes from MFU"
+        );
+        let mut seen = None;
+        assert!(
+            tails.with_live(&5, core.hash(&5), &mut |d, mfu| seen =
+                Some((d.to_vec(), mfu))),
+            "{mode:?}: with_live finds a live buffer"
+        );
+        assert_eq!(
+            seen,
+            Some((data(5, B), true)),
+            "{mode:?}: with_live shows the buffer's bytes and its list"
+        );
+        core.set_target(5 * B);
+        evict_inline(&core);
+        assert!(
+            !tails.with_live(&5, core.hash(&5), &mut |_, _| panic!("called for a ghost")),
+            "{mode:?}: with_live: a ghost has no live buffer"
+        );
+        assert_eq!(
+            (
+                tails.evicted_bytes(),
+                tails.target_bytes(),
+                tails.data_bytes()
+            ),
+            (B, 5 * B, 5 * B),
+            "{mode:?}: the figures a feed reads"
+        );
+    }
+
+    #[test]
+    fn arc_tails_show_the_list_tails_as_eviction_takes_them() {
+        arc_tails_show_what_eviction_takes_next::<Eager>();
+        arc_tails_show_what_eviction_takes_next::<Lazy>();
+    }
+
     /// MRU [2, 1] and MFU [4, 3] in a core of 8 blocks.
     fn two_lists<M: HitModeImpl>() -> Core<u64, M> {
         let core = core::<M>(8 * B);

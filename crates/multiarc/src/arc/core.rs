@@ -265,3 +265,63 @@ impl<K, M> Drop for Core<K, M> {
         }
     }
 }
+
+#[cfg(all(test, not(loom)))]
+impl<K, M> Core<K, M> {
+    /// Sets the MRU target `p`: for tests of a decision that depends on it.
+    pub(super) fn set_p_for_test(&self, p: u64) {
+        self.p.store(p, Ordering::Release);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::super::hit_mode::Lazy;
+    use super::super::test_support::{core, BLOCK as B};
+    use super::*;
+
+    #[test]
+    fn set_target_returns_the_old_c_and_keeps_p_in_proportion() {
+        let core = core::<Lazy>(8 * B);
+        core.set_p_for_test(2 * B);
+        assert_eq!(
+            core.set_target(4 * B),
+            8 * B,
+            "set_target returns the old c"
+        );
+        assert_eq!(
+            (core.c(), core.p()),
+            (4 * B, B),
+            "set_target keeps the MRU/MFU split: p scaled with c"
+        );
+    }
+
+    #[test]
+    fn bytes_per_state_follow_add_move_and_sub() {
+        let core = core::<Lazy>(8 * B);
+        core.add_bytes(0, State::Mru, 300);
+        core.move_bytes(0, State::Mru, State::Mfu, 100);
+        core.sub_bytes(0, State::Mfu, 40);
+        let s = core.sizes();
+        assert_eq!(
+            (s.mru, s.mfu, s.data()),
+            (200, 60, 260),
+            "per-state bytes after add, move and sub"
+        );
+    }
+
+    #[test]
+    fn eviction_is_needed_past_c_or_past_a_ghost_bound() {
+        let core = core::<Lazy>(8 * B);
+        core.add_bytes(0, State::Mru, 8 * B);
+        assert!(!core.needs_eviction(), "at c exactly: no eviction needed");
+        core.add_bytes(0, State::Anon, 1);
+        assert!(core.needs_eviction(), "data above c: eviction needed");
+        core.sub_bytes(0, State::Anon, 1);
+        core.add_bytes(0, State::MruGhost, 1);
+        assert!(
+            core.needs_eviction(),
+            "|T1| + |B1| above c: the ghosts need trimming"
+        );
+    }
+}

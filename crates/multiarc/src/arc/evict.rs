@@ -512,3 +512,520 @@ impl Drop for EvictThread {
         }
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::super::config::HitMode;
+    use super::super::hit_mode::{Eager, Lazy};
+    use super::super::insert::remove_key;
+    use super::super::test_support::{
+        core, count, data, insert, insert_held, keys, lookup, state_of, BLOCK as B,
+    };
+    use super::*;
+    use std::time::Duration;
+
+    /// Runs the walk as an inline insert does (one buffer per decision).
+    fn evict_inline<M: HitModeImpl>(core: &Core<u64, M>) -> EvictOutcome {
+        evict_to_target(core, false, true)
+    }
+
+    fn evicts_the_tail_exactly_enough<M: HitModeImpl>(inline: bool) {
+        let mode = M::MODE;
+        let core = core::<M>(12_000);
+        for (k, len) in [(1, 3000), (2, 3000), (3, 3000), (4, 2500)] {
+            insert(&core, k, len);
+        }
+        assert_eq!(count(&core, Event::Eviction), 0, "{mode:?}: setup: fits");
+        core.set_target(10_000);
+        let out = evict_to_target(&core, false, inline);
+        assert_eq!(
+            state_of(&core, 1),
+            Some(State::MruGhost),
+            "{mode:?} (inline {inline}): the list's tail is evicted first"
+        );
+        assert_eq!(
+            (out.freed, out.not_enough, count(&core, Event::Eviction)),
+            (3000, false, 1),
+            "{mode:?} (inline {inline}): exactly enough: one buffer brings the data under c"
+        );
+        core.set_target(8000);
+        evict_to_target(&core, false, inline);
+        core.set_target(2500);
+        let out = evict_to_target(&core, false, inline);
+        assert_eq!(
+            [2, 3, 4].map(|k| state_of(&core, k)),
+            [
+                Some(State::MruGhost),
+                Some(State::MruGhost),
+                Some(State::Mru)
+            ],
+            "{mode:?} (inline {inline}): tail first, and no more than enough"
+        );
+        assert_eq!(
+            (out.freed, core.sizes().data()),
+            (3000, 2500),
+            "{mode:?} (inline {inline}): the walk stops once the data fits in c"
+        );
+        assert_eq!(
+            count(&core, Event::EvictedBytes),
+            9000,
+            "{mode:?} (inline {inline}): evicted bytes counted"
+        );
+    }
+
+    #[test]
+    fn evicts_from_the_tail_exactly_enough() {
+        for inline in [true, false] {
+            evicts_the_tail_exactly_enough::<Eager>(inline);
+            evicts_the_tail_exactly_enough::<Lazy>(inline);
+        }
+    }
+
+    fn evicted_buffers_become_ghosts_of_their_list<M: HitModeImpl>() {
+        let mode = M::MODE;
+        let core = core::<M>(8 * B);
+        for k in [3, 4, 3, 4, 1, 2] {
+            insert(&core, k, B);
+        }
+        assert_eq!(
+            (keys(&core, State::Mru), keys(&core, State::Mfu)),
+            (vec![2, 1], vec![4, 3]),
+            "{mode:?}: setup"
+        );
+        // p = 0: MRU first while it has anything, then MFU.
+        for (target, key) in [(3 * B, 1), (2 * B, 2), (B, 3)] {
+            core.set_target(target);
+            evict_inline(&core);
+            assert_eq!(
+                lookup(&core, key).map(|_| ()),
+                None,
+                "{mode:?}: an evicted buffer is a miss"
+            );
+        }
+        assert_eq!(
+            (keys(&core, State::MruGhost), keys(&core, State::MfuGhost)),
+            (vec![2, 1], vec![3]),
+            "{mode:?}: evicted buffers become ghosts of their own list, newest at the head"
+        );
+        let s = core.sizes();
+        assert_eq!(
+            (s.mru, s.mfu, s.mru_ghost, s.mfu_ghost),
+            (0, B, 2 * B, B),
+            "{mode:?}: evicted bytes move to the ghost lists"
+        );
+    }
+
+    #[test]
+    fn evicted_live_buffers_become_ghosts_of_their_own_list() {
+        evicted_buffers_become_ghosts_of_their_list::<Eager>();
+        evicted_buffers_become_ghosts_of_their_list::<Lazy>();
+    }
+
+    fn ghost_lists_are_trimmed<M: HitModeImpl>() {
+        let mode = M::MODE;
+        let c = 4 * B;
+        let core = core::<M>(c);
+        // B1: 1 and 2 in MFU, then a scan through MRU.
+        for k in [1, 2, 1, 2] {
+            insert(&core, k, B);
+        }
+        for k in 10..20 {
+            insert(&core, k, B);
+            let s = core.sizes();
+            assert!(
+                s.mru + s.mru_ghost <= c,
+                "{mode:?}: after key {k}: |T1| + |B1| = {} > c",
+                s.mru + s.mru_ghost
+            );
+        }
+        let s = core.sizes();
+        assert_eq!(
+            s.mru + s.mru_ghost,
+            c,
+            "{mode:?}: B1 is trimmed to its bound, not below"
+        );
+        assert_eq!(
+            keys(&core, State::MruGhost),
+            [17, 16],
+            "{mode:?}: the oldest ghosts are dropped first"
+        );
+        assert!(count(&core, Event::GhostDropped) > 0, "{mode:?}: counted");
+        // B2: with p = c, eviction takes from MFU; new keys go to MFU.
+        core.set_p_for_test(c);
+        let mut at_bound = false;
+        for k in 100..120 {
+            insert(&core, k, B);
+            insert(&core, k, B);
+            let s = core.sizes();
+            let all = s.mru + s.mfu + s.mru_ghost + s.mfu_ghost;
+            assert!(
+                all <= 2 * c,
+                "{mode:?}: after key {k}: the directory holds {all} > 2c"
+            );
+            at_bound |= all == 2 * c && s.mfu_ghost > 0;
+        }
+        assert!(
+            at_bound,
+            "{mode:?}: B2 is trimmed to its bound, not below: {:?}",
+            core.sizes()
+        );
+    }
+
+    #[test]
+    fn ghost_lists_are_trimmed_to_their_bounds() {
+        ghost_lists_are_trimmed::<Eager>();
+        ghost_lists_are_trimmed::<Lazy>();
+    }
+
+    fn held_buffer_is_passed_over<M: HitModeImpl>() {
+        let mode = M::MODE;
+        let core = core::<M>(4 * B);
+        let held = insert_held(&core, 1, B);
+        for k in 2..=4 {
+            insert(&core, k, B);
+        }
+        core.set_target(3 * B);
+        let out = evict_inline(&core);
+        assert_eq!(
+            (state_of(&core, 1), state_of(&core, 2)),
+            (Some(State::Mru), Some(State::MruGhost)),
+            "{mode:?}: the held tail buffer stays and the next one is evicted: {out:?}"
+        );
+        if M::MODE == HitMode::Lazy {
+            assert_eq!(
+                count(&core, Event::EvictSkip),
+                1,
+                "lazy: the held buffer passed over is counted (evict_skip)"
+            );
+            assert_eq!(
+                keys(&core, State::Mru),
+                [1, 4, 3],
+                "lazy: a held buffer passed over goes to the head"
+            );
+        } else {
+            assert_eq!(
+                count(&core, Event::EvictSkip),
+                0,
+                "eager: a held buffer is off the list, the walk never meets it"
+            );
+        }
+        M::release(&core, held);
+    }
+
+    #[test]
+    fn held_buffers_are_passed_over() {
+        held_buffer_is_passed_over::<Eager>();
+        held_buffer_is_passed_over::<Lazy>();
+    }
+
+    fn busy_stripe_is_passed_over<M: HitModeImpl>(inline: bool) {
+        let mode = M::MODE;
+        let core = core::<M>(8 * B);
+        let stripe_of = |k: u64| core.table.stripe(core.hash(&k)) as *const _;
+        // Keys in other stripes than key 1's.
+        let others: Vec<u64> = (2..)
+            .filter(|&k| stripe_of(k) != stripe_of(1))
+            .take(3)
+            .collect();
+        insert(&core, 1, B);
+        for &k in &others {
+            insert(&core, k, B);
+        }
+        core.set_target(3 * B);
+        {
+            let _busy = core.table.write(core.hash(&1));
+            evict_to_target(&core, false, inline);
+        }
+        assert_eq!(
+            count(&core, Event::EvictSkip),
+            1,
+            "{mode:?} (inline {inline}): a tail buffer whose stripe is busy is passed over and counted"
+        );
+        assert_eq!(
+            (state_of(&core, 1), state_of(&core, others[0])),
+            (Some(State::Mru), Some(State::MruGhost)),
+            "{mode:?} (inline {inline}): the busy buffer stays and the next one is evicted instead"
+        );
+    }
+
+    #[test]
+    fn a_buffer_whose_stripe_is_busy_is_passed_over() {
+        busy_stripe_is_passed_over::<Eager>(true);
+        busy_stripe_is_passed_over::<Eager>(false);
+        busy_stripe_is_passed_over::<Lazy>(false);
+    }
+
+    /// The lazy mode's inline walk looks at one candidate per decision, and
+    /// a busy stripe uses it up without freeing or moving anything, so the
+    /// walk ends with `not_enough` (nothing evicted) while unheld buffers
+    /// are left. Found by this test; left to whoever owns `evict.rs`.
+    #[test]
+    #[ignore = "bug: lazy inline eviction gives up (not_enough) at a busy stripe"]
+    fn lazy_inline_passes_over_a_buffer_whose_stripe_is_busy() {
+        busy_stripe_is_passed_over::<Lazy>(true);
+    }
+
+    fn not_enough_when_all_is_held<M: HitModeImpl>() {
+        let mode = M::MODE;
+        let core = core::<M>(2 * B);
+        let held: Vec<_> = (1..=3).map(|k| insert_held(&core, k, B)).collect();
+        assert!(
+            count(&core, Event::EvictNotEnough) > 0,
+            "{mode:?}: an insert that cannot make room counts evict_not_enough"
+        );
+        assert_eq!(
+            (1..=3).map(|k| state_of(&core, k)).collect::<Vec<_>>(),
+            [Some(State::Mru); 3],
+            "{mode:?}: held buffers are not evicted"
+        );
+        let out = evict_inline(&core);
+        assert!(
+            out.not_enough && out.freed == 0,
+            "{mode:?}: the walk says not_enough when everything is held: {out:?}"
+        );
+        for e in held {
+            M::release(&core, e);
+        }
+        let out = evict_inline(&core);
+        assert!(
+            !out.not_enough && core.sizes().data() <= 2 * B,
+            "{mode:?}: released, the buffers can go: {out:?}"
+        );
+    }
+
+    #[test]
+    fn not_enough_when_everything_is_held() {
+        not_enough_when_all_is_held::<Eager>();
+        not_enough_when_all_is_held::<Lazy>();
+    }
+
+    #[test]
+    fn the_evict_thread_brings_the_cache_to_its_target_and_stops_when_dropped() {
+        let mut config = super::super::test_support::config(8 * B, HitMode::Lazy);
+        config.inline_eviction = false;
+        let core = Arc::new(Core::<u64, Lazy>::new(config, None));
+        let thread = Threaded::start(Arc::clone(&core) as Arc<dyn Evictable>)
+            .expect("started")
+            .expect("the threaded evictor has a thread");
+        for k in 0..32 {
+            let e = super::super::insert::insert_entry::<u64, Lazy, Threaded>(
+                &core,
+                k,
+                &data(k, B),
+                None,
+                None,
+            );
+            Lazy::release(&core, e);
+        }
+        // Waited for on another thread, so that a thread that never gets
+        // there fails the test instead of hanging it.
+        let (done, waited) = std::sync::mpsc::channel();
+        let for_waiter = Arc::clone(&core);
+        let waiter = std::thread::spawn(move || {
+            Threaded::wait(&*for_waiter);
+            let _ = done.send(());
+        });
+        waited
+            .recv_timeout(Duration::from_secs(10))
+            .expect("threaded: the evict thread brings the cache within c (waited 10 s)");
+        waiter.join().unwrap();
+        let cached = (0..32)
+            .filter(|&k| state_of(&core, k).is_some_and(State::is_live))
+            .count() as u64;
+        assert!(
+            core.sizes().data() <= 8 * B,
+            "threaded: once wait returns, the evict thread has brought the data within c: {:?}",
+            core.sizes()
+        );
+        assert_eq!(
+            count(&core, Event::Eviction),
+            32 - cached,
+            "threaded: every buffer gone was evicted by the thread and counted"
+        );
+        // Dropped on another thread, for the same reason.
+        let (done, dropped) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            drop(thread);
+            let _ = done.send(());
+        });
+        dropped
+            .recv_timeout(Duration::from_secs(10))
+            .expect("dropping the evict thread stops it (waited 10 s)");
+        assert_eq!(
+            Arc::strong_count(&core),
+            1,
+            "dropping the evict thread stops and joins it (its core released)"
+        );
+    }
+
+    fn arc_tails_show_what_eviction_takes_next<M: HitModeImpl>() {
+        let mode = M::MODE;
+        let core = core::<M>(8 * B);
+        for k in [5, 6, 5, 6, 1, 2, 3, 4] {
+            insert(&core, k, B);
+        }
+        let tails: &dyn ArcTails<u64> = &core;
+        let keys_of = |v: Vec<(u64, u64)>| v.into_iter().map(|(k, _)| k).collect::<Vec<_>>();
+        assert_eq!(
+            keys_of(tails.tail_keys(false, 0, 2 * B)),
+            [1, 2],
+            "{mode:?}: tail_keys: the MRU tail first, within the byte budget"
+        );
+        assert_eq!(
+            keys_of(tails.tail_keys(true, 0, 8 * B)),
+            [5, 6],
+            "{mode:?}: tail_keys: the MFU list, tail first"
+        );
+        assert_eq!(
+            keys(&core, State::Mru),
+            [4, 3, 2, 1],
+            "{mode:?}: tail_keys leaves the list as it was"
+        );
+        assert!(
+            tails.evicting_mru_first(),
+            "{mode:?}: p = 0: eviction takes from MRU"
+        );
+        core.set_p_for_test(8 * B);
+        assert!(
+            !tails.evicting_mru_first(),
+            "{mode:?}: p above |T1|: eviction takes from MFU"
+        );
+        let mut seen = None;
+        assert!(
+            tails.with_live(&5, core.hash(&5), &mut |d, mfu| seen =
+                Some((d.to_vec(), mfu))),
+            "{mode:?}: with_live finds a live buffer"
+        );
+        assert_eq!(
+            seen,
+            Some((data(5, B), true)),
+            "{mode:?}: with_live shows the buffer's bytes and its list"
+        );
+        core.set_target(5 * B);
+        evict_inline(&core);
+        assert!(
+            !tails.with_live(&5, core.hash(&5), &mut |_, _| panic!("called for a ghost")),
+            "{mode:?}: with_live: a ghost has no live buffer"
+        );
+        assert_eq!(
+            (
+                tails.evicted_bytes(),
+                tails.target_bytes(),
+                tails.data_bytes()
+            ),
+            (B, 5 * B, 5 * B),
+            "{mode:?}: the figures a feed reads"
+        );
+    }
+
+    #[test]
+    fn arc_tails_show_the_list_tails_as_eviction_takes_them() {
+        arc_tails_show_what_eviction_takes_next::<Eager>();
+        arc_tails_show_what_eviction_takes_next::<Lazy>();
+    }
+
+    /// MRU [2, 1] and MFU [4, 3] in a core of 8 blocks.
+    fn two_lists<M: HitModeImpl>() -> Core<u64, M> {
+        let core = core::<M>(8 * B);
+        for k in [3, 4, 3, 4, 1, 2] {
+            insert(&core, k, B);
+        }
+        core
+    }
+
+    fn choice_follows_p<M: HitModeImpl>() {
+        let mode = M::MODE;
+        let core = two_lists::<M>();
+        core.set_target(3 * B);
+        core.set_p_for_test(3 * B);
+        evict_inline(&core);
+        assert_eq!(
+            (state_of(&core, 1), state_of(&core, 3)),
+            (Some(State::Mru), Some(State::MfuGhost)),
+            "{mode:?}: |T1| below p: the MFU tail goes"
+        );
+        core.set_target(2 * B);
+        core.set_p_for_test(0);
+        evict_inline(&core);
+        assert_eq!(
+            (state_of(&core, 1), state_of(&core, 4)),
+            (Some(State::MruGhost), Some(State::Mfu)),
+            "{mode:?}: |T1| above p: the MRU tail goes"
+        );
+    }
+
+    #[test]
+    fn the_mru_mfu_choice_follows_p() {
+        choice_follows_p::<Eager>();
+        choice_follows_p::<Lazy>();
+    }
+
+    #[test]
+    fn at_p_arc_takes_mru_only_for_a_b2_hit_and_car_always() {
+        for b2_hit in [false, true] {
+            let core = two_lists::<Eager>();
+            core.set_target(3 * B);
+            core.set_p_for_test(2 * B);
+            evict_to_target(&core, b2_hit, true);
+            let expected = if b2_hit { 1 } else { 3 };
+            assert_eq!(
+                count(&core, Event::Eviction),
+                1,
+                "eager, b2_hit {b2_hit}: one eviction"
+            );
+            assert!(
+                state_of(&core, expected).is_some_and(|s| s.is_ghost()),
+                "eager: with |T1| = p, a B2 hit's replacement takes from MRU, any other from MFU \
+                 (b2_hit {b2_hit}: expected {expected} evicted)"
+            );
+            let core = two_lists::<Lazy>();
+            core.set_target(3 * B);
+            core.set_p_for_test(2 * B);
+            evict_to_target(&core, b2_hit, true);
+            assert_eq!(
+                state_of(&core, 1),
+                Some(State::MruGhost),
+                "lazy: with |T1| = p, CAR takes from MRU (b2_hit {b2_hit})"
+            );
+        }
+    }
+
+    fn falls_back_to_the_other_list<M: HitModeImpl>(inline: bool) {
+        let mode = M::MODE;
+        let core = two_lists::<M>();
+        // Hold all of MRU (in the lazy mode without a hit, so that its
+        // buffers are held, not referenced): the rule says MRU (p = 0),
+        // which has nothing to give.
+        assert!(remove_key(&core, &1) && remove_key(&core, &2));
+        let held = [1, 2].map(|k| insert_held(&core, k, B));
+        core.set_target(3 * B);
+        let out = evict_to_target(&core, false, inline);
+        assert!(
+            !out.not_enough && state_of(&core, 3) == Some(State::MfuGhost),
+            "{mode:?} (inline {inline}): when the chosen list has nothing to give, \
+             the other one does: {out:?}"
+        );
+        for e in held {
+            M::release(&core, e);
+        }
+    }
+
+    #[test]
+    fn eager_falls_back_to_the_other_list() {
+        falls_back_to_the_other_list::<Eager>(true);
+        falls_back_to_the_other_list::<Eager>(false);
+    }
+
+    /// In the lazy mode a held buffer passed over counts as "moved", and
+    /// the walk tries the other list only when nothing moved: with every
+    /// buffer of the chosen list held, it goes round that list until its
+    /// bound and ends with `not_enough`, leaving the other list's unheld
+    /// buffers (inline and batch walks alike). Found by this test; left
+    /// to whoever owns `evict.rs`.
+    #[test]
+    #[ignore = "bug: lazy eviction does not fall back to the other list when the chosen one is all held"]
+    fn lazy_falls_back_to_the_other_list() {
+        falls_back_to_the_other_list::<Lazy>(true);
+        falls_back_to_the_other_list::<Lazy>(false);
+    }
+}

@@ -576,3 +576,343 @@ impl HitModeImpl for Lazy {
         CoreRef::Lazy(core)
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::super::insert::remove_key;
+    use super::super::test_support::{
+        core, count, hit, insert, insert_held, keys, lookup, state_of, BLOCK as B,
+    };
+    use super::*;
+
+    #[test]
+    fn eager_first_hold_unlinks_and_last_release_relinks_at_the_head() {
+        let core = core::<Eager>(16 * B);
+        insert(&core, 1, B);
+        insert(&core, 2, B);
+        assert!(hit(&core, 1) && hit(&core, 2), "setup: both cached");
+        assert_eq!(keys(&core, State::Mfu), [2, 1], "setup: MFU in hit order");
+        let first = lookup(&core, 1).expect("cached");
+        assert_eq!(
+            keys(&core, State::Mfu),
+            [2],
+            "eager: a first hold unlinks the buffer from its sublist"
+        );
+        let second = lookup(&core, 1).expect("cached");
+        Eager::release(&core, second);
+        assert_eq!(
+            keys(&core, State::Mfu),
+            [2],
+            "eager: a release that is not the last leaves the buffer unlinked"
+        );
+        Eager::release(&core, first);
+        assert_eq!(
+            keys(&core, State::Mfu),
+            [1, 2],
+            "eager: the last release links the buffer back at the head"
+        );
+        assert_eq!(meta::holds(first.word()), 0, "eager: every hold released");
+    }
+
+    #[test]
+    fn eager_mru_hit_moves_the_buffer_and_its_bytes_to_mfu() {
+        let core = core::<Eager>(16 * B);
+        insert(&core, 1, 100);
+        insert(&core, 2, 300);
+        let s = core.sizes();
+        assert_eq!((s.mru, s.mfu), (400, 0), "setup: both in MRU");
+        let e = lookup(&core, 1).expect("cached");
+        assert_eq!(
+            e.state(),
+            State::Mfu,
+            "eager: an MRU hit moves the buffer to MFU"
+        );
+        let s = core.sizes();
+        assert_eq!(
+            (s.mru, s.mfu, s.anon),
+            (300, 100, 0),
+            "eager: an MRU hit moves the buffer's bytes from MRU to MFU"
+        );
+        assert_eq!(
+            count(&core, Event::MruHit),
+            1,
+            "eager: counted as an MRU hit"
+        );
+        Eager::release(&core, e);
+        assert_eq!(keys(&core, State::Mfu), [1], "eager: released into MFU");
+        assert_eq!(
+            keys(&core, State::Mru),
+            [2],
+            "eager: the other buffer stays in MRU"
+        );
+        assert!(hit(&core, 1));
+        let s = core.sizes();
+        assert_eq!(
+            (s.mru, s.mfu),
+            (300, 100),
+            "eager: an MFU hit moves no bytes"
+        );
+        assert_eq!(
+            Eager::hits(&core),
+            (1, 1),
+            "eager: one MRU hit, then one MFU hit"
+        );
+    }
+
+    #[test]
+    fn eager_releasing_a_removed_entry_frees_it_and_its_bytes() {
+        let core = core::<Eager>(16 * B);
+        let held = insert_held(&core, 1, 500);
+        insert(&core, 2, 700);
+        assert!(remove_key(&core, &1), "a cached buffer was removed");
+        assert_eq!(state_of(&core, 1), None, "eager: removed from the table");
+        assert_eq!(
+            held.state(),
+            State::Anon,
+            "eager: a removed buffer still held becomes Anon"
+        );
+        let s = core.sizes();
+        assert_eq!(
+            (s.mru, s.anon),
+            (700, 500),
+            "eager: a removed held buffer's bytes move to anon"
+        );
+        Eager::release(&core, held);
+        let s = core.sizes();
+        assert_eq!(
+            (s.mru, s.anon),
+            (700, 0),
+            "eager: the last release of an Anon buffer frees its bytes"
+        );
+        assert!(remove_key(&core, &2));
+        assert!(
+            keys(&core, State::Mru).is_empty(),
+            "eager: removing an unheld buffer unlinks it"
+        );
+        assert_eq!(
+            core.sizes().data(),
+            0,
+            "eager: removing an unheld buffer frees its bytes at once"
+        );
+        assert_eq!(
+            count(&core, Event::Remove),
+            2,
+            "eager: both removals counted"
+        );
+    }
+
+    #[test]
+    fn lazy_hit_sets_the_reference_bit_and_the_hold_in_one_word() {
+        let core = core::<Lazy>(16 * B);
+        let e = insert_held(&core, 1, B);
+        Lazy::release(&core, e);
+        let w = e.word();
+        assert_eq!(
+            (meta::holds(w), meta::hits(w)),
+            (0, 0),
+            "lazy: an insert leaves the buffer unreferenced"
+        );
+        let h = lookup(&core, 1).expect("cached");
+        assert!(h == e, "lazy: the hit finds the inserted entry");
+        let w = e.word();
+        assert_eq!(
+            (meta::holds(w), meta::hits(w), meta::state(w)),
+            (1, 1, State::Mru),
+            "lazy: a hit takes a hold and sets the reference bit in the meta word, state unchanged"
+        );
+        assert_eq!(
+            keys(&core, State::Mru),
+            [1],
+            "lazy: a held buffer stays linked"
+        );
+        assert_eq!(
+            count(&core, Event::MruHit),
+            0,
+            "lazy: a hit writes no statistics counter"
+        );
+        Lazy::release(&core, h);
+        let w = e.word();
+        assert_eq!(
+            (meta::holds(w), meta::hits(w)),
+            (0, 1),
+            "lazy: a release drops the hold and keeps the reference bit"
+        );
+        assert_eq!(
+            Lazy::hits(&core),
+            (1, 0),
+            "lazy: hits still in the words are counted by hits()"
+        );
+    }
+
+    #[test]
+    fn lazy_at_tail_promotes_referenced_skips_held_and_evicts_the_rest() {
+        let core = core::<Lazy>(16 * B);
+        let entry = |state: State, holds: u64, hits: u64| {
+            let e = EntryPtr::new(7u64, 0, &[0; 10], state, holds);
+            e.meta.fetch_add(hits * HIT, Ordering::Relaxed);
+            e
+        };
+        let referenced = entry(State::Mru, 0, 3);
+        assert_eq!(
+            Lazy::at_tail(&core, referenced, State::Mru),
+            Tail::Promote,
+            "lazy: a referenced buffer at the tail is promoted"
+        );
+        assert_eq!(
+            meta::hits(referenced.word()),
+            0,
+            "lazy: promotion clears the reference bit"
+        );
+        assert_eq!(
+            count(&core, Event::MruHit),
+            3,
+            "lazy: promotion folds the hits into the statistics of the buffer's state"
+        );
+        let held_referenced = entry(State::Mfu, 1, 2);
+        assert_eq!(
+            Lazy::at_tail(&core, held_referenced, State::Mfu),
+            Tail::Promote,
+            "lazy: the reference bit comes before the hold"
+        );
+        assert_eq!(
+            (
+                count(&core, Event::MfuHit),
+                meta::holds(held_referenced.word())
+            ),
+            (2, 1),
+            "lazy: MFU hits folded as MFU hits, the hold kept"
+        );
+        let held = entry(State::Mru, 2, 0);
+        let before = held.word();
+        assert_eq!(
+            Lazy::at_tail(&core, held, State::Mru),
+            Tail::Skip,
+            "lazy: a held, unreferenced buffer is skipped"
+        );
+        assert_eq!(
+            held.word(),
+            before,
+            "lazy: a skip changes nothing in the word"
+        );
+        let idle = entry(State::Mru, 0, 0);
+        assert_eq!(
+            Lazy::at_tail(&core, idle, State::Mru),
+            Tail::Evict,
+            "lazy: an unheld, unreferenced buffer is evicted"
+        );
+        assert_eq!(
+            idle.state(),
+            State::Dead,
+            "lazy: the eviction decision makes the entry Dead in the same step"
+        );
+        for e in [referenced, held_referenced, held, idle] {
+            // SAFETY: made above, never in the table or a list, and no
+            // other thread has seen it.
+            unsafe { e.free() };
+        }
+    }
+
+    #[test]
+    fn lazy_removal_of_a_held_entry_makes_it_anon_and_the_last_release_retires_it() {
+        let core = core::<Lazy>(16 * B);
+        let first = insert_held(&core, 1, 500);
+        let second = lookup(&core, 1).expect("cached");
+        assert!(remove_key(&core, &1), "a cached buffer was removed");
+        assert_eq!(
+            first.state(),
+            State::Anon,
+            "lazy: a removed buffer still held becomes Anon"
+        );
+        assert!(
+            keys(&core, State::Mru).is_empty(),
+            "lazy: removal unlinks the buffer"
+        );
+        let s = core.sizes();
+        assert_eq!(
+            (s.mru, s.anon),
+            (0, 500),
+            "lazy: a removed held buffer's bytes move to anon"
+        );
+        assert_eq!(
+            (count(&core, Event::MruHit), meta::hits(first.word())),
+            (1, 0),
+            "lazy: removal folds the entry's hits into the statistics"
+        );
+        Lazy::release(&core, second);
+        assert_eq!(
+            (first.state(), core.sizes().anon),
+            (State::Anon, 500),
+            "lazy: a release that is not the last leaves the Anon buffer"
+        );
+        // Pinned: the retired entry's memory stays while we look at it.
+        let pinned = crate::mem::pin();
+        Lazy::release(&core, first);
+        assert_eq!(
+            first.state(),
+            State::Dead,
+            "lazy: the last release of an Anon buffer retires it (Dead)"
+        );
+        assert_eq!(
+            core.sizes().anon,
+            0,
+            "lazy: the last release of an Anon buffer frees its bytes"
+        );
+        let unheld = insert_held(&core, 2, 300);
+        Lazy::release(&core, unheld);
+        assert!(remove_key(&core, &2));
+        assert_eq!(
+            unheld.state(),
+            State::Dead,
+            "lazy: removing an unheld buffer retires it at once"
+        );
+        assert_eq!(core.sizes().data(), 0, "lazy: and frees its bytes");
+        drop(pinned);
+    }
+
+    #[test]
+    fn lazy_hit_counts_are_folded_into_the_statistics_once() {
+        let core = core::<Lazy>(4 * B);
+        for k in 1..=4 {
+            insert(&core, k, B);
+        }
+        for k in [1, 1, 1, 2] {
+            assert!(hit(&core, k));
+        }
+        assert_eq!(Lazy::hits(&core), (4, 0), "lazy: hits in the words counted");
+        assert_eq!(
+            count(&core, Event::MruHit),
+            0,
+            "lazy: nothing folded before the walk"
+        );
+        // Full: the walk meets 1 then 2 at the MRU tail, referenced, and
+        // promotes them (folding their hits), then evicts 3.
+        insert(&core, 5, B);
+        assert_eq!(
+            (state_of(&core, 1), state_of(&core, 2), state_of(&core, 3)),
+            (Some(State::Mfu), Some(State::Mfu), Some(State::MruGhost)),
+            "lazy: referenced tails promoted to MFU, the next unreferenced one evicted"
+        );
+        assert_eq!(
+            count(&core, Event::MruHit),
+            4,
+            "lazy: the walk folds the promoted buffers' hits as MRU hits"
+        );
+        assert_eq!(
+            Lazy::hits(&core),
+            (4, 0),
+            "lazy: folded hits are not counted twice"
+        );
+        assert!(hit(&core, 1));
+        assert_eq!(
+            Lazy::hits(&core),
+            (4, 1),
+            "lazy: a hit in MFU counts as MFU"
+        );
+        assert!(remove_key(&core, &1));
+        assert_eq!(
+            (count(&core, Event::MfuHit), Lazy::hits(&core)),
+            (1, (4, 1)),
+            "lazy: removal folds the MFU hit once"
+        );
+    }
+}

@@ -163,3 +163,306 @@ pub(crate) fn remove_key<K: Key, M: HitModeImpl>(core: &Core<K, M>, key: &K) -> 
     }
     live
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::super::hit_mode::{Eager, Lazy};
+    use super::super::policy;
+    use super::super::test_support::{
+        core, count, data, hit, insert, insert_held, keys, state_of, BLOCK as B,
+    };
+    use super::*;
+    use crate::mem::meta;
+
+    /// The bytes `key` is cached with, via a lookup (released).
+    fn cached<M: HitModeImpl>(core: &Core<u64, M>, key: u64) -> Option<Vec<u8>> {
+        let (e, len) = M::lookup(core, core.hash(&key), &key)?;
+        let bytes = e.data_prefix(len).to_vec();
+        M::release(core, e);
+        Some(bytes)
+    }
+
+    fn new_key_enters_mru_and_a_reinsert_enters_mfu<M: HitModeImpl>() {
+        let mode = M::MODE;
+        let core = core::<M>(16 * B);
+        insert(&core, 1, 100);
+        assert_eq!(
+            state_of(&core, 1),
+            Some(State::Mru),
+            "{mode:?}: a new key enters MRU"
+        );
+        assert_eq!(keys(&core, State::Mru), [1], "{mode:?}: linked in MRU");
+        insert(&core, 1, 300);
+        assert_eq!(
+            state_of(&core, 1),
+            Some(State::Mfu),
+            "{mode:?}: a re-insert of a cached key enters MFU"
+        );
+        assert_eq!(
+            (keys(&core, State::Mru), keys(&core, State::Mfu)),
+            (vec![], vec![1]),
+            "{mode:?}: the old buffer leaves MRU, the new one is linked in MFU"
+        );
+        let s = core.sizes();
+        assert_eq!(
+            (s.mru, s.mfu, s.anon),
+            (0, 300, 0),
+            "{mode:?}: the old bytes go, the new ones count in MFU"
+        );
+        assert_eq!(
+            cached(&core, 1),
+            Some(data(1, 300)),
+            "{mode:?}: the new bytes are served"
+        );
+        assert_eq!(
+            count(&core, Event::Insert),
+            2,
+            "{mode:?}: two inserts counted"
+        );
+    }
+
+    #[test]
+    fn a_new_key_enters_mru_and_a_reinsert_enters_mfu() {
+        new_key_enters_mru_and_a_reinsert_enters_mfu::<Eager>();
+        new_key_enters_mru_and_a_reinsert_enters_mfu::<Lazy>();
+    }
+
+    fn reinsert_leaves_the_old_bytes_to_their_handle<M: HitModeImpl>() {
+        let mode = M::MODE;
+        let core = core::<M>(16 * B);
+        let old = insert_held(&core, 1, 100);
+        insert(&core, 1, 300);
+        assert_eq!(
+            old.state(),
+            State::Anon,
+            "{mode:?}: a replaced buffer still held becomes Anon"
+        );
+        assert_eq!(
+            old.data_prefix(100),
+            &data(1, 100)[..],
+            "{mode:?}: its handle still reads the old bytes"
+        );
+        let s = core.sizes();
+        assert_eq!(
+            (s.mfu, s.anon),
+            (300, 100),
+            "{mode:?}: the replaced bytes count as anon while held"
+        );
+        let _pinned = crate::mem::pin();
+        M::release(&core, old);
+        assert_eq!(
+            core.sizes().anon,
+            0,
+            "{mode:?}: the last release of the replaced buffer frees its bytes"
+        );
+    }
+
+    #[test]
+    fn a_reinsert_leaves_the_old_bytes_to_their_handle() {
+        reinsert_leaves_the_old_bytes_to_their_handle::<Eager>();
+        reinsert_leaves_the_old_bytes_to_their_handle::<Lazy>();
+    }
+
+    fn ghost_hits_adapt_p<M: HitModeImpl>() {
+        let mode = M::MODE;
+        let c = 4 * B;
+        let core = core::<M>(c);
+        // MFU [3, 2, 1], then 4 and 5 in MRU: 5 evicts 4 (MRU, p = 0).
+        for k in [1, 2, 3, 1, 2, 3, 4, 5] {
+            insert(&core, k, B);
+        }
+        assert_eq!(
+            state_of(&core, 4),
+            Some(State::MruGhost),
+            "{mode:?}: setup: 4 evicted from MRU"
+        );
+        let p0 = core.p();
+        let before = core.sizes();
+        insert(&core, 4, B);
+        assert!(core.p() > p0, "{mode:?}: a B1 (MRU ghost) hit raises p");
+        if M::ADAPT_BEFORE_REPLACE {
+            assert_eq!(
+                core.p(),
+                policy::adapt(p0, c, GhostHit::Mru, B, &before),
+                "{mode:?}: ARC adapts p before the replacement, the ghost still counted"
+            );
+        }
+        assert_eq!(
+            state_of(&core, 4),
+            Some(State::Mfu),
+            "{mode:?}: a ghost hit enters MFU"
+        );
+        assert_eq!(
+            count(&core, Event::MruGhostHit),
+            1,
+            "{mode:?}: the B1 hit counted"
+        );
+        insert(&core, 6, B);
+        assert_eq!(
+            state_of(&core, 1),
+            Some(State::MfuGhost),
+            "{mode:?}: setup: 1 evicted from MFU"
+        );
+        let p1 = core.p();
+        assert!(p1 > 0, "{mode:?}: setup: p above 0");
+        let before = core.sizes();
+        insert(&core, 1, B);
+        assert!(core.p() < p1, "{mode:?}: a B2 (MFU ghost) hit lowers p");
+        if M::ADAPT_BEFORE_REPLACE {
+            assert_eq!(
+                core.p(),
+                policy::adapt(p1, c, GhostHit::Mfu, B, &before),
+                "{mode:?}: ARC adapts p before the replacement, the ghost still counted"
+            );
+        }
+        assert_eq!(
+            state_of(&core, 1),
+            Some(State::Mfu),
+            "{mode:?}: a B2 hit enters MFU"
+        );
+        assert_eq!(
+            count(&core, Event::MfuGhostHit),
+            1,
+            "{mode:?}: the B2 hit counted"
+        );
+    }
+
+    #[test]
+    fn a_ghost_hit_adapts_p_and_enters_mfu() {
+        ghost_hits_adapt_p::<Eager>();
+        ghost_hits_adapt_p::<Lazy>();
+    }
+
+    fn insert_supersedes_a_load<M: HitModeImpl>() {
+        let mode = M::MODE;
+        let core = core::<M>(16 * B);
+        let hash = core.hash(&1);
+        // A load of key 1 in flight, with one waiter.
+        let pending = Arc::new(Pending::new());
+        pending.waiters.store(1, Ordering::Relaxed);
+        core.table
+            .write(hash)
+            .per_stripe()
+            .push(1, Arc::clone(&pending));
+        insert(&core, 1, 300);
+        assert!(
+            pending.superseded.load(Ordering::Relaxed),
+            "{mode:?}: an insert supersedes a load of its key in flight"
+        );
+        // The load completes with its (older) bytes.
+        let loaded = insert_entry::<u64, M, super::super::evict::Inline>(
+            &core,
+            1,
+            &data(1, 100),
+            Some(&pending),
+            None,
+        );
+        assert_eq!(
+            loaded.state(),
+            State::Anon,
+            "{mode:?}: a superseded load's bytes are not cached"
+        );
+        assert_eq!(
+            meta::holds(loaded.word()),
+            2,
+            "{mode:?}: the loader and its waiter each hold the superseded bytes"
+        );
+        assert!(
+            core.table.write(hash).per_stripe().find(&1).is_none(),
+            "{mode:?}: the completed load is forgotten"
+        );
+        let s = core.sizes();
+        assert_eq!(
+            (s.mru, s.anon),
+            (300, 100),
+            "{mode:?}: the superseded bytes count as anon while held"
+        );
+        assert_eq!(
+            cached(&core, 1),
+            Some(data(1, 300)),
+            "{mode:?}: the cache keeps the insert's bytes"
+        );
+        assert_eq!(count(&core, Event::LoadSuperseded), 1, "{mode:?}: counted");
+        let _pinned = crate::mem::pin();
+        M::release(&core, loaded);
+        M::release(&core, loaded);
+        assert_eq!(
+            core.sizes().anon,
+            0,
+            "{mode:?}: the superseded bytes go with their last handle"
+        );
+    }
+
+    #[test]
+    fn an_insert_during_a_load_supersedes_it() {
+        insert_supersedes_a_load::<Eager>();
+        insert_supersedes_a_load::<Lazy>();
+    }
+
+    /// Per state, the counted bytes and the bytes linked in the state's
+    /// list (counted by the multilist itself) when nothing is held.
+    fn check_bytes<M: HitModeImpl>(core: &Core<u64, M>, step: usize, what: &str) {
+        let s = core.sizes();
+        let linked = |state| core.list(state).totals().0;
+        let mode = M::MODE;
+        assert_eq!(
+            [s.mru, s.mfu, s.mru_ghost, s.mfu_ghost, s.anon],
+            [
+                linked(State::Mru),
+                linked(State::Mfu),
+                linked(State::MruGhost),
+                linked(State::MfuGhost),
+                0
+            ],
+            "{mode:?}: step {step} ({what}): bytes per state (MRU, MFU, B1, B2, anon) \
+             differ from what the lists hold"
+        );
+        assert!(
+            s.data() <= core.c(),
+            "{mode:?}: step {step} ({what}): inline eviction left {} bytes over c",
+            s.data() - core.c()
+        );
+    }
+
+    fn byte_counts_are_exact<M: HitModeImpl>() {
+        let core = core::<M>(16 * B);
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for step in 0..600 {
+            let r = next();
+            let key = r % 48;
+            let what = match (r >> 8) % 10 {
+                0..=5 => {
+                    insert(&core, key, 1 + (r >> 16) % (3 * B));
+                    "insert"
+                }
+                6..=8 => {
+                    hit(&core, key);
+                    "hit"
+                }
+                _ => {
+                    remove_key(&core, &key);
+                    "remove"
+                }
+            };
+            check_bytes(&core, step, what);
+        }
+        let s = core.sizes();
+        assert!(
+            s.mru > 0 && s.mfu > 0 && s.mru_ghost + s.mfu_ghost > 0,
+            "{:?}: the run reached every list: {s:?}",
+            M::MODE
+        );
+    }
+
+    #[test]
+    fn byte_counts_per_state_are_exact_after_each_step() {
+        byte_counts_are_exact::<Eager>();
+        byte_counts_are_exact::<Lazy>();
+    }
+}

@@ -138,3 +138,331 @@ impl<K: Key, M> Drop for AbandonOnUnwind<'_, K, M> {
         }
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::super::evict::Inline;
+    use super::super::hit_mode::{Eager, Lazy};
+    use super::super::insert::remove_key;
+    use super::super::test_support::{core, count, data, insert, state_of, BLOCK as B};
+    use super::*;
+    use crate::mem::meta;
+    use crate::mem::State;
+    use std::panic;
+    use std::sync::atomic::{AtomicBool, AtomicUsize};
+    use std::sync::mpsc;
+    use std::time::{Duration, Instant};
+
+    /// A loader's error.
+    #[derive(Debug)]
+    struct Failed(u32);
+
+    /// `get_or_load` with inline eviction.
+    fn load<M: HitModeImpl, E: Send + Sync + 'static>(
+        core: &Core<u64, M>,
+        key: u64,
+        loader: impl FnOnce() -> Result<Vec<u8>, E>,
+    ) -> Result<EntryPtr<u64>, Option<Arc<E>>> {
+        get_or_load::<u64, M, Inline, E, _>(core, key, Some(loader))
+    }
+
+    /// Waits (at most 10 s) until `cond` holds; panics naming `what` if not.
+    fn wait_until(what: &str, cond: impl Fn() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !cond() {
+            assert!(Instant::now() < deadline, "timed out waiting: {what}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    fn bytes_of(e: EntryPtr<u64>) -> Vec<u8> {
+        e.data_prefix(e.data_len()).to_vec()
+    }
+
+    /// A thread whose end is waited for at most 10 s, so that a caller
+    /// left waiting fails the test instead of hanging it.
+    struct Timed<T>(mpsc::Receiver<std::thread::Result<T>>);
+
+    fn spawn<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Timed<T> {
+        let (done, result) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = done.send(panic::catch_unwind(panic::AssertUnwindSafe(f)));
+        });
+        Timed(result)
+    }
+
+    impl<T> Timed<T> {
+        /// The thread's result (`Err` if it panicked).
+        fn join(self, what: &str) -> std::thread::Result<T> {
+            self.0
+                .recv_timeout(Duration::from_secs(10))
+                .unwrap_or_else(|_| panic!("still waiting after 10 s: {what}"))
+        }
+    }
+
+    type Loaded = Result<EntryPtr<u64>, Option<Arc<Failed>>>;
+
+    /// A load of key 1 on a thread of its own, whose loader raises
+    /// `running`, waits until `ready()` and returns `result()`.
+    fn first_load<M: HitModeImpl>(
+        core: &Arc<Core<u64, M>>,
+        running: &Arc<AtomicBool>,
+        ready: impl Fn(&Core<u64, M>) -> bool + Send + 'static,
+        result: impl FnOnce() -> Result<Vec<u8>, Failed> + Send + 'static,
+    ) -> Timed<Loaded> {
+        let (core, flag) = (Arc::clone(core), Arc::clone(running));
+        let t = spawn(move || {
+            load::<M, Failed>(&core, 1, || {
+                flag.store(true, Ordering::SeqCst);
+                wait_until("the test lets the first loader finish", || ready(&core));
+                result()
+            })
+        });
+        wait_until("the first loader runs", || running.load(Ordering::SeqCst));
+        t
+    }
+
+    /// A load of key 1 on a thread of its own, whose loader counts its
+    /// runs in `runs` and returns `len` bytes.
+    fn second_load<M: HitModeImpl>(
+        core: &Arc<Core<u64, M>>,
+        runs: &Arc<AtomicUsize>,
+        len: u64,
+    ) -> Timed<Loaded> {
+        let (core, runs) = (Arc::clone(core), Arc::clone(runs));
+        spawn(move || {
+            load::<M, Failed>(&core, 1, || {
+                runs.fetch_add(1, Ordering::SeqCst);
+                Ok(data(1, len))
+            })
+        })
+    }
+
+    /// The first load's loader returns once a second caller waits for it.
+    fn a_waiter_came(core: &Core<u64, impl HitModeImpl>) -> bool {
+        count(core, Event::LoadWait) == 1
+    }
+
+    fn single_flight<M: HitModeImpl>() {
+        let mode = M::MODE;
+        let core = Arc::new(core::<M>(64 * B));
+        let running = Arc::new(AtomicBool::new(false));
+        let runs = Arc::new(AtomicUsize::new(0));
+        let first = first_load(&core, &running, a_waiter_came, || Ok(data(1, 100)));
+        let second = second_load(&core, &runs, 999);
+        let second = second
+            .join("the waiter")
+            .unwrap()
+            .expect("the joined load succeeds");
+        let first = first
+            .join("the loader")
+            .unwrap()
+            .expect("the load succeeds");
+        assert_eq!(
+            runs.load(Ordering::SeqCst),
+            0,
+            "{mode:?}: single flight: one loader runs for two callers"
+        );
+        assert!(
+            first == second,
+            "{mode:?}: both callers get the one loaded entry"
+        );
+        assert_eq!(
+            bytes_of(second),
+            data(1, 100),
+            "{mode:?}: the loader's bytes"
+        );
+        assert_eq!(
+            meta::holds(first.word()),
+            2,
+            "{mode:?}: a hold taken for each caller"
+        );
+        assert_eq!(
+            (count(&core, Event::Load), count(&core, Event::Miss)),
+            (1, 2),
+            "{mode:?}: one load, two misses"
+        );
+        M::release(&core, first);
+        M::release(&core, second);
+        assert_eq!(state_of(&core, 1), Some(State::Mru), "{mode:?}: cached");
+    }
+
+    #[test]
+    fn concurrent_misses_of_one_key_run_one_loader() {
+        single_flight::<Eager>();
+        single_flight::<Lazy>();
+    }
+
+    fn failed_load<M: HitModeImpl>() {
+        let mode = M::MODE;
+        let core = Arc::new(core::<M>(64 * B));
+        let running = Arc::new(AtomicBool::new(false));
+        let runs = Arc::new(AtomicUsize::new(0));
+        let first = first_load(&core, &running, a_waiter_came, || Err(Failed(7)));
+        let second = second_load(&core, &runs, 100).join("the waiter").unwrap();
+        let first = first.join("the loader").unwrap();
+        let (Err(Some(a)), Err(Some(b))) = (first, second) else {
+            panic!("{mode:?}: a failed load fails its caller and every waiter");
+        };
+        assert!(
+            Arc::ptr_eq(&a, &b) && a.0 == 7,
+            "{mode:?}: every waiter gets the loader's own error"
+        );
+        assert_eq!(
+            (state_of(&core, 1), core.sizes().data()),
+            (None, 0),
+            "{mode:?}: a failed load caches nothing"
+        );
+        assert_eq!(count(&core, Event::LoadFailure), 1, "{mode:?}: counted");
+        let e = second_load(&core, &runs, 100)
+            .join("a load after the failure")
+            .unwrap()
+            .expect("loads");
+        assert_eq!(
+            runs.load(Ordering::SeqCst),
+            1,
+            "{mode:?}: the failed load is forgotten: the next miss loads"
+        );
+        M::release(&core, e);
+    }
+
+    #[test]
+    fn a_failed_load_gives_every_waiter_the_error_and_caches_nothing() {
+        failed_load::<Eager>();
+        failed_load::<Lazy>();
+    }
+
+    fn panicking_loader<M: HitModeImpl>() {
+        let mode = M::MODE;
+        let core = Arc::new(core::<M>(64 * B));
+        let running = Arc::new(AtomicBool::new(false));
+        let runs = Arc::new(AtomicUsize::new(0));
+        let first = first_load(&core, &running, a_waiter_came, || {
+            panic!("a loader panicking on purpose (the test expects it)")
+        });
+        let second = second_load(&core, &runs, 200)
+            .join("the waiter of a panicking loader")
+            .unwrap()
+            .expect("the waiter loads for itself");
+        assert!(
+            first.join("the loader").is_err(),
+            "{mode:?}: setup: the loader panicked"
+        );
+        assert_eq!(
+            runs.load(Ordering::SeqCst),
+            1,
+            "{mode:?}: a panicking loader lets its waiter retry with its own loader"
+        );
+        assert_eq!(
+            bytes_of(second),
+            data(1, 200),
+            "{mode:?}: the waiter gets its own loader's bytes"
+        );
+        M::release(&core, second);
+        assert_eq!(
+            state_of(&core, 1),
+            Some(State::Mru),
+            "{mode:?}: the retried load is cached"
+        );
+        assert!(
+            core.table
+                .write(core.hash(&1))
+                .per_stripe()
+                .find(&1)
+                .is_none(),
+            "{mode:?}: no load left in flight"
+        );
+    }
+
+    #[test]
+    fn a_panicking_loader_lets_a_waiter_retry() {
+        panicking_loader::<Eager>();
+        panicking_loader::<Lazy>();
+    }
+
+    fn superseded_load_not_joined<M: HitModeImpl>() {
+        let mode = M::MODE;
+        let core = Arc::new(core::<M>(64 * B));
+        let running = Arc::new(AtomicBool::new(false));
+        let go = Arc::new(AtomicBool::new(false));
+        let runs = Arc::new(AtomicUsize::new(0));
+        let released = Arc::clone(&go);
+        let first = first_load(
+            &core,
+            &running,
+            move |_| released.load(Ordering::SeqCst),
+            || Ok(data(1, 100)),
+        );
+        assert!(!remove_key(&*core, &1), "setup: nothing cached yet");
+        let second = second_load(&core, &runs, 200)
+            .join("a caller after the removal")
+            .unwrap()
+            .expect("loads");
+        assert_eq!(
+            (runs.load(Ordering::SeqCst), count(&core, Event::LoadWait)),
+            (1, 0),
+            "{mode:?}: a load superseded by a removal is not joined: the new caller loads"
+        );
+        go.store(true, Ordering::SeqCst);
+        let first = first.join("the superseded load").unwrap().expect("loads");
+        assert_eq!(
+            (bytes_of(first), first.state()),
+            (data(1, 100), State::Anon),
+            "{mode:?}: the superseded load's bytes go to its caller only"
+        );
+        assert_eq!(
+            count(&core, Event::LoadSuperseded),
+            1,
+            "{mode:?}: the superseded load counted"
+        );
+        {
+            let _pinned = crate::mem::pin();
+            M::release(&core, first);
+        }
+        M::release(&core, second);
+        let (e, len) = M::lookup(&core, core.hash(&1), &1).expect("cached");
+        assert_eq!(
+            e.data_prefix(len),
+            &data(1, 200)[..],
+            "{mode:?}: the cache keeps the newer load's bytes"
+        );
+        M::release(&core, e);
+        assert_eq!(core.sizes().anon, 0, "{mode:?}: no anonymous bytes left");
+    }
+
+    #[test]
+    fn a_superseded_load_is_not_joined() {
+        superseded_load_not_joined::<Eager>();
+        superseded_load_not_joined::<Lazy>();
+    }
+
+    fn insert_during_load<M: HitModeImpl>() {
+        let mode = M::MODE;
+        let core = core::<M>(64 * B);
+        let loaded = load::<M, Failed>(&core, 1, || {
+            insert(&core, 1, 300);
+            Ok(data(1, 100))
+        })
+        .expect("loads");
+        assert_eq!(
+            (bytes_of(loaded), loaded.state()),
+            (data(1, 100), State::Anon),
+            "{mode:?}: a load superseded by an insert returns its bytes, uncached"
+        );
+        let s = core.sizes();
+        assert_eq!(
+            (s.mru, s.anon),
+            (300, 100),
+            "{mode:?}: the insert's bytes are cached, the load's are anonymous"
+        );
+        let _pinned = crate::mem::pin();
+        M::release(&core, loaded);
+        assert_eq!(core.sizes().anon, 0, "{mode:?}: freed with the handle");
+    }
+
+    #[test]
+    fn an_insert_during_a_load_keeps_the_inserted_bytes() {
+        insert_during_load::<Eager>();
+        insert_during_load::<Lazy>();
+    }
+}

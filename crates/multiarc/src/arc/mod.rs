@@ -71,6 +71,8 @@ mod key;
 mod load;
 mod policy;
 mod stats;
+#[cfg(all(test, not(loom)))]
+mod test_support;
 mod tier;
 
 pub use config::HitMode;

@@ -201,3 +201,263 @@ impl Drop for FeedThread {
         }
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::super::{KeyCodec, L2Config};
+    use super::*;
+    use crate::arc::Presence;
+    use std::path::PathBuf;
+    use std::sync::atomic::AtomicU64;
+
+    const UNIT: u64 = 4096;
+
+    /// The ARC as a feed sees it, made up: each list's sublists, tail
+    /// first, as `(key, length)`; and what the feed asked of it.
+    struct FakeArc {
+        /// `[MRU, MFU]`, each a list of sublists.
+        tails: [Vec<Vec<(u64, u64)>>; 2],
+        mru_first: bool,
+        target: u64,
+        data: AtomicU64,
+        /// The lists whose tails the feed looked at (true: MFU), in order.
+        looked: Mutex<Vec<bool>>,
+        /// The keys whose bytes the feed asked for, in order.
+        asked: Mutex<Vec<u64>>,
+    }
+
+    impl FakeArc {
+        fn new(mru: Vec<Vec<(u64, u64)>>, mfu: Vec<Vec<(u64, u64)>>, mru_first: bool) -> Self {
+            FakeArc {
+                tails: [mru, mfu],
+                mru_first,
+                target: 1 << 30,
+                data: AtomicU64::new(2 << 30),
+                looked: Mutex::new(Vec::new()),
+                asked: Mutex::new(Vec::new()),
+            }
+        }
+
+        fn looked(&self) -> Vec<bool> {
+            self.looked.lock().unwrap().clone()
+        }
+
+        fn asked(&self) -> Vec<u64> {
+            self.asked.lock().unwrap().clone()
+        }
+    }
+
+    fn bytes(key: u64, len: u64) -> Vec<u8> {
+        (0..len).map(|i| (key * 13 + i) as u8).collect()
+    }
+
+    impl ArcTails<u64> for FakeArc {
+        fn sublists(&self) -> usize {
+            self.tails[0].len()
+        }
+
+        fn evicting_mru_first(&self) -> bool {
+            self.mru_first
+        }
+
+        fn tail_keys(&self, mfu: bool, i: usize, budget: u64) -> Vec<(u64, u64)> {
+            self.looked.lock().unwrap().push(mfu);
+            let mut seen = 0;
+            let mut out = Vec::new();
+            for &(key, len) in &self.tails[usize::from(mfu)][i] {
+                if seen >= budget {
+                    break;
+                }
+                seen += len.max(1);
+                out.push((key, key));
+            }
+            out
+        }
+
+        fn with_live(&self, key: &u64, _hash: u64, f: &mut dyn FnMut(&[u8], bool)) -> bool {
+            self.asked.lock().unwrap().push(*key);
+            for (list, mfu) in self.tails.iter().zip([false, true]) {
+                if let Some(&(_, len)) = list.iter().flatten().find(|(k, _)| k == key) {
+                    f(&bytes(*key, len), mfu);
+                    return true;
+                }
+            }
+            false
+        }
+
+        fn evicted_bytes(&self) -> u64 {
+            0
+        }
+
+        fn missed_bytes(&self) -> u64 {
+            0
+        }
+
+        fn target_bytes(&self) -> u64 {
+            self.target
+        }
+
+        fn data_bytes(&self) -> u64 {
+            self.data.load(Ordering::Relaxed)
+        }
+    }
+
+    /// A fresh tier of 1 MiB on a file under the target directory, with
+    /// batches of `write_max` bytes.
+    fn tier(name: &str, write_max: u64, mfu_only: bool) -> Arc<Tier<u64>> {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/l2-unit-tests");
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("feed-{name}"));
+        let _ = std::fs::remove_file(&path);
+        let config = L2Config {
+            mfu_only,
+            rebuild: false,
+            ..L2Config::new(path, 1 << 20, write_max)
+        };
+        let codec = KeyCodec {
+            len: 8,
+            encode: |k: &u64, out: &mut [u8]| out[..8].copy_from_slice(&k.to_le_bytes()),
+            decode: |b: &[u8]| u64::from_le_bytes(b[..8].try_into().unwrap()),
+        };
+        Tier::open(config, codec).unwrap()
+    }
+
+    /// `n` keys from `first`, one unit each, tail first.
+    fn blocks(first: u64, n: u64) -> Vec<(u64, u64)> {
+        (first..first + n).map(|k| (k, UNIT)).collect()
+    }
+
+    fn cached(tier: &Tier<u64>, keys: impl IntoIterator<Item = u64>) -> Vec<u64> {
+        keys.into_iter()
+            .filter(|k| tier.presence(k) == Presence::Cached)
+            .collect()
+    }
+
+    #[test]
+    fn feeds_the_tails_in_eviction_order_until_the_batch_is_full() {
+        let all = || (10..15).chain(20..22);
+        // MRU evicted first: its tail, then (room left) MFU's.
+        let tier1 = tier("order-mru", 3 * UNIT, false);
+        let arc = FakeArc::new(vec![blocks(10, 5)], vec![blocks(20, 2)], true);
+        assert_eq!(feed_once(&tier1, &arc), 3 * UNIT, "a full batch written");
+        assert_eq!(
+            cached(&tier1, all()),
+            [10, 11, 12],
+            "the feed takes the tail of the list eviction takes from next, tail first"
+        );
+        assert_eq!(
+            arc.asked(),
+            [10, 11, 12, 13],
+            "the feed stops at the first buffer the full batch cannot take"
+        );
+        assert_eq!(
+            arc.looked(),
+            [false],
+            "a full batch ends the feed: MFU not looked at"
+        );
+        // MFU evicted first.
+        let tier2 = tier("order-mfu", 3 * UNIT, false);
+        let arc = FakeArc::new(vec![blocks(10, 5)], vec![blocks(20, 2)], false);
+        feed_once(&tier2, &arc);
+        assert_eq!(
+            cached(&tier2, all()),
+            [10, 20, 21],
+            "MFU evicted first: its tail first, then the MRU tail"
+        );
+        assert_eq!(arc.looked(), [true, false], "MFU looked at first");
+        // What the tier holds is passed over; the next feed takes the rest.
+        let arc = FakeArc::new(vec![blocks(10, 5)], vec![blocks(20, 2)], true);
+        feed_once(&tier1, &arc);
+        assert_eq!(
+            cached(&tier1, all()),
+            [10, 11, 12, 13, 14, 20],
+            "a second feed passes over what the tier holds and takes what follows"
+        );
+    }
+
+    #[test]
+    fn feeds_the_tail_most_buffers_of_every_sublist_first() {
+        let tier = tier("sublists", 4 * UNIT, false);
+        let arc = FakeArc::new(
+            vec![blocks(10, 3), blocks(20, 3)],
+            vec![vec![], vec![]],
+            true,
+        );
+        feed_once(&tier, &arc);
+        assert_eq!(
+            cached(&tier, (10..13).chain(20..23)),
+            [10, 11, 20, 21],
+            "the feed goes round the sublists by depth, tail-most first"
+        );
+    }
+
+    #[test]
+    fn skips_buffers_too_big_for_a_batch() {
+        let tier = tier("too-big", 3 * UNIT, false);
+        let mut mru = vec![(10, 3 * UNIT + 1)];
+        mru.extend(blocks(11, 3));
+        let arc = FakeArc::new(vec![mru], vec![vec![]], true);
+        feed_once(&tier, &arc);
+        assert_eq!(
+            cached(&tier, 10..14),
+            [11, 12, 13],
+            "a buffer bigger than a batch is passed over, and the feed goes on"
+        );
+    }
+
+    #[test]
+    fn mfu_only_feeds_only_the_mfu_list() {
+        let tier = tier("mfu-only", 3 * UNIT, true);
+        let arc = FakeArc::new(vec![blocks(10, 2)], vec![blocks(20, 1)], true);
+        feed_once(&tier, &arc);
+        assert_eq!(
+            cached(&tier, [10, 11, 20]),
+            [20],
+            "mfu_only: only MFU buffers are fed"
+        );
+        assert_eq!(
+            arc.looked(),
+            [true],
+            "mfu_only: the MRU list is not looked at"
+        );
+    }
+
+    #[test]
+    fn feed_inline_feeds_once_a_batch_was_inserted_and_the_cache_is_full() {
+        let tier = tier("inline", 4 * UNIT, false);
+        let arc = FakeArc::new(vec![blocks(10, 8)], vec![vec![]], true);
+        let fed = |arc: &FakeArc| !arc.looked().is_empty();
+        // Not full: no feed, however much is inserted.
+        arc.data.store(arc.target, Ordering::Relaxed);
+        for _ in 0..8 {
+            feed_inline(&tier, &arc, UNIT);
+        }
+        assert!(
+            !fed(&arc),
+            "feed_inline: no feed while the cache is not full"
+        );
+        // Full: a batch's worth inserted, so the next insert feeds.
+        arc.data.store(arc.target + 1, Ordering::Relaxed);
+        feed_inline(&tier, &arc, UNIT);
+        assert!(
+            fed(&arc),
+            "feed_inline: full and a batch's worth inserted: it feeds"
+        );
+        assert_eq!(cached(&tier, 10..18), [10, 11, 12, 13], "one batch fed");
+        // Counted afresh from the feed, each insert as whole units.
+        let arc = FakeArc::new(vec![blocks(10, 8)], vec![vec![]], true);
+        for _ in 0..3 {
+            feed_inline(&tier, &arc, 1);
+        }
+        assert!(
+            !fed(&arc),
+            "feed_inline: less than a batch's worth (in units) since the last feed: no feed"
+        );
+        feed_inline(&tier, &arc, 1);
+        assert!(
+            fed(&arc),
+            "feed_inline: four one-byte inserts count as four units, a batch's worth"
+        );
+        assert_eq!(cached(&tier, 10..18), (10..18).collect::<Vec<_>>());
+    }
+}

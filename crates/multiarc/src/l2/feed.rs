@@ -309,11 +309,9 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join(format!("feed-{name}"));
         let _ = std::fs::remove_file(&path);
-        let config = L2Config {
-            mfu_only,
-            rebuild: false,
-            ..L2Config::new(path, 1 << 20, write_max)
-        };
+        let mut config = L2Config::new(path, 1 << 20, write_max);
+        config.feed.mfu_only = mfu_only;
+        config.device.rebuild = false;
         let codec = KeyCodec {
             len: 8,
             encode: |k: &u64, out: &mut [u8]| out[..8].copy_from_slice(&k.to_le_bytes()),

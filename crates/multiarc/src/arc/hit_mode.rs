@@ -31,7 +31,7 @@ use crate::mem as reclaim;
 use crate::mem::meta::{self, HIT, HITS_FOLD_BIT, HITS_MASK, HOLD, HOLD_LIMIT};
 use crate::mem::sync::{fence, Ordering};
 use crate::mem::Probe;
-use crate::mem::{EntryPtr, State};
+use crate::mem::{EntryPtr, Header, State};
 
 /// What the evictor does with a live entry at a list tail.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,7 +45,8 @@ pub(crate) enum Tail {
 }
 
 /// A way of recording hits. Every method that names a stripe lock expects
-/// the caller to hold it as stated.
+/// the caller to hold it as stated. The methods given an entry are `unsafe`:
+/// their `# Safety` says what must keep it alive (see `mem::entry`).
 pub(crate) trait HitModeImpl: Sized + Send + Sync + 'static {
     /// The builder's name for this mode.
     const MODE: HitMode;
@@ -63,29 +64,49 @@ pub(crate) trait HitModeImpl: Sized + Send + Sync + 'static {
     /// nothing).
     fn lookup<K: Key>(core: &Core<K, Self>, hash: u64, key: &K) -> Option<(EntryPtr<K>, usize)>;
 
-    /// Takes a hold on live `e` and counts the hit. Stripe lock exclusive.
-    fn hold_locked<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>);
+    /// Takes a hold on live `e` and counts the hit.
+    ///
+    /// # Safety
+    /// `e` is in the table, and the caller holds its stripe lock exclusively.
+    unsafe fn hold_locked<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>);
 
     /// Drops one hold on `e` (a handle's drop). No lock held.
-    fn release<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>);
+    ///
+    /// # Safety
+    /// The caller holds a hold on `e` (from `lookup`, `hold_locked` or an
+    /// insert) and gives it up here: it does not use `e` after.
+    unsafe fn release<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>);
 
     /// New entry `e` (holding the inserter's holds) has just entered the
-    /// table in `state`. Stripe lock exclusive.
-    fn installed<K: Key>(core: &Core<K, Self>, state: State, e: EntryPtr<K>);
+    /// table in `state`.
+    ///
+    /// # Safety
+    /// `e` is in the table, and the caller holds its stripe lock exclusively.
+    unsafe fn installed<K: Key>(core: &Core<K, Self>, state: State, e: EntryPtr<K>);
 
     /// `old` has just been taken out of the table (removed or replaced):
     /// takes it out of its state, and frees it unless it is held (then its
-    /// last release frees it). Stripe lock exclusive.
-    fn detach<K: Key>(core: &Core<K, Self>, old: EntryPtr<K>);
+    /// last release frees it).
+    ///
+    /// # Safety
+    /// The caller took `old` out of the table under its stripe lock, which it
+    /// still holds exclusively, and does not use `old` after.
+    unsafe fn detach<K: Key>(core: &Core<K, Self>, old: EntryPtr<K>);
 
-    /// The evictor found live `e` in `state` at a list tail. Stripe lock
-    /// exclusive, `e`'s sublist lock held.
-    fn at_tail<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>, state: State) -> Tail;
+    /// The evictor found live `e` in `state` at a list tail.
+    ///
+    /// # Safety
+    /// `e` is linked in `state`'s list; the caller holds its sublist lock,
+    /// and its stripe lock exclusively.
+    unsafe fn at_tail<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>, state: State) -> Tail;
 
-    /// Frees `e`, which is out of the table and every list, and unheld: at
-    /// once when no probe runs without the lock (eager), else once no probe
-    /// can be reading it (lazy).
-    fn retire<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>);
+    /// Frees `e`: at once when no probe runs without the lock (eager), else
+    /// once no probe can be reading it (lazy).
+    ///
+    /// # Safety
+    /// `e` is out of the table and every list, and unheld (lazy: `Dead`):
+    /// the caller is its last user, retires it once and does not use it after.
+    unsafe fn retire<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>);
 
     /// Bytes of live buffers held now (statistics; not a hot path).
     fn held_bytes<K: Key>(core: &Core<K, Self>, sizes: &Sizes) -> u64;
@@ -113,12 +134,19 @@ impl<K> Clone for CoreRef<'_, K> {
 impl<K> Copy for CoreRef<'_, K> {}
 
 impl<K: Key> CoreRef<'_, K> {
-    /// Drops one hold on `e`, which this core holds.
+    /// Drops one hold on `e`, an entry of this core.
+    ///
+    /// # Safety
+    /// As [`HitModeImpl::release`]: the caller holds a hold on `e` and gives
+    /// it up here.
     #[inline]
-    pub(crate) fn release(self, e: EntryPtr<K>) {
-        match self {
-            CoreRef::Lazy(core) => Lazy::release(core, e),
-            CoreRef::Eager(core) => Eager::release(core, e),
+    pub(crate) unsafe fn release(self, e: EntryPtr<K>) {
+        // SAFETY: this function's contract.
+        unsafe {
+            match self {
+                CoreRef::Lazy(core) => Lazy::release(core, e),
+                CoreRef::Eager(core) => Eager::release(core, e),
+            }
         }
     }
 }
@@ -129,25 +157,35 @@ impl<K: Key> CoreRef<'_, K> {
 /// # Safety
 /// As [`EntryPtr::free`]: the caller is `e`'s last user.
 unsafe fn free_anon<K, M>(core: &Core<K, M>, e: EntryPtr<K>) {
-    let idx = core.sublist_of(e.hash);
-    core.sub_bytes(idx, State::Anon, e.bytes);
-    // SAFETY: per this function's contract.
+    // SAFETY: we are its last user (this function's contract).
+    let h = unsafe { e.header() };
+    let idx = core.sublist_of(h.hash);
+    core.sub_bytes(idx, State::Anon, h.bytes);
+    // SAFETY: per this function's contract; `h` is not used after.
     unsafe { e.free() };
 }
 
-/// Takes ghost `old` (already out of the table, its stripe lock held
-/// exclusively) off its list and retires it: the same in both hit modes.
-fn detach_ghost<K: Key, M: HitModeImpl>(
+/// Takes ghost `old` off its list and retires it: the same in both hit
+/// modes.
+///
+/// # Safety
+/// As [`HitModeImpl::detach`]: the caller took `old` out of the table under
+/// its stripe lock, still held, and does not use it after.
+unsafe fn detach_ghost<K: Key, M: HitModeImpl>(
     core: &Core<K, M>,
     idx: usize,
     state: State,
     old: EntryPtr<K>,
 ) {
-    core.list(state).remove(&old);
-    core.sub_bytes(idx, state, old.bytes);
-    // Ghosts are never held (a lazy probe that pins one lets go at once,
-    // and `retire` waits for such probes).
-    M::retire(core, old);
+    // SAFETY: out of the table under the stripe lock we hold, so nobody
+    // else frees it (this function's contract).
+    let h = unsafe { old.header() };
+    core.list(state).remove(h);
+    core.sub_bytes(idx, state, h.bytes);
+    // SAFETY: out of the table and now its list. Ghosts are never held (a
+    // lazy probe that pins one lets go at once, and `retire` waits for such
+    // probes); the caller does not use `old` after.
+    unsafe { M::retire(core, old) };
 }
 
 /// Taking a hold found `HOLD_LIMIT` holds already: leaked handles, not a
@@ -176,40 +214,51 @@ impl HitModeImpl for Eager {
     /// membership), then `hold_locked`.
     fn lookup<K: Key>(core: &Core<K, Self>, hash: u64, key: &K) -> Option<(EntryPtr<K>, usize)> {
         let stripe = core.table.write(hash);
-        let (e, len) = stripe
-            .find_with_len(hash, key)
-            .filter(|(e, _)| e.state().is_live())?;
-        Self::hold_locked(core, e);
+        let (e, len) = stripe.find_with_len(hash, key)?;
+        // SAFETY: in the table, and we hold its stripe lock (exclusive).
+        unsafe {
+            if !e.header().state().is_live() {
+                return None;
+            }
+            Self::hold_locked(core, e);
+        }
         Some((e, len))
     }
 
-    fn hold_locked<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>) {
-        let prev = e.meta.fetch_add(HOLD, Ordering::Acquire);
+    unsafe fn hold_locked<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>) {
+        // SAFETY: in the table, under the stripe lock the caller holds.
+        let h = unsafe { e.header() };
+        let prev = h.meta.fetch_add(HOLD, Ordering::Acquire);
         if meta::holds(prev) >= HOLD_LIMIT {
             too_many_holds();
         }
         let state = meta::state(prev);
-        let idx = core.sublist_of(e.hash);
+        let idx = core.sublist_of(h.hash);
         if meta::holds(prev) == 0 {
             // 0 -> 1: the buffer leaves its list (see the module comment).
-            core.list(state).remove(&e);
+            core.list(state).remove(h);
         }
         if state == State::Mru {
             core.events.count(Event::MruHit);
             // Second access: MRU -> MFU (the paper's case I). The entry is
             // held, so it is on no list: only the state and the bytes move.
-            e.set_state(State::Mfu);
-            core.move_bytes(idx, State::Mru, State::Mfu, e.bytes);
+            h.set_state(State::Mfu);
+            core.move_bytes(idx, State::Mru, State::Mfu, h.bytes);
         } else {
             core.events.count(Event::MfuHit);
         }
     }
 
     #[inline(never)]
-    fn release<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>) {
-        let mut cur = e.meta.load(Ordering::Relaxed);
+    unsafe fn release<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>) {
+        // SAFETY: our hold keeps it alive until we drop it, below: when that
+        // is not the last hold, we use `h` no more; when it is, we hold the
+        // stripe lock, under which the entry is in the table (then alive
+        // while we hold that lock) or `Anon` (then we are its last user).
+        let h = unsafe { e.header() };
+        let mut cur = h.meta.load(Ordering::Relaxed);
         while meta::holds(cur) > 1 {
-            match e.meta.compare_exchange_weak(
+            match h.meta.compare_exchange_weak(
                 cur,
                 cur - HOLD,
                 Ordering::Release,
@@ -220,14 +269,17 @@ impl HitModeImpl for Eager {
             }
         }
         // Possibly the last hold: 1 -> 0 happens only under the stripe lock.
-        let _stripe = core.table.write(e.hash);
-        let prev = e.meta.fetch_sub(HOLD, Ordering::AcqRel);
+        let _stripe = core.table.write(h.hash);
+        let prev = h.meta.fetch_sub(HOLD, Ordering::AcqRel);
         if meta::holds(prev) != 1 {
             return;
         }
         match meta::state(prev) {
             s @ (State::Mru | State::Mfu) => {
-                core.list(s).push_head(e);
+                // SAFETY: in the table (live), under the stripe lock we
+                // hold; it leaves its list before it is freed (`detach`,
+                // the eviction walk).
+                unsafe { core.list(s).push_head(e) };
             }
             // SAFETY: out of the table and every list (Anon), and this was
             // its last hold; new holds are only taken on entries in the
@@ -237,38 +289,48 @@ impl HitModeImpl for Eager {
         }
     }
 
-    fn installed<K: Key>(_: &Core<K, Self>, _: State, _: EntryPtr<K>) {
+    unsafe fn installed<K: Key>(_: &Core<K, Self>, _: State, _: EntryPtr<K>) {
         // Born held (the inserter's hold): off the lists until released.
     }
 
-    fn detach<K: Key>(core: &Core<K, Self>, old: EntryPtr<K>) {
-        let idx = core.sublist_of(old.hash);
-        let state = old.state();
+    unsafe fn detach<K: Key>(core: &Core<K, Self>, old: EntryPtr<K>) {
+        // SAFETY: just out of the table under the stripe lock the caller
+        // holds: only we (now) or its last release (under that lock) free it.
+        let h = unsafe { old.header() };
+        let idx = core.sublist_of(h.hash);
+        let state = h.state();
         match state {
             State::Mru | State::Mfu => {
                 core.events.count(Event::Remove);
-                if meta::holds(old.word()) == 0 {
-                    core.list(state).remove(&old);
-                    core.sub_bytes(idx, state, old.bytes);
+                if meta::holds(h.word()) == 0 {
+                    core.list(state).remove(h);
+                    core.sub_bytes(idx, state, h.bytes);
                     // SAFETY: unheld (and no hold can start: it is out of the
-                    // table, under the stripe lock), now on no list.
+                    // table, under the stripe lock), now on no list; `h` is
+                    // not used after.
                     unsafe { old.free() };
                 } else {
-                    old.set_state(State::Anon);
-                    core.move_bytes(idx, state, State::Anon, old.bytes);
+                    h.set_state(State::Anon);
+                    core.move_bytes(idx, state, State::Anon, h.bytes);
                 }
             }
-            State::MruGhost | State::MfuGhost => detach_ghost(core, idx, state, old),
+            // SAFETY: this function's contract, passed on.
+            State::MruGhost | State::MfuGhost => unsafe { detach_ghost(core, idx, state, old) },
             State::Anon | State::Dead => unreachable!("an entry out of use in the table"),
         }
     }
 
-    fn at_tail<K: Key>(_: &Core<K, Self>, e: EntryPtr<K>, _: State) -> Tail {
-        debug_assert_eq!(meta::holds(e.word()), 0, "a linked eager entry is unheld");
+    unsafe fn at_tail<K: Key>(_: &Core<K, Self>, e: EntryPtr<K>, _: State) -> Tail {
+        debug_assert_eq!(
+            // SAFETY: linked, under its sublist lock (the contract).
+            meta::holds(unsafe { e.header() }.word()),
+            0,
+            "a linked eager entry is unheld"
+        );
         Tail::Evict
     }
 
-    fn retire<K: Key>(_: &Core<K, Self>, e: EntryPtr<K>) {
+    unsafe fn retire<K: Key>(_: &Core<K, Self>, e: EntryPtr<K>) {
         // SAFETY: per the trait: out of everything and unheld, and eager
         // lookups take the stripe lock, which our caller held when it took
         // `e` out, so no lookup can still be looking at it.
@@ -312,22 +374,47 @@ impl Lazy {
 
     /// Drops `amount` (holds and hits) from `e`'s word; the drop that leaves
     /// a removed (`Anon`) entry unheld retires it.
+    ///
+    /// # Safety
+    /// The caller holds the holds in `amount` (one at least) and gives them
+    /// up here: it does not use `e` after.
     #[inline]
-    fn release_holds<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>, amount: u64) {
-        let prev = e.meta.fetch_sub(amount, Ordering::Release);
+    unsafe fn release_holds<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>, amount: u64) {
+        // SAFETY: our hold keeps it alive until this `fetch_sub`.
+        let prev = unsafe { e.header() }
+            .meta
+            .fetch_sub(amount, Ordering::Release);
         if meta::holds(prev) == 1 && meta::state(prev) == State::Anon {
-            Self::retire_anon(core, e, prev - amount);
+            // SAFETY: we saw the last hold of an `Anon` entry go.
+            unsafe { Self::retire_anon(core, e, prev - amount) };
         }
     }
 
     /// `e` was `Anon` with no hold left (`word`): makes it `Dead` and
     /// retires it, unless a probe pinned it again meanwhile (then that
     /// probe's `release_holds` comes here).
+    ///
+    /// # Safety
+    /// The caller saw `e`, out of the table, become `Anon` with no hold (its
+    /// own release of the last hold, or `detach` on an unheld entry), and
+    /// does not use `e` after.
     #[cold]
     #[inline(never)]
-    fn retire_anon<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>, word: u64) {
+    unsafe fn retire_anon<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>, word: u64) {
+        // SAFETY: an `Anon` entry is retired only by the thread whose
+        // compare-exchange below makes it `Dead`, so it is not freed before
+        // one does, and only after a grace period.
+        // FIXME: a probe that pins it again (a stale slot read) after our
+        // caller saw it unheld may win that compare-exchange and retire it.
+        // A caller that is not pinned (a handle's last release; `detach`)
+        // is not waited for by that grace period, so if it is descheduled
+        // between its `fetch_sub` and this compare-exchange for longer than
+        // the probe's retirement and a garbage collection take, the
+        // compare-exchange touches freed memory. Closing it needs a change
+        // of the release protocol (not of the hit path's atomics).
+        let h = unsafe { e.header() };
         fence(Ordering::Acquire);
-        if e.meta
+        if h.meta
             .compare_exchange(
                 word,
                 meta::with_state(word, State::Dead),
@@ -336,8 +423,10 @@ impl Lazy {
             )
             .is_ok()
         {
-            core.sub_bytes(core.sublist_of(e.hash), State::Anon, e.bytes);
-            core.retire(e);
+            core.sub_bytes(core.sublist_of(h.hash), State::Anon, h.bytes);
+            // SAFETY: out of the table and every list (`Anon`), unheld, and
+            // made `Dead` by us alone; `h` is not used after.
+            unsafe { core.retire(e) };
         }
     }
 
@@ -352,13 +441,16 @@ impl Lazy {
     ) -> Option<(EntryPtr<K>, usize)> {
         let stripe = core.table.stripe(hash).read();
         let (e, len) = stripe.find_with_len(hash, key)?;
-        let prev = e.meta.fetch_add(HOLD + HIT, Ordering::Acquire);
+        // SAFETY: in the table, and we hold its stripe lock (shared).
+        let h = unsafe { e.header() };
+        let prev = h.meta.fetch_add(HOLD + HIT, Ordering::Acquire);
         if !meta::state(prev).is_live() {
-            Self::release_holds(core, e, HOLD + HIT);
+            // SAFETY: the hold just taken, given up.
+            unsafe { Self::release_holds(core, e, HOLD + HIT) };
             return None;
         }
         if prev >= HITS_FOLD_BIT || meta::holds(prev) >= HOLD_LIMIT {
-            Self::hit_slow(core, e, prev);
+            Self::hit_slow(core, h, prev);
         }
         Some((e, len))
     }
@@ -367,8 +459,8 @@ impl Lazy {
     /// while we read it): the entry's own.
     #[cold]
     #[inline(never)]
-    fn entry_len<K>(e: EntryPtr<K>) -> usize {
-        e.data_len()
+    fn entry_len<K>(h: &Header<K>) -> usize {
+        h.data_len()
     }
 
     /// The rare cases of a hit: too many holds, or a hit count that reached
@@ -377,11 +469,11 @@ impl Lazy {
     /// with it only moves these hits between MRU and MFU).
     #[cold]
     #[inline(never)]
-    fn hit_slow<K>(core: &Core<K, Self>, e: EntryPtr<K>, prev: u64) {
+    fn hit_slow<K>(core: &Core<K, Self>, h: &Header<K>, prev: u64) {
         if meta::holds(prev) >= HOLD_LIMIT {
             too_many_holds();
         }
-        let before = e.meta.fetch_and(!HITS_FOLD_BIT, Ordering::Relaxed);
+        let before = h.meta.fetch_and(!HITS_FOLD_BIT, Ordering::Relaxed);
         if before & HITS_FOLD_BIT != 0 {
             Self::count_hits(core, meta::state(before), meta::hits(HITS_FOLD_BIT));
         }
@@ -419,42 +511,46 @@ impl HitModeImpl for Lazy {
     #[inline]
     fn lookup<K: Key>(core: &Core<K, Self>, hash: u64, key: &K) -> Option<(EntryPtr<K>, usize)> {
         let stripe = core.table.stripe(hash);
-        let Some(_pinned) = reclaim::try_pin() else {
+        let Some(pinned) = reclaim::try_pin() else {
             return Self::lookup_locked(core, hash, key);
         };
         for _ in 0..2 {
             let Some(seq) = stripe.begin_probe() else {
                 break;
             };
-            let Probe::Found(e, len) = stripe.probe(hash, key) else {
+            let Probe::Found(e, len) = stripe.probe(&pinned, hash, key) else {
                 if stripe.unchanged(seq) {
                     return None;
                 }
                 continue;
             };
+            // SAFETY: pinned, and the probe found it in the table: it is
+            // freed only after a grace period that waits for us.
+            let h = unsafe { e.header() };
             // Acquire: pairs with the Release of the stores that made the
             // entry live (and of the last `release_holds` before a reuse of its
             // word's state); the entry's memory is ours to read while we
             // are pinned.
-            let prev = e.meta.fetch_add(HOLD + HIT, Ordering::Acquire);
+            let prev = h.meta.fetch_add(HOLD + HIT, Ordering::Acquire);
             if meta::state(prev).is_live() {
                 if prev >= HITS_FOLD_BIT || meta::holds(prev) >= HOLD_LIMIT {
-                    Self::hit_slow(core, e, prev);
+                    Self::hit_slow(core, h, prev);
                 }
                 // Live when pinned: it was in the table when the probe read
                 // its slot, and a hold keeps it from being freed. The slot's
                 // length is the entry's unless the slot was reused between
                 // our two loads of it.
-                let len = if len == e.data_len() {
+                let len = if len == h.data_len() {
                     len
                 } else {
-                    Self::entry_len(e)
+                    Self::entry_len(h)
                 };
                 return Some((e, len));
             }
             // A ghost, or an entry on its way out: let go; a ghost with the
             // stripe unchanged is a miss, anything else is looked up again.
-            Self::release_holds(core, e, HOLD + HIT);
+            // SAFETY: the hold just taken, given up (and we are pinned).
+            unsafe { Self::release_holds(core, e, HOLD + HIT) };
             if meta::state(prev).is_ghost() && stripe.unchanged(seq) {
                 return None;
             }
@@ -462,10 +558,12 @@ impl HitModeImpl for Lazy {
         Self::lookup_locked(core, hash, key)
     }
 
-    fn hold_locked<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>) {
-        let prev = e.meta.fetch_add(HOLD + HIT, Ordering::Relaxed);
+    unsafe fn hold_locked<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>) {
+        // SAFETY: in the table, under the stripe lock the caller holds.
+        let h = unsafe { e.header() };
+        let prev = h.meta.fetch_add(HOLD + HIT, Ordering::Relaxed);
         if prev >= HITS_FOLD_BIT || meta::holds(prev) >= HOLD_LIMIT {
-            Self::hit_slow(core, e, prev);
+            Self::hit_slow(core, h, prev);
         }
     }
 
@@ -473,26 +571,34 @@ impl HitModeImpl for Lazy {
     /// ordering so that whoever frees the entry (Acquire on the same word)
     /// comes after our reads of its bytes.
     #[inline]
-    fn release<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>) {
-        Self::release_holds(core, e, HOLD);
+    unsafe fn release<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>) {
+        // SAFETY: the caller's hold, given up (this function's contract).
+        unsafe { Self::release_holds(core, e, HOLD) };
     }
 
-    fn installed<K: Key>(core: &Core<K, Self>, state: State, e: EntryPtr<K>) {
+    unsafe fn installed<K: Key>(core: &Core<K, Self>, state: State, e: EntryPtr<K>) {
         // Buffers are linked even while held.
-        core.list(state).push_head(e);
+        // SAFETY: in the table, under the stripe lock the caller holds; it
+        // leaves its list before it is freed (`detach`, the eviction walk).
+        unsafe { core.list(state).push_head(e) };
     }
 
-    fn detach<K: Key>(core: &Core<K, Self>, old: EntryPtr<K>) {
-        let idx = core.sublist_of(old.hash);
-        let state = old.state();
+    unsafe fn detach<K: Key>(core: &Core<K, Self>, old: EntryPtr<K>) {
+        // SAFETY: out of the table under the stripe lock the caller holds,
+        // and live or a ghost, so nobody else retires it until our swap to
+        // `Anon` below (releases retire `Anon` entries only); after it, we
+        // use it only if it was unheld (`retire_anon`).
+        let h = unsafe { old.header() };
+        let idx = core.sublist_of(h.hash);
+        let state = h.state();
         match state {
             State::Mru | State::Mfu => {
                 core.events.count(Event::Remove);
-                core.list(state).remove(&old);
-                core.move_bytes(idx, state, State::Anon, old.bytes);
+                core.list(state).remove(h);
+                core.move_bytes(idx, state, State::Anon, h.bytes);
                 // One step: to Anon, hits folded out. Releases, and holds of
                 // probes that read its slot before it left, may race with it.
-                let prev = match old
+                let prev = match h
                     .meta
                     .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
                         Some(meta::with_state(w & !HITS_MASK, State::Anon))
@@ -503,32 +609,37 @@ impl HitModeImpl for Lazy {
                 if meta::holds(prev) == 0 {
                     // Unheld: retire_anon it now (or the probe that pins it before
                     // we do will).
-                    Self::retire_anon(core, old, meta::with_state(0, State::Anon));
+                    // SAFETY: we made it `Anon` and saw it unheld.
+                    unsafe { Self::retire_anon(core, old, meta::with_state(0, State::Anon)) };
                 }
             }
-            State::MruGhost | State::MfuGhost => detach_ghost(core, idx, state, old),
+            // SAFETY: this function's contract, passed on.
+            State::MruGhost | State::MfuGhost => unsafe { detach_ghost(core, idx, state, old) },
             State::Anon | State::Dead => unreachable!("an entry out of use in the table"),
         }
     }
 
-    fn at_tail<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>, state: State) -> Tail {
+    unsafe fn at_tail<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>, state: State) -> Tail {
+        // SAFETY: linked, under its sublist lock (the contract); and only
+        // our compare-exchange below can make it `Dead` (to be retired).
+        let h = unsafe { e.header() };
         // Holds and hits can start at any time (probes take no lock), so
         // the eviction is a compare-exchange from the word that says
         // "unheld, unreferenced" to `Dead`; Acquire orders the reads of
         // released holds before the free.
-        let mut w = e.word();
+        let mut w = h.word();
         loop {
             if meta::hits(w) != 0 {
                 // Referenced: clear the bit (fold its count into the
                 // statistics) and move it (CAR: T1 -> T2 head, T2 -> T2 head).
-                let prev = e.meta.fetch_and(!HITS_MASK, Ordering::AcqRel);
+                let prev = h.meta.fetch_and(!HITS_MASK, Ordering::AcqRel);
                 Self::count_hits(core, state, meta::hits(prev));
                 return Tail::Promote;
             }
             if meta::holds(w) != 0 {
                 return Tail::Skip;
             }
-            match e.meta.compare_exchange(
+            match h.meta.compare_exchange(
                 w,
                 meta::with_state(w, State::Dead),
                 Ordering::AcqRel,
@@ -540,8 +651,9 @@ impl HitModeImpl for Lazy {
         }
     }
 
-    fn retire<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>) {
-        core.retire(e);
+    unsafe fn retire<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>) {
+        // SAFETY: this function's contract (`Core::retire`'s).
+        unsafe { core.retire(e) };
     }
 
     fn held_bytes<K: Key>(core: &Core<K, Self>, _: &Sizes) -> u64 {

@@ -39,8 +39,10 @@ where
         let pending = {
             let mut stripe = core.table.write(hash);
             if let Some(e) = stripe.find(hash, &key) {
-                if e.state().is_live() {
-                    M::hold_locked(core, e);
+                // SAFETY: in the table, under its stripe lock (held).
+                if unsafe { e.header() }.state().is_live() {
+                    // SAFETY: as above.
+                    unsafe { M::hold_locked(core, e) };
                     return Ok(e);
                 }
             }

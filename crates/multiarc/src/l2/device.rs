@@ -109,6 +109,7 @@ fn free_space(dir: &Path) -> io::Result<u64> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in the path"))?;
+    // SAFETY: `statvfs` is plain integers, for which all zeroes is valid.
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
     // SAFETY: `c` is a NUL-terminated path and `st` a valid statvfs to fill.
     if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {

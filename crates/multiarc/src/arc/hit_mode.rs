@@ -17,10 +17,14 @@
 //!   start at any time, every step that takes an entry out of use is one
 //!   atomic step on that word that sees it unheld: the evictor's
 //!   compare-exchange from "live, unheld, unreferenced" to `Dead`, a
-//!   removal's swap to `Anon` (to `Dead` if unheld), a last release's
-//!   compare-exchange from "`Anon`, unheld" to `Dead`. Whoever makes an
-//!   entry `Dead` retires it; it is freed once no probe can still be reading
-//!   it (`reclaim.rs`).
+//!   removal's swap to `Anon` that sees no hold, a release whose
+//!   `fetch_sub` takes the last hold of an `Anon` entry. Whoever takes that
+//!   step retires the entry (and makes it `Dead`); it is freed once no probe
+//!   can still be reading it (`mem::epoch`). A probe that pins an entry out
+//!   of use (a stale slot) adds `HOLD + HIT` and takes both back: in an
+//!   `Anon` entry (whose hits the removal cleared) the hits therefore count
+//!   such probes, so a release tells the holds of handles from theirs, and
+//!   such a probe never retires anything.
 
 use super::config::HitMode;
 use super::core::Core;
@@ -29,7 +33,7 @@ use super::policy::{self, Sizes};
 use super::stats::Event;
 use crate::mem as reclaim;
 use crate::mem::meta::{self, HIT, HITS_FOLD_BIT, HITS_MASK, HOLD, HOLD_LIMIT};
-use crate::mem::sync::{fence, Ordering};
+use crate::mem::sync::Ordering;
 use crate::mem::Probe;
 use crate::mem::{EntryPtr, Header, State};
 
@@ -372,62 +376,57 @@ impl Lazy {
         }
     }
 
-    /// Drops `amount` (holds and hits) from `e`'s word; the drop that leaves
-    /// a removed (`Anon`) entry unheld retires it.
+    /// A probe that pinned `h` and found it out of use (a ghost, or an
+    /// entry on its way out) lets go: it takes back its `HOLD + HIT`, and
+    /// never retires the entry (see the module comment; it is pinned, so
+    /// whoever retires it meanwhile does not free it under it).
+    #[inline]
+    fn let_go<K>(h: &Header<K>) {
+        h.meta.fetch_sub(HOLD + HIT, Ordering::Release);
+    }
+
+    /// A handle's hold on `Anon` `e` went (its `fetch_sub` returned `prev`):
+    /// if it was the last one, retires `e`.
     ///
     /// # Safety
-    /// The caller holds the holds in `amount` (one at least) and gives them
-    /// up here: it does not use `e` after.
-    #[inline]
-    unsafe fn release_holds<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>, amount: u64) {
-        // SAFETY: our hold keeps it alive until this `fetch_sub`.
-        let prev = unsafe { e.header() }
-            .meta
-            .fetch_sub(amount, Ordering::Release);
-        if meta::holds(prev) == 1 && meta::state(prev) == State::Anon {
-            // SAFETY: we saw the last hold of an `Anon` entry go.
-            unsafe { Self::retire_anon(core, e, prev - amount) };
+    /// The caller just gave up a hold it had on `e` (a handle's, not a
+    /// probe's `let_go`), and does not use `e` after.
+    #[cold]
+    #[inline(never)]
+    unsafe fn released_anon<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>, prev: u64) {
+        // The hits of an `Anon` entry count the probes that pinned it since
+        // it left the table (`detach` cleared the others), each holding
+        // `HOLD + HIT` until it lets go: the rest of the holds are handles'.
+        if meta::holds(prev) - meta::hits(prev) == 1 {
+            // SAFETY: its last handle's hold went with our `fetch_sub`, and
+            // only that release retires it (the probes never do).
+            unsafe { Self::retire_unheld(core, e) };
         }
     }
 
-    /// `e` was `Anon` with no hold left (`word`): makes it `Dead` and
-    /// retires it, unless a probe pinned it again meanwhile (then that
-    /// probe's `release_holds` comes here).
+    /// Retires `e`, `Anon` with no handle's hold left: makes it `Dead` and
+    /// hands it to the garbage bin.
     ///
     /// # Safety
-    /// The caller saw `e`, out of the table, become `Anon` with no hold (its
-    /// own release of the last hold, or `detach` on an unheld entry), and
-    /// does not use `e` after.
-    #[cold]
-    #[inline(never)]
-    unsafe fn retire_anon<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>, word: u64) {
-        // SAFETY: an `Anon` entry is retired only by the thread whose
-        // compare-exchange below makes it `Dead`, so it is not freed before
-        // one does, and only after a grace period.
-        // FIXME: a probe that pins it again (a stale slot read) after our
-        // caller saw it unheld may win that compare-exchange and retire it.
-        // A caller that is not pinned (a handle's last release; `detach`)
-        // is not waited for by that grace period, so if it is descheduled
-        // between its `fetch_sub` and this compare-exchange for longer than
-        // the probe's retirement and a garbage collection take, the
-        // compare-exchange touches freed memory. Closing it needs a change
-        // of the release protocol (not of the hit path's atomics).
+    /// The caller is the one that saw the last handle's hold on `e` go (the
+    /// release that took it, or `detach` finding none), so the only one to
+    /// retire it; it does not use `e` after.
+    unsafe fn retire_unheld<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>) {
+        // SAFETY: nobody else retires it (this function's contract), so it
+        // is alive until we do.
         let h = unsafe { e.header() };
-        fence(Ordering::Acquire);
-        if h.meta
-            .compare_exchange(
-                word,
-                meta::with_state(word, State::Dead),
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            )
-            .is_ok()
-        {
-            core.sub_bytes(core.sublist_of(h.hash), State::Anon, h.bytes);
-            // SAFETY: out of the table and every list (`Anon`), unheld, and
-            // made `Dead` by us alone; `h` is not used after.
-            unsafe { core.retire(e) };
-        }
+        // AcqRel: after the last holders' reads of its bytes (their Release
+        // `fetch_sub`s), so before the free; pinned probes may still add and
+        // take back their holds meanwhile.
+        let _ = h
+            .meta
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+                Some(meta::with_state(w, State::Dead))
+            });
+        core.sub_bytes(core.sublist_of(h.hash), State::Anon, h.bytes);
+        // SAFETY: out of the table and every list, no handle holds it, and
+        // we alone retire it; `h` is not used after.
+        unsafe { core.retire(e) };
     }
 
     /// The lookup under the stripe's shared lock: when probes without it
@@ -445,8 +444,8 @@ impl Lazy {
         let h = unsafe { e.header() };
         let prev = h.meta.fetch_add(HOLD + HIT, Ordering::Acquire);
         if !meta::state(prev).is_live() {
-            // SAFETY: the hold just taken, given up.
-            unsafe { Self::release_holds(core, e, HOLD + HIT) };
+            // A ghost (entries out of use are out of the table).
+            Self::let_go(h);
             return None;
         }
         if prev >= HITS_FOLD_BIT || meta::holds(prev) >= HOLD_LIMIT {
@@ -528,7 +527,7 @@ impl HitModeImpl for Lazy {
             // freed only after a grace period that waits for us.
             let h = unsafe { e.header() };
             // Acquire: pairs with the Release of the stores that made the
-            // entry live (and of the last `release_holds` before a reuse of its
+            // entry live (and of the last release before a reuse of its
             // word's state); the entry's memory is ours to read while we
             // are pinned.
             let prev = h.meta.fetch_add(HOLD + HIT, Ordering::Acquire);
@@ -549,8 +548,7 @@ impl HitModeImpl for Lazy {
             }
             // A ghost, or an entry on its way out: let go; a ghost with the
             // stripe unchanged is a miss, anything else is looked up again.
-            // SAFETY: the hold just taken, given up (and we are pinned).
-            unsafe { Self::release_holds(core, e, HOLD + HIT) };
+            Self::let_go(h);
             if meta::state(prev).is_ghost() && stripe.unchanged(seq) {
                 return None;
             }
@@ -572,8 +570,14 @@ impl HitModeImpl for Lazy {
     /// comes after our reads of its bytes.
     #[inline]
     unsafe fn release<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>) {
-        // SAFETY: the caller's hold, given up (this function's contract).
-        unsafe { Self::release_holds(core, e, HOLD) };
+        // SAFETY: the caller's hold keeps it alive until this `fetch_sub`.
+        let prev = unsafe { e.header() }
+            .meta
+            .fetch_sub(HOLD, Ordering::Release);
+        if meta::state(prev) == State::Anon {
+            // SAFETY: the caller's hold, just given up (the contract).
+            unsafe { Self::released_anon(core, e, prev) };
+        }
     }
 
     unsafe fn installed<K: Key>(core: &Core<K, Self>, state: State, e: EntryPtr<K>) {
@@ -587,7 +591,7 @@ impl HitModeImpl for Lazy {
         // SAFETY: out of the table under the stripe lock the caller holds,
         // and live or a ghost, so nobody else retires it until our swap to
         // `Anon` below (releases retire `Anon` entries only); after it, we
-        // use it only if it was unheld (`retire_anon`).
+        // use it only if it was unheld (`retire_unheld`).
         let h = unsafe { old.header() };
         let idx = core.sublist_of(h.hash);
         let state = h.state();
@@ -607,10 +611,10 @@ impl HitModeImpl for Lazy {
                 };
                 Self::count_hits(core, state, meta::hits(prev));
                 if meta::holds(prev) == 0 {
-                    // Unheld: retire_anon it now (or the probe that pins it before
-                    // we do will).
-                    // SAFETY: we made it `Anon` and saw it unheld.
-                    unsafe { Self::retire_anon(core, old, meta::with_state(0, State::Anon)) };
+                    // Unheld (a probe that pins it from now on lets go).
+                    // SAFETY: we made it `Anon` and saw no hold: no release
+                    // will retire it, and probes never do.
+                    unsafe { Self::retire_unheld(core, old) };
                 }
             }
             // SAFETY: this function's contract, passed on.

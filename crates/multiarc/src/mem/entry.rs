@@ -46,13 +46,13 @@
 //! removal, replacement) happens under its stripe lock, held exclusively, and
 //! either retires it at once (no holds) or sets its state to `Anon` in
 //! the same atomic step that sees holds above zero; then the release that
-//! takes holds from 1 to 0 *and* sees `Anon` retires it. The two are
-//! decided on one word, so exactly one of them does. In the eager mode
-//! retiring frees; in the lazy mode, whose probes take no lock and may
-//! still be reading the entry, it makes the entry `Dead` (one more
-//! compare-exchange on the word, so a probe that pinned it meanwhile takes
-//! over) and retires it, to be freed after every such probe is done
-//! (`protocol.rs`, `reclaim.rs`).
+//! takes the last hold *and* sees `Anon` retires it. The two are decided on
+//! one word, so exactly one of them does. In the eager mode retiring frees;
+//! in the lazy mode, whose probes take no lock and may still be reading the
+//! entry (and add a hold and a hit to it, then take both back, when it is
+//! out of use), "the last hold" discounts those probes' (an `Anon` entry's
+//! hits count them), the retirer makes the entry `Dead`, and it is freed
+//! after every such probe is done (`arc::hit_mode`, `epoch`).
 
 #[cfg(loom)]
 use super::sync::AtomicBool;

@@ -83,6 +83,9 @@
 //! * `bench-variants`: `bench_variants`, lock variants that exist only to be
 //!   measured against [`Mutex`] by `multiarc lockbench`.
 
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 mod futex;
 #[cfg(loom)]
 mod loom_types;

@@ -25,6 +25,8 @@
 //! ARC only through `arc::SecondTier`), and `api` (the facade and builder).
 
 #![warn(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 mod api;
 mod arc;

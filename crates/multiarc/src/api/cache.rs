@@ -109,7 +109,8 @@ fn l2_get<'a, K: Key, M: HitModeImpl, V: Evictor>(
     type NoLoader = fn() -> Result<Vec<u8>, std::convert::Infallible>;
     get_or_load::<K, M, V, _, NoLoader>(core, key.clone(), None)
         .ok()
-        .map(|e| Handle::new(core, e))
+        // SAFETY: `get_or_load` returns the entry with a hold for us.
+        .map(|e| unsafe { Handle::new(core, e) })
 }
 
 /// A hold on a cached buffer: derefs to its bytes. While any handle to a
@@ -125,13 +126,27 @@ pub struct Handle<'a, K: Key> {
 }
 
 impl<'a, K: Key> Handle<'a, K> {
+    /// A handle for `entry`.
+    ///
+    /// # Safety
+    /// The caller holds a hold on `entry`, an entry of `core`, and hands it
+    /// to the handle.
     #[inline]
-    fn new<M: HitModeImpl>(core: &'a Core<K, M>, entry: EntryPtr<K>) -> Self {
-        Self::with_len(core, entry, entry.data_len())
+    unsafe fn new<M: HitModeImpl>(core: &'a Core<K, M>, entry: EntryPtr<K>) -> Self {
+        // SAFETY: held (the hold this handle takes over).
+        unsafe { Self::with_len(core, entry, entry.header().data_len()) }
     }
 
+    /// A handle for `entry`, whose data is `len` bytes long.
+    ///
+    /// # Safety
+    /// As [`Handle::new`]; and `len` is at most the data's length.
     #[inline]
-    fn with_len<M: HitModeImpl>(core: &'a Core<K, M>, entry: EntryPtr<K>, len: usize) -> Self {
+    unsafe fn with_len<M: HitModeImpl>(
+        core: &'a Core<K, M>,
+        entry: EntryPtr<K>,
+        len: usize,
+    ) -> Self {
         Handle {
             core: M::core_ref(core),
             entry,
@@ -252,7 +267,8 @@ impl<K: Key> Cache<K> {
             let stripe = core.table.stripe(hash).read();
             stripe
                 .find_with_len(hash, key)
-                .is_some_and(|(e, _)| e.state().is_live())
+                // SAFETY: in the table, under its stripe lock (shared, held).
+                .is_some_and(|(e, _)| unsafe { e.header() }.state().is_live())
         })
     }
 
@@ -271,7 +287,9 @@ impl<K: Key> Cache<K> {
         #[inline(always)]
         fn get<'a, K: Key, M: HitModeImpl>(core: &'a Core<K, M>, key: &K) -> Option<Handle<'a, K>> {
             match M::lookup(core, core.hash(key), key) {
-                Some((e, len)) => Some(Handle::with_len(core, e, len)),
+                // SAFETY: `lookup` returns the entry with a hold for us, and
+                // the length of its data.
+                Some((e, len)) => Some(unsafe { Handle::with_len(core, e, len) }),
                 None => {
                     core.events.count(Event::Miss);
                     None
@@ -290,7 +308,9 @@ impl<K: Key> Cache<K> {
         #[inline(always)]
         fn get<'a, K: Key, M: HitModeImpl>(core: &'a Core<K, M>, key: &K) -> Option<Handle<'a, K>> {
             match M::lookup(core, core.hash(key), key) {
-                Some((e, len)) => Some(Handle::with_len(core, e, len)),
+                // SAFETY: `lookup` returns the entry with a hold for us, and
+                // the length of its data.
+                Some((e, len)) => Some(unsafe { Handle::with_len(core, e, len) }),
                 None => {
                     if core.tier.is_none() {
                         core.events.count(Event::Miss);
@@ -330,7 +350,9 @@ impl<K: Key> Cache<K> {
     /// be older than these (a file layer writing back a block relies on this).
     pub fn insert(&self, key: K, data: Vec<u8>) -> Handle<'_, K> {
         dispatch!(&self.shared, core, V => {
-            Handle::new(core, insert_entry::<K, _, V>(&**core, key, &data, None, None))
+            let entry = insert_entry::<K, _, V>(&**core, key, &data, None, None);
+            // SAFETY: `insert_entry` returns the entry with a hold for us.
+            unsafe { Handle::new(core, entry) }
         })
     }
 
@@ -346,7 +368,8 @@ impl<K: Key> Cache<K> {
     {
         dispatch!(&self.shared, core, V => {
             get_or_load::<K, _, V, E, F>(&**core, key, Some(loader))
-                .map(|e| Handle::new(&**core, e))
+                // SAFETY: `get_or_load` returns the entry with a hold for us.
+                .map(|e| unsafe { Handle::new(&**core, e) })
                 .map_err(|e| e.expect("a load with a loader fails with its error"))
         })
     }
@@ -477,7 +500,8 @@ fn hit_mode_of<K: Key, M: HitModeImpl>(_: &Core<K, M>) -> HitMode {
 impl<K: Key> Handle<'_, K> {
     /// The key of the held buffer.
     pub fn key(&self) -> &K {
-        &self.entry.key
+        // SAFETY: our hold keeps the entry alive while `self` lives.
+        &unsafe { self.entry.header() }.key
     }
 }
 
@@ -486,7 +510,9 @@ impl<K: Key> Deref for Handle<'_, K> {
 
     #[inline]
     fn deref(&self) -> &[u8] {
-        self.entry.data_prefix(self.len)
+        // SAFETY: our hold keeps the entry alive while `self` lives; `len` is
+        // its data's length (its slot's, or its own).
+        unsafe { self.entry.data_prefix(self.len) }
     }
 }
 
@@ -500,7 +526,10 @@ impl<K: Key> Clone for Handle<'_, K> {
     /// Another hold on the same buffer (no lock: it is already held, so no
     /// list membership changes in either mode).
     fn clone(&self) -> Self {
-        let prev = self.entry.meta.fetch_add(HOLD, Ordering::Relaxed);
+        // SAFETY: our hold keeps the entry alive.
+        let prev = unsafe { self.entry.header() }
+            .meta
+            .fetch_add(HOLD, Ordering::Relaxed);
         if meta::holds(prev) >= HOLD_LIMIT {
             crate::arc::too_many_holds();
         }
@@ -515,7 +544,9 @@ impl<K: Key> Clone for Handle<'_, K> {
 impl<K: Key> Drop for Handle<'_, K> {
     #[inline]
     fn drop(&mut self) {
-        self.core.release(self.entry);
+        // SAFETY: the hold this handle took over, given up; the entry is not
+        // used after.
+        unsafe { self.core.release(self.entry) };
     }
 }
 

@@ -162,10 +162,16 @@ impl<K, M> Core<K, M> {
         self.bytes.sub(idx, state as usize, n);
     }
 
-    /// Frees `e`, which is out of the table and every list and unheld, once
-    /// no probe without the lock can be reading it (`mem/epoch.rs`).
-    pub(crate) fn retire(&self, e: EntryPtr<K>) {
-        let mut bin = self.garbage[self.sublist_of(e.hash)].lock();
+    /// Frees `e` once no probe without the lock can be reading it
+    /// (`mem::epoch`).
+    ///
+    /// # Safety
+    /// `e` is out of the table and every list, and unheld (`Dead`): the
+    /// caller is its last user, retires it once and does not use it after.
+    pub(crate) unsafe fn retire(&self, e: EntryPtr<K>) {
+        // SAFETY: ours until retired (this function's contract).
+        let hash = unsafe { e.header() }.hash;
+        let mut bin = self.garbage[self.sublist_of(hash)].lock();
         bin.retire(e);
         // Every RETIRE_BATCH retirements, not every one past it: while a
         // reader stays pinned (preempted), the bin grows, and each attempt
@@ -185,7 +191,9 @@ impl<K, M> Core<K, M> {
         };
         #[cfg(loom)]
         {
-            e.freed.store(true, Ordering::Relaxed);
+            // SAFETY: under loom, retired entries are kept until the core
+            // goes (in the graveyard), only marked freed.
+            unsafe { e.header() }.freed.store(true, Ordering::Relaxed);
             self.graveyard.lock().push(e);
         }
     }

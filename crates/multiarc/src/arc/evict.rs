@@ -100,6 +100,8 @@ impl<K: Key, M: HitModeImpl> ArcTails<K> for Core<K, M> {
             let Some((_, e)) = sl.step_marker(marker) else {
                 break;
             };
+            // SAFETY: linked in this sublist, whose lock we hold.
+            let e = unsafe { e.header() };
             seen += e.bytes.max(1);
             out.push((e.key.clone(), e.hash));
         }
@@ -112,12 +114,13 @@ impl<K: Key, M: HitModeImpl> ArcTails<K> for Core<K, M> {
         let Some((e, len)) = stripe.find_with_len(hash, key) else {
             return false;
         };
-        let state = e.state();
+        // SAFETY: the stripe lock (shared) keeps the entry in the table, so
+        // alive, while `stripe` lives; `len` is its slot's.
+        let (state, data) = unsafe { (e.header().state(), e.data_prefix(len)) };
         if !state.is_live() {
             return false;
         }
-        // The stripe lock (shared) keeps the entry in the table, so alive.
-        f(e.data_prefix(len), state == State::Mfu);
+        f(data, state == State::Mfu);
         true
     }
 
@@ -345,11 +348,15 @@ fn evict_state<K: Key, M: HitModeImpl>(
                 && walk.freed < amount
                 && examined < candidates
             {
-                // `e` stays valid while it is linked: freeing it needs its
-                // unlinking, under the sublist lock we hold.
-                let Some((slot, e)) = sl.step_marker(marker) else {
+                let Some((slot, entry)) = sl.step_marker(marker) else {
                     break;
                 };
+                // SAFETY: `entry` stays alive while it is linked: freeing it
+                // needs its unlinking, under the sublist lock we hold. Once we
+                // unlink it below (`take`) it is ours: out of the table and
+                // its list, under our stripe lock, and unheld (the protocol
+                // said `Evict`) or a ghost, until `retire` after the loop.
+                let e = unsafe { entry.header() };
                 looked += 1;
                 examined += 1;
                 let Some(mut stripe) = core.table.stripe(e.hash).try_write() else {
@@ -374,16 +381,21 @@ fn evict_state<K: Key, M: HitModeImpl>(
                         examined -= 1;
                         continue;
                     }
-                    match M::at_tail(core, e, state) {
+                    // SAFETY: linked, under its sublist lock and its stripe
+                    // lock (exclusive), both held.
+                    match unsafe { M::at_tail(core, entry, state) } {
                         Tail::Promote => {
                             let moving = sl.take(slot);
                             if state == State::Mru {
                                 // Referenced in T1: to T2's head (CAR).
-                                moving.set_state(State::Mfu);
-                                core.list(State::Mfu).push_head(moving);
+                                e.set_state(State::Mfu);
+                                // SAFETY: in the table, under the stripe lock
+                                // we hold; unlinked before it is freed.
+                                unsafe { core.list(State::Mfu).push_head(moving) };
                                 core.move_bytes(i, State::Mru, State::Mfu, e.bytes);
                             } else {
-                                sl.push_head(moving);
+                                // SAFETY: as above.
+                                unsafe { sl.push_head(moving) };
                             }
                             walk.moved += e.bytes.max(1);
                             continue;
@@ -392,7 +404,9 @@ fn evict_state<K: Key, M: HitModeImpl>(
                             // Held: passed over, to the head so the walk
                             // does not meet it again at once.
                             let held = sl.take(slot);
-                            sl.push_head(held);
+                            // SAFETY: in the table, under the stripe lock we
+                            // hold; unlinked before it is freed.
+                            unsafe { sl.push_head(held) };
                             walk.skipped += e.bytes.max(1);
                             core.events.count(Event::EvictSkip);
                             continue;
@@ -412,8 +426,12 @@ fn evict_state<K: Key, M: HitModeImpl>(
                 sl.take(slot);
                 if state.is_live() {
                     let ghost = EntryPtr::ghost(e.key.clone(), e.hash, e.bytes, state.ghost());
-                    stripe.replace(ghost);
-                    core.list(state.ghost()).push_head(ghost);
+                    // SAFETY: new; like every entry, it leaves the table and
+                    // its list (under their locks) before it is freed.
+                    unsafe {
+                        stripe.replace(ghost);
+                        core.list(state.ghost()).push_head(ghost);
+                    }
                     core.move_bytes(i, state, state.ghost(), e.bytes);
                     core.events.count(Event::Eviction);
                     core.events.add(Event::EvictedBytes, e.bytes);
@@ -425,13 +443,14 @@ fn evict_state<K: Key, M: HitModeImpl>(
                 drop(stripe);
                 walk.freed += e.bytes.max(1);
                 taken += 1;
-                dead.push(e);
+                dead.push(entry);
             }
             drop(sl);
             for e in dead.drain(..) {
-                // Out of the table and its list, and unheld: the protocol
-                // said `Evict` (lazy: after making it `Dead`), or a ghost.
-                M::retire(core, e);
+                // SAFETY: out of the table and its list, and unheld: the
+                // protocol said `Evict` (lazy: after making it `Dead`), or a
+                // ghost (never held); retired once, here.
+                unsafe { M::retire(core, e) };
             }
             if walk.freed >= amount || examined >= candidates {
                 break 'rounds;
@@ -533,7 +552,7 @@ mod tests {
     use super::super::hit_mode::{Eager, Lazy};
     use super::super::insert::remove_key;
     use super::super::test_support::{
-        core, count, data, insert, insert_held, keys, lookup, state_of, BLOCK as B,
+        core, count, data, insert, insert_held, keys, lookup, release, state_of, BLOCK as B,
     };
     use super::*;
     use std::time::Duration;
@@ -723,7 +742,7 @@ mod tests {
                 "eager: a held buffer is off the list, the walk never meets it"
             );
         }
-        M::release(&core, held);
+        release(&core, held);
     }
 
     #[test]
@@ -797,7 +816,7 @@ mod tests {
             "{mode:?}: the walk says not_enough when everything is held: {out:?}"
         );
         for e in held {
-            M::release(&core, e);
+            release(&core, e);
         }
         let out = evict_inline(&core);
         assert!(
@@ -828,7 +847,7 @@ mod tests {
                 None,
                 None,
             );
-            Lazy::release(&core, e);
+            release(&core, e);
         }
         // Waited for on another thread, so that a thread that never gets
         // there fails the test instead of hanging it.
@@ -1019,7 +1038,7 @@ mod tests {
              the other one does: {out:?}"
         );
         for e in held {
-            M::release(&core, e);
+            release(&core, e);
         }
     }
 

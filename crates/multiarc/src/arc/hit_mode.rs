@@ -17,10 +17,14 @@
 //!   start at any time, every step that takes an entry out of use is one
 //!   atomic step on that word that sees it unheld: the evictor's
 //!   compare-exchange from "live, unheld, unreferenced" to `Dead`, a
-//!   removal's swap to `Anon` (to `Dead` if unheld), a last release's
-//!   compare-exchange from "`Anon`, unheld" to `Dead`. Whoever makes an
-//!   entry `Dead` retires it; it is freed once no probe can still be reading
-//!   it (`mem/epoch.rs`).
+//!   removal's swap to `Anon` that sees no hold, a release whose
+//!   `fetch_sub` takes the last hold of an `Anon` entry. Whoever takes that
+//!   step retires the entry (and makes it `Dead`); it is freed once no probe
+//!   can still be reading it (`mem/epoch.rs`). A probe that pins an entry out
+//!   of use (a stale slot) adds `HOLD + HIT` and takes both back: in an
+//!   `Anon` entry (whose hits the removal cleared) the hits therefore count
+//!   such probes, so a release tells the holds of handles from theirs, and
+//!   such a probe never retires anything.
 
 use super::config::HitMode;
 use super::core::Core;
@@ -29,9 +33,9 @@ use super::policy::{self, Sizes};
 use super::stats::Event;
 use crate::mem as reclaim;
 use crate::mem::meta::{self, HIT, HITS_FOLD_BIT, HITS_MASK, HOLD, HOLD_LIMIT};
-use crate::mem::sync::{fence, Ordering};
+use crate::mem::sync::Ordering;
 use crate::mem::Probe;
-use crate::mem::{EntryPtr, State};
+use crate::mem::{EntryPtr, Header, State};
 
 /// What the evictor does with a live entry at a list tail.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,7 +49,8 @@ pub(crate) enum Tail {
 }
 
 /// A way of recording hits. Every method that names a stripe lock expects
-/// the caller to hold it as stated.
+/// the caller to hold it as stated. The methods given an entry are `unsafe`:
+/// their `# Safety` says what must keep it alive (see `mem::entry`).
 pub(crate) trait HitModeImpl: Sized + Send + Sync + 'static {
     /// The builder's name for this mode.
     const MODE: HitMode;
@@ -63,29 +68,49 @@ pub(crate) trait HitModeImpl: Sized + Send + Sync + 'static {
     /// nothing).
     fn lookup<K: Key>(core: &Core<K, Self>, hash: u64, key: &K) -> Option<(EntryPtr<K>, usize)>;
 
-    /// Takes a hold on live `e` and counts the hit. Stripe lock exclusive.
-    fn hold_locked<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>);
+    /// Takes a hold on live `e` and counts the hit.
+    ///
+    /// # Safety
+    /// `e` is in the table, and the caller holds its stripe lock exclusively.
+    unsafe fn hold_locked<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>);
 
     /// Drops one hold on `e` (a handle's drop). No lock held.
-    fn release<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>);
+    ///
+    /// # Safety
+    /// The caller holds a hold on `e` (from `lookup`, `hold_locked` or an
+    /// insert) and gives it up here: it does not use `e` after.
+    unsafe fn release<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>);
 
     /// New entry `e` (holding the inserter's holds) has just entered the
-    /// table in `state`. Stripe lock exclusive.
-    fn installed<K: Key>(core: &Core<K, Self>, state: State, e: EntryPtr<K>);
+    /// table in `state`.
+    ///
+    /// # Safety
+    /// `e` is in the table, and the caller holds its stripe lock exclusively.
+    unsafe fn installed<K: Key>(core: &Core<K, Self>, state: State, e: EntryPtr<K>);
 
     /// `old` has just been taken out of the table (removed or replaced):
     /// takes it out of its state, and frees it unless it is held (then its
-    /// last release frees it). Stripe lock exclusive.
-    fn detach<K: Key>(core: &Core<K, Self>, old: EntryPtr<K>);
+    /// last release frees it).
+    ///
+    /// # Safety
+    /// The caller took `old` out of the table under its stripe lock, which it
+    /// still holds exclusively, and does not use `old` after.
+    unsafe fn detach<K: Key>(core: &Core<K, Self>, old: EntryPtr<K>);
 
-    /// The evictor found live `e` in `state` at a list tail. Stripe lock
-    /// exclusive, `e`'s sublist lock held.
-    fn at_tail<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>, state: State) -> Tail;
+    /// The evictor found live `e` in `state` at a list tail.
+    ///
+    /// # Safety
+    /// `e` is linked in `state`'s list; the caller holds its sublist lock,
+    /// and its stripe lock exclusively.
+    unsafe fn at_tail<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>, state: State) -> Tail;
 
-    /// Frees `e`, which is out of the table and every list, and unheld: at
-    /// once when no probe runs without the lock (eager), else once no probe
-    /// can be reading it (lazy).
-    fn retire<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>);
+    /// Frees `e`: at once when no probe runs without the lock (eager), else
+    /// once no probe can be reading it (lazy).
+    ///
+    /// # Safety
+    /// `e` is out of the table and every list, and unheld (lazy: `Dead`):
+    /// the caller is its last user, retires it once and does not use it after.
+    unsafe fn retire<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>);
 
     /// Bytes of live buffers held now (statistics; not a hot path).
     fn held_bytes<K: Key>(core: &Core<K, Self>, sizes: &Sizes) -> u64;
@@ -113,12 +138,19 @@ impl<K> Clone for CoreRef<'_, K> {
 impl<K> Copy for CoreRef<'_, K> {}
 
 impl<K: Key> CoreRef<'_, K> {
-    /// Drops one hold on `e`, which this core holds.
+    /// Drops one hold on `e`, an entry of this core.
+    ///
+    /// # Safety
+    /// As [`HitModeImpl::release`]: the caller holds a hold on `e` and gives
+    /// it up here.
     #[inline]
-    pub(crate) fn release(self, e: EntryPtr<K>) {
-        match self {
-            CoreRef::Lazy(core) => Lazy::release(core, e),
-            CoreRef::Eager(core) => Eager::release(core, e),
+    pub(crate) unsafe fn release(self, e: EntryPtr<K>) {
+        // SAFETY: this function's contract.
+        unsafe {
+            match self {
+                CoreRef::Lazy(core) => Lazy::release(core, e),
+                CoreRef::Eager(core) => Eager::release(core, e),
+            }
         }
     }
 }
@@ -129,25 +161,35 @@ impl<K: Key> CoreRef<'_, K> {
 /// # Safety
 /// As [`EntryPtr::free`]: the caller is `e`'s last user.
 unsafe fn free_anon<K, M>(core: &Core<K, M>, e: EntryPtr<K>) {
-    let idx = core.sublist_of(e.hash);
-    core.sub_bytes(idx, State::Anon, e.bytes);
-    // SAFETY: per this function's contract.
+    // SAFETY: we are its last user (this function's contract).
+    let h = unsafe { e.header() };
+    let idx = core.sublist_of(h.hash);
+    core.sub_bytes(idx, State::Anon, h.bytes);
+    // SAFETY: per this function's contract; `h` is not used after.
     unsafe { e.free() };
 }
 
-/// Takes ghost `old` (already out of the table, its stripe lock held
-/// exclusively) off its list and retires it: the same in both hit modes.
-fn detach_ghost<K: Key, M: HitModeImpl>(
+/// Takes ghost `old` off its list and retires it: the same in both hit
+/// modes.
+///
+/// # Safety
+/// As [`HitModeImpl::detach`]: the caller took `old` out of the table under
+/// its stripe lock, still held, and does not use it after.
+unsafe fn detach_ghost<K: Key, M: HitModeImpl>(
     core: &Core<K, M>,
     idx: usize,
     state: State,
     old: EntryPtr<K>,
 ) {
-    core.list(state).remove(&old);
-    core.sub_bytes(idx, state, old.bytes);
-    // Ghosts are never held (a lazy probe that pins one lets go at once,
-    // and `retire` waits for such probes).
-    M::retire(core, old);
+    // SAFETY: out of the table under the stripe lock we hold, so nobody
+    // else frees it (this function's contract).
+    let h = unsafe { old.header() };
+    core.list(state).remove(h);
+    core.sub_bytes(idx, state, h.bytes);
+    // SAFETY: out of the table and now its list. Ghosts are never held (a
+    // lazy probe that pins one lets go at once, and `retire` waits for such
+    // probes); the caller does not use `old` after.
+    unsafe { M::retire(core, old) };
 }
 
 /// Taking a hold found `HOLD_LIMIT` holds already: leaked handles, not a
@@ -176,40 +218,51 @@ impl HitModeImpl for Eager {
     /// membership), then `hold_locked`.
     fn lookup<K: Key>(core: &Core<K, Self>, hash: u64, key: &K) -> Option<(EntryPtr<K>, usize)> {
         let stripe = core.table.write(hash);
-        let (e, len) = stripe
-            .find_with_len(hash, key)
-            .filter(|(e, _)| e.state().is_live())?;
-        Self::hold_locked(core, e);
+        let (e, len) = stripe.find_with_len(hash, key)?;
+        // SAFETY: in the table, and we hold its stripe lock (exclusive).
+        unsafe {
+            if !e.header().state().is_live() {
+                return None;
+            }
+            Self::hold_locked(core, e);
+        }
         Some((e, len))
     }
 
-    fn hold_locked<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>) {
-        let prev = e.meta.fetch_add(HOLD, Ordering::Acquire);
+    unsafe fn hold_locked<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>) {
+        // SAFETY: in the table, under the stripe lock the caller holds.
+        let h = unsafe { e.header() };
+        let prev = h.meta.fetch_add(HOLD, Ordering::Acquire);
         if meta::holds(prev) >= HOLD_LIMIT {
             too_many_holds();
         }
         let state = meta::state(prev);
-        let idx = core.sublist_of(e.hash);
+        let idx = core.sublist_of(h.hash);
         if meta::holds(prev) == 0 {
             // 0 -> 1: the buffer leaves its list (see the module comment).
-            core.list(state).remove(&e);
+            core.list(state).remove(h);
         }
         if state == State::Mru {
             core.events.count(Event::MruHit);
             // Second access: MRU -> MFU (the paper's case I). The entry is
             // held, so it is on no list: only the state and the bytes move.
-            e.set_state(State::Mfu);
-            core.move_bytes(idx, State::Mru, State::Mfu, e.bytes);
+            h.set_state(State::Mfu);
+            core.move_bytes(idx, State::Mru, State::Mfu, h.bytes);
         } else {
             core.events.count(Event::MfuHit);
         }
     }
 
     #[inline(never)]
-    fn release<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>) {
-        let mut cur = e.meta.load(Ordering::Relaxed);
+    unsafe fn release<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>) {
+        // SAFETY: our hold keeps it alive until we drop it, below: when that
+        // is not the last hold, we use `h` no more; when it is, we hold the
+        // stripe lock, under which the entry is in the table (then alive
+        // while we hold that lock) or `Anon` (then we are its last user).
+        let h = unsafe { e.header() };
+        let mut cur = h.meta.load(Ordering::Relaxed);
         while meta::holds(cur) > 1 {
-            match e.meta.compare_exchange_weak(
+            match h.meta.compare_exchange_weak(
                 cur,
                 cur - HOLD,
                 Ordering::Release,
@@ -220,14 +273,17 @@ impl HitModeImpl for Eager {
             }
         }
         // Possibly the last hold: 1 -> 0 happens only under the stripe lock.
-        let _stripe = core.table.write(e.hash);
-        let prev = e.meta.fetch_sub(HOLD, Ordering::AcqRel);
+        let _stripe = core.table.write(h.hash);
+        let prev = h.meta.fetch_sub(HOLD, Ordering::AcqRel);
         if meta::holds(prev) != 1 {
             return;
         }
         match meta::state(prev) {
             s @ (State::Mru | State::Mfu) => {
-                core.list(s).push_head(e);
+                // SAFETY: in the table (live), under the stripe lock we
+                // hold; it leaves its list before it is freed (`detach`,
+                // the eviction walk).
+                unsafe { core.list(s).push_head(e) };
             }
             // SAFETY: out of the table and every list (Anon), and this was
             // its last hold; new holds are only taken on entries in the
@@ -237,38 +293,48 @@ impl HitModeImpl for Eager {
         }
     }
 
-    fn installed<K: Key>(_: &Core<K, Self>, _: State, _: EntryPtr<K>) {
+    unsafe fn installed<K: Key>(_: &Core<K, Self>, _: State, _: EntryPtr<K>) {
         // Born held (the inserter's hold): off the lists until released.
     }
 
-    fn detach<K: Key>(core: &Core<K, Self>, old: EntryPtr<K>) {
-        let idx = core.sublist_of(old.hash);
-        let state = old.state();
+    unsafe fn detach<K: Key>(core: &Core<K, Self>, old: EntryPtr<K>) {
+        // SAFETY: just out of the table under the stripe lock the caller
+        // holds: only we (now) or its last release (under that lock) free it.
+        let h = unsafe { old.header() };
+        let idx = core.sublist_of(h.hash);
+        let state = h.state();
         match state {
             State::Mru | State::Mfu => {
                 core.events.count(Event::Remove);
-                if meta::holds(old.word()) == 0 {
-                    core.list(state).remove(&old);
-                    core.sub_bytes(idx, state, old.bytes);
+                if meta::holds(h.word()) == 0 {
+                    core.list(state).remove(h);
+                    core.sub_bytes(idx, state, h.bytes);
                     // SAFETY: unheld (and no hold can start: it is out of the
-                    // table, under the stripe lock), now on no list.
+                    // table, under the stripe lock), now on no list; `h` is
+                    // not used after.
                     unsafe { old.free() };
                 } else {
-                    old.set_state(State::Anon);
-                    core.move_bytes(idx, state, State::Anon, old.bytes);
+                    h.set_state(State::Anon);
+                    core.move_bytes(idx, state, State::Anon, h.bytes);
                 }
             }
-            State::MruGhost | State::MfuGhost => detach_ghost(core, idx, state, old),
+            // SAFETY: this function's contract, passed on.
+            State::MruGhost | State::MfuGhost => unsafe { detach_ghost(core, idx, state, old) },
             State::Anon | State::Dead => unreachable!("an entry out of use in the table"),
         }
     }
 
-    fn at_tail<K: Key>(_: &Core<K, Self>, e: EntryPtr<K>, _: State) -> Tail {
-        debug_assert_eq!(meta::holds(e.word()), 0, "a linked eager entry is unheld");
+    unsafe fn at_tail<K: Key>(_: &Core<K, Self>, e: EntryPtr<K>, _: State) -> Tail {
+        debug_assert_eq!(
+            // SAFETY: linked, under its sublist lock (the contract).
+            meta::holds(unsafe { e.header() }.word()),
+            0,
+            "a linked eager entry is unheld"
+        );
         Tail::Evict
     }
 
-    fn retire<K: Key>(_: &Core<K, Self>, e: EntryPtr<K>) {
+    unsafe fn retire<K: Key>(_: &Core<K, Self>, e: EntryPtr<K>) {
         // SAFETY: per the trait: out of everything and unheld, and eager
         // lookups take the stripe lock, which our caller held when it took
         // `e` out, so no lookup can still be looking at it.
@@ -310,35 +376,57 @@ impl Lazy {
         }
     }
 
-    /// Drops `amount` (holds and hits) from `e`'s word; the drop that leaves
-    /// a removed (`Anon`) entry unheld retires it.
+    /// A probe that pinned `h` and found it out of use (a ghost, or an
+    /// entry on its way out) lets go: it takes back its `HOLD + HIT`, and
+    /// never retires the entry (see the module comment; it is pinned, so
+    /// whoever retires it meanwhile does not free it under it).
     #[inline]
-    fn release_holds<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>, amount: u64) {
-        let prev = e.meta.fetch_sub(amount, Ordering::Release);
-        if meta::holds(prev) == 1 && meta::state(prev) == State::Anon {
-            Self::retire_anon(core, e, prev - amount);
+    fn let_go<K>(h: &Header<K>) {
+        h.meta.fetch_sub(HOLD + HIT, Ordering::Release);
+    }
+
+    /// A handle's hold on `Anon` `e` went (its `fetch_sub` returned `prev`):
+    /// if it was the last one, retires `e`.
+    ///
+    /// # Safety
+    /// The caller just gave up a hold it had on `e` (a handle's, not a
+    /// probe's `let_go`), and does not use `e` after.
+    #[cold]
+    #[inline(never)]
+    unsafe fn released_anon<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>, prev: u64) {
+        // The hits of an `Anon` entry count the probes that pinned it since
+        // it left the table (`detach` cleared the others), each holding
+        // `HOLD + HIT` until it lets go: the rest of the holds are handles'.
+        if meta::holds(prev) - meta::hits(prev) == 1 {
+            // SAFETY: its last handle's hold went with our `fetch_sub`, and
+            // only that release retires it (the probes never do).
+            unsafe { Self::retire_unheld(core, e) };
         }
     }
 
-    /// `e` was `Anon` with no hold left (`word`): makes it `Dead` and
-    /// retires it, unless a probe pinned it again meanwhile (then that
-    /// probe's `release_holds` comes here).
-    #[cold]
-    #[inline(never)]
-    fn retire_anon<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>, word: u64) {
-        fence(Ordering::Acquire);
-        if e.meta
-            .compare_exchange(
-                word,
-                meta::with_state(word, State::Dead),
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            )
-            .is_ok()
-        {
-            core.sub_bytes(core.sublist_of(e.hash), State::Anon, e.bytes);
-            core.retire(e);
-        }
+    /// Retires `e`, `Anon` with no handle's hold left: makes it `Dead` and
+    /// hands it to the garbage bin.
+    ///
+    /// # Safety
+    /// The caller is the one that saw the last handle's hold on `e` go (the
+    /// release that took it, or `detach` finding none), so the only one to
+    /// retire it; it does not use `e` after.
+    unsafe fn retire_unheld<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>) {
+        // SAFETY: nobody else retires it (this function's contract), so it
+        // is alive until we do.
+        let h = unsafe { e.header() };
+        // AcqRel: after the last holders' reads of its bytes (their Release
+        // `fetch_sub`s), so before the free; pinned probes may still add and
+        // take back their holds meanwhile.
+        let _ = h
+            .meta
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+                Some(meta::with_state(w, State::Dead))
+            });
+        core.sub_bytes(core.sublist_of(h.hash), State::Anon, h.bytes);
+        // SAFETY: out of the table and every list, no handle holds it, and
+        // we alone retire it; `h` is not used after.
+        unsafe { core.retire(e) };
     }
 
     /// The lookup under the stripe's shared lock: when probes without it
@@ -352,13 +440,16 @@ impl Lazy {
     ) -> Option<(EntryPtr<K>, usize)> {
         let stripe = core.table.stripe(hash).read();
         let (e, len) = stripe.find_with_len(hash, key)?;
-        let prev = e.meta.fetch_add(HOLD + HIT, Ordering::Acquire);
+        // SAFETY: in the table, and we hold its stripe lock (shared).
+        let h = unsafe { e.header() };
+        let prev = h.meta.fetch_add(HOLD + HIT, Ordering::Acquire);
         if !meta::state(prev).is_live() {
-            Self::release_holds(core, e, HOLD + HIT);
+            // A ghost (entries out of use are out of the table).
+            Self::let_go(h);
             return None;
         }
         if prev >= HITS_FOLD_BIT || meta::holds(prev) >= HOLD_LIMIT {
-            Self::hit_slow(core, e, prev);
+            Self::hit_slow(core, h, prev);
         }
         Some((e, len))
     }
@@ -367,8 +458,8 @@ impl Lazy {
     /// while we read it): the entry's own.
     #[cold]
     #[inline(never)]
-    fn entry_len<K>(e: EntryPtr<K>) -> usize {
-        e.data_len()
+    fn entry_len<K>(h: &Header<K>) -> usize {
+        h.data_len()
     }
 
     /// The rare cases of a hit: too many holds, or a hit count that reached
@@ -377,11 +468,11 @@ impl Lazy {
     /// with it only moves these hits between MRU and MFU).
     #[cold]
     #[inline(never)]
-    fn hit_slow<K>(core: &Core<K, Self>, e: EntryPtr<K>, prev: u64) {
+    fn hit_slow<K>(core: &Core<K, Self>, h: &Header<K>, prev: u64) {
         if meta::holds(prev) >= HOLD_LIMIT {
             too_many_holds();
         }
-        let before = e.meta.fetch_and(!HITS_FOLD_BIT, Ordering::Relaxed);
+        let before = h.meta.fetch_and(!HITS_FOLD_BIT, Ordering::Relaxed);
         if before & HITS_FOLD_BIT != 0 {
             Self::count_hits(core, meta::state(before), meta::hits(HITS_FOLD_BIT));
         }
@@ -419,42 +510,45 @@ impl HitModeImpl for Lazy {
     #[inline]
     fn lookup<K: Key>(core: &Core<K, Self>, hash: u64, key: &K) -> Option<(EntryPtr<K>, usize)> {
         let stripe = core.table.stripe(hash);
-        let Some(_pinned) = reclaim::try_pin() else {
+        let Some(pinned) = reclaim::try_pin() else {
             return Self::lookup_locked(core, hash, key);
         };
         for _ in 0..2 {
             let Some(seq) = stripe.begin_probe() else {
                 break;
             };
-            let Probe::Found(e, len) = stripe.probe(hash, key) else {
+            let Probe::Found(e, len) = stripe.probe(&pinned, hash, key) else {
                 if stripe.unchanged(seq) {
                     return None;
                 }
                 continue;
             };
+            // SAFETY: pinned, and the probe found it in the table: it is
+            // freed only after a grace period that waits for us.
+            let h = unsafe { e.header() };
             // Acquire: pairs with the Release of the stores that made the
-            // entry live (and of the last `release_holds` before a reuse of its
+            // entry live (and of the last release before a reuse of its
             // word's state); the entry's memory is ours to read while we
             // are pinned.
-            let prev = e.meta.fetch_add(HOLD + HIT, Ordering::Acquire);
+            let prev = h.meta.fetch_add(HOLD + HIT, Ordering::Acquire);
             if meta::state(prev).is_live() {
                 if prev >= HITS_FOLD_BIT || meta::holds(prev) >= HOLD_LIMIT {
-                    Self::hit_slow(core, e, prev);
+                    Self::hit_slow(core, h, prev);
                 }
                 // Live when pinned: it was in the table when the probe read
                 // its slot, and a hold keeps it from being freed. The slot's
                 // length is the entry's unless the slot was reused between
                 // our two loads of it.
-                let len = if len == e.data_len() {
+                let len = if len == h.data_len() {
                     len
                 } else {
-                    Self::entry_len(e)
+                    Self::entry_len(h)
                 };
                 return Some((e, len));
             }
             // A ghost, or an entry on its way out: let go; a ghost with the
             // stripe unchanged is a miss, anything else is looked up again.
-            Self::release_holds(core, e, HOLD + HIT);
+            Self::let_go(h);
             if meta::state(prev).is_ghost() && stripe.unchanged(seq) {
                 return None;
             }
@@ -462,10 +556,12 @@ impl HitModeImpl for Lazy {
         Self::lookup_locked(core, hash, key)
     }
 
-    fn hold_locked<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>) {
-        let prev = e.meta.fetch_add(HOLD + HIT, Ordering::Relaxed);
+    unsafe fn hold_locked<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>) {
+        // SAFETY: in the table, under the stripe lock the caller holds.
+        let h = unsafe { e.header() };
+        let prev = h.meta.fetch_add(HOLD + HIT, Ordering::Relaxed);
         if prev >= HITS_FOLD_BIT || meta::holds(prev) >= HOLD_LIMIT {
-            Self::hit_slow(core, e, prev);
+            Self::hit_slow(core, h, prev);
         }
     }
 
@@ -473,26 +569,40 @@ impl HitModeImpl for Lazy {
     /// ordering so that whoever frees the entry (Acquire on the same word)
     /// comes after our reads of its bytes.
     #[inline]
-    fn release<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>) {
-        Self::release_holds(core, e, HOLD);
+    unsafe fn release<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>) {
+        // SAFETY: the caller's hold keeps it alive until this `fetch_sub`.
+        let prev = unsafe { e.header() }
+            .meta
+            .fetch_sub(HOLD, Ordering::Release);
+        if meta::state(prev) == State::Anon {
+            // SAFETY: the caller's hold, just given up (the contract).
+            unsafe { Self::released_anon(core, e, prev) };
+        }
     }
 
-    fn installed<K: Key>(core: &Core<K, Self>, state: State, e: EntryPtr<K>) {
+    unsafe fn installed<K: Key>(core: &Core<K, Self>, state: State, e: EntryPtr<K>) {
         // Buffers are linked even while held.
-        core.list(state).push_head(e);
+        // SAFETY: in the table, under the stripe lock the caller holds; it
+        // leaves its list before it is freed (`detach`, the eviction walk).
+        unsafe { core.list(state).push_head(e) };
     }
 
-    fn detach<K: Key>(core: &Core<K, Self>, old: EntryPtr<K>) {
-        let idx = core.sublist_of(old.hash);
-        let state = old.state();
+    unsafe fn detach<K: Key>(core: &Core<K, Self>, old: EntryPtr<K>) {
+        // SAFETY: out of the table under the stripe lock the caller holds,
+        // and live or a ghost, so nobody else retires it until our swap to
+        // `Anon` below (releases retire `Anon` entries only); after it, we
+        // use it only if it was unheld (`retire_unheld`).
+        let h = unsafe { old.header() };
+        let idx = core.sublist_of(h.hash);
+        let state = h.state();
         match state {
             State::Mru | State::Mfu => {
                 core.events.count(Event::Remove);
-                core.list(state).remove(&old);
-                core.move_bytes(idx, state, State::Anon, old.bytes);
+                core.list(state).remove(h);
+                core.move_bytes(idx, state, State::Anon, h.bytes);
                 // One step: to Anon, hits folded out. Releases, and holds of
                 // probes that read its slot before it left, may race with it.
-                let prev = match old
+                let prev = match h
                     .meta
                     .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
                         Some(meta::with_state(w & !HITS_MASK, State::Anon))
@@ -501,34 +611,39 @@ impl HitModeImpl for Lazy {
                 };
                 Self::count_hits(core, state, meta::hits(prev));
                 if meta::holds(prev) == 0 {
-                    // Unheld: retire_anon it now (or the probe that pins it before
-                    // we do will).
-                    Self::retire_anon(core, old, meta::with_state(0, State::Anon));
+                    // Unheld (a probe that pins it from now on lets go).
+                    // SAFETY: we made it `Anon` and saw no hold: no release
+                    // will retire it, and probes never do.
+                    unsafe { Self::retire_unheld(core, old) };
                 }
             }
-            State::MruGhost | State::MfuGhost => detach_ghost(core, idx, state, old),
+            // SAFETY: this function's contract, passed on.
+            State::MruGhost | State::MfuGhost => unsafe { detach_ghost(core, idx, state, old) },
             State::Anon | State::Dead => unreachable!("an entry out of use in the table"),
         }
     }
 
-    fn at_tail<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>, state: State) -> Tail {
+    unsafe fn at_tail<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>, state: State) -> Tail {
+        // SAFETY: linked, under its sublist lock (the contract); and only
+        // our compare-exchange below can make it `Dead` (to be retired).
+        let h = unsafe { e.header() };
         // Holds and hits can start at any time (probes take no lock), so
         // the eviction is a compare-exchange from the word that says
         // "unheld, unreferenced" to `Dead`; Acquire orders the reads of
         // released holds before the free.
-        let mut w = e.word();
+        let mut w = h.word();
         loop {
             if meta::hits(w) != 0 {
                 // Referenced: clear the bit (fold its count into the
                 // statistics) and move it (CAR: T1 -> T2 head, T2 -> T2 head).
-                let prev = e.meta.fetch_and(!HITS_MASK, Ordering::AcqRel);
+                let prev = h.meta.fetch_and(!HITS_MASK, Ordering::AcqRel);
                 Self::count_hits(core, state, meta::hits(prev));
                 return Tail::Promote;
             }
             if meta::holds(w) != 0 {
                 return Tail::Skip;
             }
-            match e.meta.compare_exchange(
+            match h.meta.compare_exchange(
                 w,
                 meta::with_state(w, State::Dead),
                 Ordering::AcqRel,
@@ -540,8 +655,9 @@ impl HitModeImpl for Lazy {
         }
     }
 
-    fn retire<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>) {
-        core.retire(e);
+    unsafe fn retire<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>) {
+        // SAFETY: this function's contract (`Core::retire`'s).
+        unsafe { core.retire(e) };
     }
 
     fn held_bytes<K: Key>(core: &Core<K, Self>, _: &Sizes) -> u64 {
@@ -581,7 +697,8 @@ impl HitModeImpl for Lazy {
 mod tests {
     use super::super::insert::remove_key;
     use super::super::test_support::{
-        core, count, hit, insert, insert_held, keys, lookup, state_of, BLOCK as B,
+        at_tail, core, count, hit, insert, insert_held, keys, lookup, release, state_of, Peek,
+        BLOCK as B,
     };
     use super::*;
 
@@ -599,19 +716,23 @@ mod tests {
             "eager: a first hold unlinks the buffer from its sublist"
         );
         let second = lookup(&core, 1).expect("cached");
-        Eager::release(&core, second);
+        release(&core, second);
         assert_eq!(
             keys(&core, State::Mfu),
             [2],
             "eager: a release that is not the last leaves the buffer unlinked"
         );
-        Eager::release(&core, first);
+        release(&core, first);
         assert_eq!(
             keys(&core, State::Mfu),
             [1, 2],
             "eager: the last release links the buffer back at the head"
         );
-        assert_eq!(meta::holds(first.word()), 0, "eager: every hold released");
+        assert_eq!(
+            meta::holds(first.peek().word()),
+            0,
+            "eager: every hold released"
+        );
     }
 
     #[test]
@@ -623,7 +744,7 @@ mod tests {
         assert_eq!((s.mru, s.mfu), (400, 0), "setup: both in MRU");
         let e = lookup(&core, 1).expect("cached");
         assert_eq!(
-            e.state(),
+            e.peek().state(),
             State::Mfu,
             "eager: an MRU hit moves the buffer to MFU"
         );
@@ -638,7 +759,7 @@ mod tests {
             1,
             "eager: counted as an MRU hit"
         );
-        Eager::release(&core, e);
+        release(&core, e);
         assert_eq!(keys(&core, State::Mfu), [1], "eager: released into MFU");
         assert_eq!(
             keys(&core, State::Mru),
@@ -667,7 +788,7 @@ mod tests {
         assert!(remove_key(&core, &1), "a cached buffer was removed");
         assert_eq!(state_of(&core, 1), None, "eager: removed from the table");
         assert_eq!(
-            held.state(),
+            held.peek().state(),
             State::Anon,
             "eager: a removed buffer still held becomes Anon"
         );
@@ -677,7 +798,7 @@ mod tests {
             (700, 500),
             "eager: a removed held buffer's bytes move to anon"
         );
-        Eager::release(&core, held);
+        release(&core, held);
         let s = core.sizes();
         assert_eq!(
             (s.mru, s.anon),
@@ -705,8 +826,8 @@ mod tests {
     fn lazy_hit_sets_the_reference_bit_and_the_hold_in_one_word() {
         let core = core::<Lazy>(16 * B);
         let e = insert_held(&core, 1, B);
-        Lazy::release(&core, e);
-        let w = e.word();
+        release(&core, e);
+        let w = e.peek().word();
         assert_eq!(
             (meta::holds(w), meta::hits(w)),
             (0, 0),
@@ -714,7 +835,7 @@ mod tests {
         );
         let h = lookup(&core, 1).expect("cached");
         assert!(h == e, "lazy: the hit finds the inserted entry");
-        let w = e.word();
+        let w = e.peek().word();
         assert_eq!(
             (meta::holds(w), meta::hits(w), meta::state(w)),
             (1, 1, State::Mru),
@@ -730,8 +851,8 @@ mod tests {
             0,
             "lazy: a hit writes no statistics counter"
         );
-        Lazy::release(&core, h);
-        let w = e.word();
+        release(&core, h);
+        let w = e.peek().word();
         assert_eq!(
             (meta::holds(w), meta::hits(w)),
             (0, 1),
@@ -749,17 +870,17 @@ mod tests {
         let core = core::<Lazy>(16 * B);
         let entry = |state: State, holds: u64, hits: u64| {
             let e = EntryPtr::new(7u64, 0, &[0; 10], state, holds);
-            e.meta.fetch_add(hits * HIT, Ordering::Relaxed);
+            e.peek().meta.fetch_add(hits * HIT, Ordering::Relaxed);
             e
         };
         let referenced = entry(State::Mru, 0, 3);
         assert_eq!(
-            Lazy::at_tail(&core, referenced, State::Mru),
+            at_tail(&core, referenced, State::Mru),
             Tail::Promote,
             "lazy: a referenced buffer at the tail is promoted"
         );
         assert_eq!(
-            meta::hits(referenced.word()),
+            meta::hits(referenced.peek().word()),
             0,
             "lazy: promotion clears the reference bit"
         );
@@ -770,38 +891,38 @@ mod tests {
         );
         let held_referenced = entry(State::Mfu, 1, 2);
         assert_eq!(
-            Lazy::at_tail(&core, held_referenced, State::Mfu),
+            at_tail(&core, held_referenced, State::Mfu),
             Tail::Promote,
             "lazy: the reference bit comes before the hold"
         );
         assert_eq!(
             (
                 count(&core, Event::MfuHit),
-                meta::holds(held_referenced.word())
+                meta::holds(held_referenced.peek().word())
             ),
             (2, 1),
             "lazy: MFU hits folded as MFU hits, the hold kept"
         );
         let held = entry(State::Mru, 2, 0);
-        let before = held.word();
+        let before = held.peek().word();
         assert_eq!(
-            Lazy::at_tail(&core, held, State::Mru),
+            at_tail(&core, held, State::Mru),
             Tail::Skip,
             "lazy: a held, unreferenced buffer is skipped"
         );
         assert_eq!(
-            held.word(),
+            held.peek().word(),
             before,
             "lazy: a skip changes nothing in the word"
         );
         let idle = entry(State::Mru, 0, 0);
         assert_eq!(
-            Lazy::at_tail(&core, idle, State::Mru),
+            at_tail(&core, idle, State::Mru),
             Tail::Evict,
             "lazy: an unheld, unreferenced buffer is evicted"
         );
         assert_eq!(
-            idle.state(),
+            idle.peek().state(),
             State::Dead,
             "lazy: the eviction decision makes the entry Dead in the same step"
         );
@@ -819,7 +940,7 @@ mod tests {
         let second = lookup(&core, 1).expect("cached");
         assert!(remove_key(&core, &1), "a cached buffer was removed");
         assert_eq!(
-            first.state(),
+            first.peek().state(),
             State::Anon,
             "lazy: a removed buffer still held becomes Anon"
         );
@@ -834,21 +955,21 @@ mod tests {
             "lazy: a removed held buffer's bytes move to anon"
         );
         assert_eq!(
-            (count(&core, Event::MruHit), meta::hits(first.word())),
+            (count(&core, Event::MruHit), meta::hits(first.peek().word())),
             (1, 0),
             "lazy: removal folds the entry's hits into the statistics"
         );
-        Lazy::release(&core, second);
+        release(&core, second);
         assert_eq!(
-            (first.state(), core.sizes().anon),
+            (first.peek().state(), core.sizes().anon),
             (State::Anon, 500),
             "lazy: a release that is not the last leaves the Anon buffer"
         );
         // Pinned: the retired entry's memory stays while we look at it.
         let pinned = crate::mem::pin();
-        Lazy::release(&core, first);
+        release(&core, first);
         assert_eq!(
-            first.state(),
+            first.peek().state(),
             State::Dead,
             "lazy: the last release of an Anon buffer retires it (Dead)"
         );
@@ -858,10 +979,10 @@ mod tests {
             "lazy: the last release of an Anon buffer frees its bytes"
         );
         let unheld = insert_held(&core, 2, 300);
-        Lazy::release(&core, unheld);
+        release(&core, unheld);
         assert!(remove_key(&core, &2));
         assert_eq!(
-            unheld.state(),
+            unheld.peek().state(),
             State::Dead,
             "lazy: removing an unheld buffer retires it at once"
         );

@@ -36,6 +36,9 @@ pub(crate) fn insert_entry<K: Key, M: HitModeImpl, V: Evictor>(
     {
         let mut stripe = core.table.write(hash);
         if let Some(e) = stripe.find(hash, &key) {
+            // SAFETY: in the table, under its stripe lock (held until the
+            // block ends); once we take it out below, `detach` has it.
+            let e = unsafe { e.header() };
             let state = e.state();
             if state.is_ghost() {
                 let hit = if state == State::MruGhost {
@@ -52,8 +55,10 @@ pub(crate) fn insert_entry<K: Key, M: HitModeImpl, V: Evictor>(
                     Event::MfuGhostHit
                 });
                 let ghost = stripe.remove(hash, &key).expect("found above");
-                ghost_hit = Some((hit, ghost.bytes));
-                M::detach(core, ghost);
+                ghost_hit = Some((hit, e.bytes));
+                // SAFETY: just out of the table under the stripe lock we
+                // hold; not used after.
+                unsafe { M::detach(core, ghost) };
             } else {
                 reaccess = true;
             }
@@ -114,20 +119,29 @@ pub(crate) fn insert_entry<K: Key, M: HitModeImpl, V: Evictor>(
                 }
             }
         }
-        let old_live = stripe.find(hash, &key).map(|o| o.state().is_live());
+        // SAFETY: in the table, under its stripe lock (held).
+        let old_live = stripe
+            .find(hash, &key)
+            .map(|o| unsafe { o.header() }.state().is_live());
         let state = if ghost_hit.is_some() || reaccess || old_live == Some(true) {
             State::Mfu
         } else {
             State::Mru
         };
         entry = EntryPtr::new(key, hash, data, state, holds);
-        if old_live.is_some() {
-            let old = stripe.replace(entry);
-            M::detach(core, old);
-        } else {
-            stripe.insert(entry);
+        // SAFETY: `entry` is new (and held by us); like every entry, it
+        // leaves the table and its list (under their locks) before it is
+        // freed. `old` is out of the table under the stripe lock we hold,
+        // and not used after.
+        unsafe {
+            if old_live.is_some() {
+                let old = stripe.replace(entry);
+                M::detach(core, old);
+            } else {
+                stripe.insert(entry);
+            }
+            M::installed(core, state, entry);
         }
-        M::installed(core, state, entry);
         core.move_bytes(idx, State::Anon, state, size);
         core.events.count(Event::Insert);
     }
@@ -148,11 +162,13 @@ pub(crate) fn remove_key<K: Key, M: HitModeImpl>(core: &Core<K, M>, key: &K) -> 
     stripe.per_stripe().supersede(key);
     let persist = core.tier.as_ref().is_some_and(|t| t.invalidate(key));
     let live = match stripe.remove(hash, key) {
-        Some(old) => {
-            let live = old.state().is_live();
+        // SAFETY: just out of the table under the stripe lock we hold (so
+        // alive), and not used after `detach`.
+        Some(old) => unsafe {
+            let live = old.header().state().is_live();
             M::detach(core, old);
             live
-        }
+        },
         None => false,
     };
     drop(stripe);
@@ -169,7 +185,7 @@ mod tests {
     use super::super::hit_mode::{Eager, Lazy};
     use super::super::policy;
     use super::super::test_support::{
-        core, count, data, hit, insert, insert_held, keys, state_of, BLOCK as B,
+        core, count, data, hit, insert, insert_held, keys, release, state_of, Peek, BLOCK as B,
     };
     use super::*;
     use crate::mem::meta;
@@ -177,8 +193,8 @@ mod tests {
     /// The bytes `key` is cached with, via a lookup (released).
     fn cached<M: HitModeImpl>(core: &Core<u64, M>, key: u64) -> Option<Vec<u8>> {
         let (e, len) = M::lookup(core, core.hash(&key), &key)?;
-        let bytes = e.data_prefix(len).to_vec();
-        M::release(core, e);
+        let bytes = e.peek_data(len).to_vec();
+        release(core, e);
         Some(bytes)
     }
 
@@ -233,12 +249,12 @@ mod tests {
         let old = insert_held(&core, 1, 100);
         insert(&core, 1, 300);
         assert_eq!(
-            old.state(),
+            old.peek().state(),
             State::Anon,
             "{mode:?}: a replaced buffer still held becomes Anon"
         );
         assert_eq!(
-            old.data_prefix(100),
+            old.peek_data(100),
             &data(1, 100)[..],
             "{mode:?}: its handle still reads the old bytes"
         );
@@ -249,7 +265,7 @@ mod tests {
             "{mode:?}: the replaced bytes count as anon while held"
         );
         let _pinned = crate::mem::pin();
-        M::release(&core, old);
+        release(&core, old);
         assert_eq!(
             core.sizes().anon,
             0,
@@ -358,12 +374,12 @@ mod tests {
             None,
         );
         assert_eq!(
-            loaded.state(),
+            loaded.peek().state(),
             State::Anon,
             "{mode:?}: a superseded load's bytes are not cached"
         );
         assert_eq!(
-            meta::holds(loaded.word()),
+            meta::holds(loaded.peek().word()),
             2,
             "{mode:?}: the loader and its waiter each hold the superseded bytes"
         );
@@ -384,8 +400,8 @@ mod tests {
         );
         assert_eq!(count(&core, Event::LoadSuperseded), 1, "{mode:?}: counted");
         let _pinned = crate::mem::pin();
-        M::release(&core, loaded);
-        M::release(&core, loaded);
+        release(&core, loaded);
+        release(&core, loaded);
         assert_eq!(
             core.sizes().anon,
             0,

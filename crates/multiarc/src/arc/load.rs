@@ -39,8 +39,10 @@ where
         let pending = {
             let mut stripe = core.table.write(hash);
             if let Some(e) = stripe.find(hash, &key) {
-                if e.state().is_live() {
-                    M::hold_locked(core, e);
+                // SAFETY: in the table, under its stripe lock (held).
+                if unsafe { e.header() }.state().is_live() {
+                    // SAFETY: as above.
+                    unsafe { M::hold_locked(core, e) };
                     return Ok(e);
                 }
             }
@@ -144,7 +146,9 @@ mod tests {
     use super::super::evict::Inline;
     use super::super::hit_mode::{Eager, Lazy};
     use super::super::insert::remove_key;
-    use super::super::test_support::{core, count, data, insert, state_of, BLOCK as B};
+    use super::super::test_support::{
+        core, count, data, insert, release, state_of, Peek, BLOCK as B,
+    };
     use super::*;
     use crate::mem::meta;
     use crate::mem::State;
@@ -176,7 +180,7 @@ mod tests {
     }
 
     fn bytes_of(e: EntryPtr<u64>) -> Vec<u8> {
-        e.data_prefix(e.data_len()).to_vec()
+        e.peek_data(e.peek().data_len()).to_vec()
     }
 
     /// A thread whose end is waited for at most 10 s, so that a caller
@@ -273,7 +277,7 @@ mod tests {
             "{mode:?}: the loader's bytes"
         );
         assert_eq!(
-            meta::holds(first.word()),
+            meta::holds(first.peek().word()),
             2,
             "{mode:?}: a hold taken for each caller"
         );
@@ -282,8 +286,8 @@ mod tests {
             (1, 2),
             "{mode:?}: one load, two misses"
         );
-        M::release(&core, first);
-        M::release(&core, second);
+        release(&core, first);
+        release(&core, second);
         assert_eq!(state_of(&core, 1), Some(State::Mru), "{mode:?}: cached");
     }
 
@@ -323,7 +327,7 @@ mod tests {
             1,
             "{mode:?}: the failed load is forgotten: the next miss loads"
         );
-        M::release(&core, e);
+        release(&core, e);
     }
 
     #[test]
@@ -358,7 +362,7 @@ mod tests {
             data(1, 200),
             "{mode:?}: the waiter gets its own loader's bytes"
         );
-        M::release(&core, second);
+        release(&core, second);
         assert_eq!(
             state_of(&core, 1),
             Some(State::Mru),
@@ -406,7 +410,7 @@ mod tests {
         go.store(true, Ordering::SeqCst);
         let first = first.join("the superseded load").unwrap().expect("loads");
         assert_eq!(
-            (bytes_of(first), first.state()),
+            (bytes_of(first), first.peek().state()),
             (data(1, 100), State::Anon),
             "{mode:?}: the superseded load's bytes go to its caller only"
         );
@@ -417,16 +421,16 @@ mod tests {
         );
         {
             let _pinned = crate::mem::pin();
-            M::release(&core, first);
+            release(&core, first);
         }
-        M::release(&core, second);
+        release(&core, second);
         let (e, len) = M::lookup(&core, core.hash(&1), &1).expect("cached");
         assert_eq!(
-            e.data_prefix(len),
+            e.peek_data(len),
             &data(1, 200)[..],
             "{mode:?}: the cache keeps the newer load's bytes"
         );
-        M::release(&core, e);
+        release(&core, e);
         assert_eq!(core.sizes().anon, 0, "{mode:?}: no anonymous bytes left");
     }
 
@@ -445,7 +449,7 @@ mod tests {
         })
         .expect("loads");
         assert_eq!(
-            (bytes_of(loaded), loaded.state()),
+            (bytes_of(loaded), loaded.peek().state()),
             (data(1, 100), State::Anon),
             "{mode:?}: a load superseded by an insert returns its bytes, uncached"
         );
@@ -456,7 +460,7 @@ mod tests {
             "{mode:?}: the insert's bytes are cached, the load's are anonymous"
         );
         let _pinned = crate::mem::pin();
-        M::release(&core, loaded);
+        release(&core, loaded);
         assert_eq!(core.sizes().anon, 0, "{mode:?}: freed with the handle");
     }
 

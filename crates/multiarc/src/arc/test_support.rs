@@ -51,7 +51,7 @@ pub(super) fn insert_held<M: HitModeImpl>(
 /// Inserts `len` bytes under `key` and lets go of the handle.
 pub(super) fn insert<M: HitModeImpl>(core: &Core<u64, M>, key: u64, len: u64) {
     let e = insert_held(core, key, len);
-    M::release(core, e);
+    release(core, e);
 }
 
 /// A lookup of `key`: the entry, held, on a hit.
@@ -63,7 +63,7 @@ pub(super) fn lookup<M: HitModeImpl>(core: &Core<u64, M>, key: u64) -> Option<En
 pub(super) fn hit<M: HitModeImpl>(core: &Core<u64, M>, key: u64) -> bool {
     match lookup(core, key) {
         Some(e) => {
-            M::release(core, e);
+            release(core, e);
             true
         }
         None => false,
@@ -74,7 +74,10 @@ pub(super) fn hit<M: HitModeImpl>(core: &Core<u64, M>, key: u64) -> bool {
 pub(super) fn state_of<M>(core: &Core<u64, M>, key: u64) -> Option<State> {
     let hash = core.hash(&key);
     let stripe = core.table.write(hash);
-    stripe.find(hash, &key).map(|e| e.state())
+    // SAFETY: in the table, under its stripe lock.
+    stripe
+        .find(hash, &key)
+        .map(|e| unsafe { e.header() }.state())
 }
 
 /// The keys linked in `state`'s list, head (most recent) first.
@@ -86,4 +89,54 @@ pub(super) fn keys<M>(core: &Core<u64, M>, state: State) -> Vec<u64> {
 /// An event counter's value.
 pub(super) fn count<M>(core: &Core<u64, M>, event: Event) -> u64 {
     core.events.get(event)
+}
+
+/// Reading an entry in the tests. Each test looks only at entries it keeps
+/// alive: held by the test, or retired (lazy mode) while the test is pinned
+/// or before any garbage collection (test cores run no evict thread, and
+/// only a collection frees a retired entry), or live in a core that only
+/// this thread uses. Eager entries are read only while held or cached.
+pub(super) trait Peek {
+    type Key;
+    /// The entry's header.
+    fn peek(&self) -> &crate::mem::Header<Self::Key>;
+    /// The first `len` bytes of its data.
+    fn peek_data(&self, len: usize) -> &[u8];
+}
+
+impl<K> Peek for EntryPtr<K> {
+    type Key = K;
+    fn peek(&self) -> &crate::mem::Header<K> {
+        // SAFETY: the tests keep the entries they read alive (the trait's
+        // comment says how).
+        unsafe { self.header() }
+    }
+    fn peek_data(&self, len: usize) -> &[u8] {
+        // SAFETY: as `peek`; `len` is at most the data's length (tests pass
+        // a length the table gave or the entry's own).
+        unsafe { self.data_prefix(len) }
+    }
+}
+
+/// Drops a hold the test took (`HitModeImpl::release`).
+pub(super) fn release<M: HitModeImpl>(core: &Core<u64, M>, e: EntryPtr<u64>) {
+    // SAFETY: the test took this hold (an insert or a lookup) and releases
+    // it once.
+    unsafe { M::release(core, e) }
+}
+
+/// What eviction would do with `e`, linked in `state`'s list, at its tail
+/// (`HitModeImpl::at_tail`), under the locks the walk holds then: its
+/// stripe's (exclusive) and its sublist's.
+pub(super) fn at_tail<M: HitModeImpl>(
+    core: &Core<u64, M>,
+    e: EntryPtr<u64>,
+    state: State,
+) -> super::hit_mode::Tail {
+    let hash = e.peek().hash;
+    let _stripe = core.table.write(hash);
+    let _sublist = core.list(state).lock_sublist(core.sublist_of(hash));
+    // SAFETY: linked in `state`'s list (the test's own core, used by this
+    // thread only), with its stripe and sublist locks held.
+    unsafe { M::at_tail(core, e, state) }
 }

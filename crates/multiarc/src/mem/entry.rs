@@ -32,25 +32,32 @@
 //!   word's top: a count that reaches 2^36 is folded by the hitter that sees
 //!   bit 63 set (see `arc/hit_mode.rs`), so it never wraps.
 //!
+//! An `EntryPtr` says nothing about whether its entry is still there: another
+//! thread may free it unless something keeps it alive. So reading through
+//! one ([`EntryPtr::header`], [`EntryPtr::data_prefix`]) is `unsafe`, and
+//! each use names what keeps the entry alive: a hold, its hash stripe's lock
+//! (while it is in the table), its sublist's lock (while it is linked
+//! there), an epoch pin (a lock-free probe that found it in the table), or
+//! ownership (not yet published, or taken out of everything).
+//!
 //! Who frees an entry: the entry belongs to the cache while its state is
 //! live or ghost (it is in the hash table, and live lazy entries and all
 //! unheld ones are in a sublist). Taking it out of the table (eviction,
 //! removal, replacement) happens under its stripe lock, held exclusively, and
 //! either retires it at once (no holds) or sets its state to `Anon` in
 //! the same atomic step that sees holds above zero; then the release that
-//! takes holds from 1 to 0 *and* sees `Anon` retires it. The two are
-//! decided on one word, so exactly one of them does. In the eager mode
-//! retiring frees; in the lazy mode, whose probes take no lock and may
-//! still be reading the entry, it makes the entry `Dead` (one more
-//! compare-exchange on the word, so a probe that pinned it meanwhile takes
-//! over) and retires it, to be freed after every such probe is done
-//! (`arc/hit_mode.rs`, `epoch.rs`).
+//! takes the last hold *and* sees `Anon` retires it. The two are decided on
+//! one word, so exactly one of them does. In the eager mode retiring frees;
+//! in the lazy mode, whose probes take no lock and may still be reading the
+//! entry (and add a hold and a hit to it, then take both back, when it is
+//! out of use), "the last hold" discounts those probes' (an `Anon` entry's
+//! hits count them), the retirer makes the entry `Dead`, and it is freed
+//! after every such probe is done (`arc::hit_mode`, `epoch`).
 
 #[cfg(loom)]
 use super::sync::AtomicBool;
 use super::sync::{AtomicU32, AtomicU64, Ordering};
 use std::alloc::{self, Layout};
-use std::ops::Deref;
 use std::ptr::NonNull;
 
 /// Where an entry is in the ARC.
@@ -326,17 +333,38 @@ impl<K> EntryPtr<K> {
         )
     }
 
+    /// The entry's header.
+    ///
+    /// # Safety
+    /// The entry is alive for as long as the reference is used: the caller
+    /// holds a hold on it, or the lock under which it is in the table (its
+    /// hash stripe) or linked in a sublist (that sublist's), or is pinned
+    /// (`epoch`) and found it in the table, or owns it (nobody else can
+    /// reach it yet, or any more).
+    #[inline]
+    pub(crate) unsafe fn header(&self) -> &Header<K> {
+        // SAFETY: the pointer came from `alloc`, which initialised the
+        // header; the caller keeps the entry alive (this function's
+        // contract), and shared access is to atomics and immutable fields.
+        unsafe { self.0.as_ref() }
+    }
+
     /// The first `len` bytes of the buffer, without reading its header:
     /// `len` comes from the table's slot (see `table.rs`), so the CPU can
     /// fetch the data's last line before the header's arrives.
+    ///
+    /// # Safety
+    /// As [`EntryPtr::header`]: the entry is alive while the slice is used.
+    /// And `len` is at most the data's length (the slot recorded it when
+    /// the entry entered the table, or it is the entry's own `data_len`).
     #[inline]
-    pub(crate) fn data_prefix<'a>(self, len: usize) -> &'a [u8] {
-        debug_assert!(len <= self.data_len());
+    pub(crate) unsafe fn data_prefix(&self, len: usize) -> &[u8] {
+        // SAFETY: alive (the contract), so the header may be read.
+        debug_assert!(len <= unsafe { self.header() }.data_len());
         // SAFETY: the allocation holds `data_len()` initialised bytes right
         // after the header (see `alloc`), never written again; the caller
-        // keeps the entry alive (a hold, or the table or list lock) while it
-        // uses the slice. `len` is at most the data's length (the
-        // slot recorded it when the entry entered the table).
+        // keeps the entry alive while it uses the slice, and `len` is at
+        // most the data's length (the contract).
         unsafe {
             std::slice::from_raw_parts(
                 (self.0.as_ptr() as *const u8).add(std::mem::size_of::<Header<K>>()),
@@ -353,7 +381,8 @@ impl<K> EntryPtr<K> {
     /// decided so on the meta word with Acquire ordering, or under the locks
     /// that guard every other pointer to it). Called once.
     pub(crate) unsafe fn free(self) {
-        let layout = layout::<K>(self.data_len());
+        // SAFETY: still alive: we are its last user (the contract).
+        let layout = layout::<K>(unsafe { self.header() }.data_len());
         // SAFETY: per this function's contract we own the entry; it was
         // allocated by `alloc` with this layout and holds an initialised
         // header.
@@ -364,28 +393,16 @@ impl<K> EntryPtr<K> {
     }
 }
 
-impl<K> Deref for EntryPtr<K> {
-    type Target = Header<K>;
-
-    #[inline]
-    fn deref(&self) -> &Header<K> {
-        // SAFETY: every `EntryPtr` in use points at a live entry: the table
-        // and the sublists free an entry only after unlinking it under their
-        // locks (so a pointer read under those locks is live while they are
-        // held), and a handle's pointer stays live until its hold is
-        // released (see the module comment).
-        unsafe { self.0.as_ref() }
-    }
-}
-
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 
     #[test]
     fn meta_word_fields_and_layout() {
-        let e = EntryPtr::new(7u64, 9, &[1, 2, 3], State::Mfu, 2);
-        assert_eq!(e.data_prefix(3), &[1, 2, 3]);
+        let p = EntryPtr::new(7u64, 9, &[1, 2, 3], State::Mfu, 2);
+        // SAFETY: created here, never shared, freed below after its last use.
+        let (e, data) = unsafe { (p.header(), p.data_prefix(3)) };
+        assert_eq!(data, &[1, 2, 3]);
         assert_eq!(e.bytes, 3);
         let w = e.word();
         assert_eq!((holds(w), state(w), hits(w)), (2, State::Mfu, 0));
@@ -397,12 +414,14 @@ mod tests {
         // The top bit is the 2^36th hit.
         assert_eq!(hits(HITS_FOLD_BIT), 1 << 36);
         assert_eq!(std::mem::size_of::<Header<crate::BlockKey>>(), 48);
-        // SAFETY: created above, never shared.
-        unsafe { e.free() };
-        let g = EntryPtr::ghost(String::from("k"), 1, 8192, State::MruGhost);
+        // SAFETY: created above, never shared, not used after.
+        unsafe { p.free() };
+        let p = EntryPtr::ghost(String::from("k"), 1, 8192, State::MruGhost);
+        // SAFETY: as above.
+        let g = unsafe { p.header() };
         assert_eq!(g.data_len(), 0);
         assert_eq!(g.bytes, 8192);
-        // SAFETY: created above, never shared.
-        unsafe { g.free() };
+        // SAFETY: as above.
+        unsafe { p.free() };
     }
 }

@@ -20,7 +20,7 @@ mod striped;
 pub(crate) mod sync;
 mod table;
 
-pub(crate) use entry::{EntryPtr, State};
+pub(crate) use entry::{EntryPtr, Header, State};
 #[cfg(test)]
 pub(crate) use epoch::pin;
 pub(crate) use epoch::{try_pin, Limbo};

@@ -135,14 +135,20 @@ impl<K> SublistList<K> {
     }
 
     /// Links `entry` at the head (most recently used end).
-    pub(crate) fn push_head(&mut self, entry: EntryPtr<K>) {
-        debug_assert_eq!(entry.slot(), NO_SLOT, "entry already linked");
+    ///
+    /// # Safety
+    /// `entry` is alive, and stays so while it is linked: it is unlinked,
+    /// under this sublist's lock, before it is freed.
+    pub(crate) unsafe fn push_head(&mut self, entry: EntryPtr<K>) {
+        // SAFETY: alive (this function's contract).
+        let e = unsafe { entry.header() };
+        debug_assert_eq!(e.slot(), NO_SLOT, "entry already linked");
         self.len += 1;
-        self.bytes += entry.bytes;
+        self.bytes += e.bytes;
         let slot = self.alloc(Some(entry));
         let head = self.head;
         self.link_before(slot, head);
-        entry.set_slot(slot);
+        e.set_slot(slot);
     }
 
     /// Unlinks `entry`, which must be linked in this sublist.
@@ -155,9 +161,12 @@ impl<K> SublistList<K> {
     fn remove_slot(&mut self, slot: u32) -> EntryPtr<K> {
         self.unlink(slot);
         let entry = self.release(slot).expect("slot holds an entry");
-        entry.set_slot(NO_SLOT);
+        // SAFETY: it was linked until now, so alive (`push_head`), and we
+        // hold this sublist's lock (`&mut self`).
+        let e = unsafe { entry.header() };
+        e.set_slot(NO_SLOT);
         self.len -= 1;
-        self.bytes -= entry.bytes;
+        self.bytes -= e.bytes;
         entry
     }
 
@@ -207,7 +216,8 @@ impl<K> SublistList<K> {
         let mut at = self.head;
         while at != NIL {
             if let Some(e) = &self.nodes[at as usize].entry {
-                out.push(e.key.clone());
+                // SAFETY: linked, so alive (`push_head`).
+                out.push(unsafe { e.header() }.key.clone());
             }
             at = self.nodes[at as usize].next;
         }
@@ -257,9 +267,14 @@ impl<K> Multilist<K> {
     }
 
     /// Links `entry` at the head of its sublist.
-    pub(crate) fn push_head(&self, entry: EntryPtr<K>) {
-        self.lock_sublist(self.index_of(entry.hash))
-            .push_head(entry);
+    ///
+    /// # Safety
+    /// As [`SublistList::push_head`].
+    pub(crate) unsafe fn push_head(&self, entry: EntryPtr<K>) {
+        // SAFETY: alive (this function's contract).
+        let hash = unsafe { entry.header() }.hash;
+        // SAFETY: this function's contract.
+        unsafe { self.lock_sublist(self.index_of(hash)).push_head(entry) };
     }
 
     /// Unlinks `entry`, which is linked in its sublist.
@@ -282,7 +297,9 @@ impl<K> Multilist<K> {
         for s in self.sublists.iter() {
             let s = s.lock();
             for e in s.nodes.iter().filter_map(|n| n.entry.as_ref()) {
-                f(e);
+                // SAFETY: linked, so alive while we hold the sublist's lock
+                // (`push_head`).
+                f(unsafe { e.header() });
             }
         }
     }
@@ -308,23 +325,34 @@ mod tests {
         EntryPtr::new(k, k as u64, &[0; 10], State::Mru, 0)
     }
 
+    /// A test entry's header.
+    fn header(e: &EntryPtr<u32>) -> &Header<u32> {
+        // SAFETY: test entries are never freed.
+        unsafe { e.header() }
+    }
+
+    fn push_head(l: &mut SublistList<u32>, e: EntryPtr<u32>) {
+        // SAFETY: test entries are never freed.
+        unsafe { l.push_head(e) }
+    }
+
     #[test]
     fn push_remove_and_order() {
         let mut l = SublistList::new();
         let es: Vec<_> = (0..5).map(entry).collect();
         for e in &es {
-            l.push_head(*e);
+            push_head(&mut l, *e);
         }
         assert_eq!(l.keys_from_head(), vec![4, 3, 2, 1, 0]);
         assert_eq!((l.len(), l.bytes()), (5, 50));
-        l.remove(&es[2]);
-        assert_eq!(es[2].slot(), NO_SLOT);
+        l.remove(header(&es[2]));
+        assert_eq!(header(&es[2]).slot(), NO_SLOT);
         assert_eq!(l.keys_from_head(), vec![4, 3, 1, 0]);
-        l.remove(&es[4]);
-        l.remove(&es[0]);
+        l.remove(header(&es[4]));
+        l.remove(header(&es[0]));
         assert_eq!(l.keys_from_head(), vec![3, 1]);
         // Freed slots are reused.
-        l.push_head(es[0]);
+        push_head(&mut l, es[0]);
         assert_eq!(l.nodes.len(), 5);
         assert_eq!(l.keys_from_head(), vec![0, 3, 1]);
     }
@@ -334,24 +362,24 @@ mod tests {
         let mut l = SublistList::new();
         let es: Vec<_> = (0..4).map(entry).collect();
         for e in &es {
-            l.push_head(*e);
+            push_head(&mut l, *e);
         }
         let m = l.insert_marker_at_tail();
         let (slot, e) = l.step_marker(m).unwrap();
-        assert_eq!(e.key, 0);
+        assert_eq!(header(&e).key, 0);
         l.take(slot);
         // A second marker (another pass) is stepped over, not returned.
         let m2 = l.insert_marker_at_tail();
-        l.push_head(entry(9));
+        push_head(&mut l, entry(9));
         let (_, e) = l.step_marker(m).unwrap();
-        assert_eq!(e.key, 1); // skipped, stays linked
+        assert_eq!(header(&e).key, 1); // skipped, stays linked
         let (slot, e) = l.step_marker(m).unwrap();
-        assert_eq!(e.key, 2);
+        assert_eq!(header(&e).key, 2);
         l.take(slot);
         let (_, e) = l.step_marker(m).unwrap();
-        assert_eq!(e.key, 3);
+        assert_eq!(header(&e).key, 3);
         let (_, e) = l.step_marker(m).unwrap();
-        assert_eq!(e.key, 9);
+        assert_eq!(header(&e).key, 9);
         assert!(l.step_marker(m).is_none());
         l.remove_marker(m);
         l.remove_marker(m2);

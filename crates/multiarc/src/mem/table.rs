@@ -40,7 +40,7 @@
 //! itself knows nothing about it.
 
 use super::entry::{EntryPtr, Header};
-use super::epoch::Limbo;
+use super::epoch::{Guard, Limbo};
 use super::sync::{fence, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use crate::lock::CachePadded;
 use crate::lock::{LockId, LockstatExt, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -88,18 +88,23 @@ impl<K> Slot<K> {
 
     /// Writer side: `tag_len` first, then the pointer (Release: a reader
     /// that sees the pointer sees the entry's contents and the tag).
-    fn set(&self, entry: Option<EntryPtr<K>>) {
-        match entry {
-            Some(e) => {
-                let len = u32::try_from(e.data_len()).unwrap_or(LEN_IN_ENTRY);
-                self.tag_len.store(
-                    (u64::from(tag_of(e.hash)) << 32) | u64::from(len),
-                    Ordering::Relaxed,
-                );
-                self.entry.store(e.as_raw(), Ordering::Release);
-            }
-            None => self.entry.store(ptr::null_mut(), Ordering::Release),
-        }
+    ///
+    /// # Safety
+    /// `entry` is alive (see [`StripeWrite::insert`]).
+    unsafe fn set(&self, entry: EntryPtr<K>) {
+        // SAFETY: alive (this function's contract).
+        let e = unsafe { entry.header() };
+        let len = u32::try_from(e.data_len()).unwrap_or(LEN_IN_ENTRY);
+        self.tag_len.store(
+            (u64::from(tag_of(e.hash)) << 32) | u64::from(len),
+            Ordering::Relaxed,
+        );
+        self.entry.store(entry.as_raw(), Ordering::Release);
+    }
+
+    /// Writer side: empties the slot.
+    fn clear(&self) {
+        self.entry.store(ptr::null_mut(), Ordering::Release);
     }
 
     fn copy_from(&self, other: &Slot<K>) {
@@ -248,14 +253,14 @@ impl<K: Eq, S> Stripe<K, S> {
         self.published.seq.load(Ordering::Relaxed) == seq
     }
 
-    /// Looks `key` up without the lock (see the module comment).
-    ///
-    /// The caller must be pinned (`reclaim::pin`) for as long as it uses
-    /// the returned pointer without a hold, and must not trust `Absent`
-    /// unless [`Stripe::unchanged`] says so afterwards.
+    /// Looks `key` up without the lock (see the module comment), pinned:
+    /// the entry found may be read while `_pinned` lives (it is freed only
+    /// after a grace period), and beyond only with a hold taken meanwhile.
+    /// Do not trust `Absent` unless [`Stripe::unchanged`] says so afterwards.
     #[inline]
-    pub(crate) fn probe(&self, hash: u64, key: &K) -> Probe<K> {
-        match self.search(hash, key) {
+    pub(crate) fn probe(&self, _pinned: &Guard, hash: u64, key: &K) -> Probe<K> {
+        // SAFETY: pinned (the guard).
+        match unsafe { self.search(hash, key) } {
             Some((_, e, len)) => Probe::Found(e, len),
             None => Probe::Absent,
         }
@@ -264,8 +269,12 @@ impl<K: Eq, S> Stripe<K, S> {
     /// The probe loop, for readers without the lock ([`Stripe::probe`]) and
     /// for writers (who also need the slot index): the slot index, entry and
     /// data length of `key`, if its run holds it.
+    ///
+    /// # Safety
+    /// The caller is pinned or holds the stripe's lock (shared or
+    /// exclusive), so the slot arrays and entries it may meet stay alive.
     #[inline]
-    fn search(&self, hash: u64, key: &K) -> Option<(usize, EntryPtr<K>, usize)> {
+    unsafe fn search(&self, hash: u64, key: &K) -> Option<(usize, EntryPtr<K>, usize)> {
         let p = &self.published;
         let mask = p.mask.load(Ordering::Acquire);
         let base = p.slots.load(Ordering::Acquire);
@@ -277,7 +286,11 @@ impl<K: Eq, S> Stripe<K, S> {
             // SAFETY: `mask` read before `base` (see the module comment);
             // the caller is pinned or holds the lock.
             let slot = unsafe { Published::slot(base, mask, i) };
-            let e = slot.get()?;
+            let found = slot.get()?;
+            // SAFETY: in the table when its slot was read, and the caller is
+            // pinned or locked, so it is not freed meanwhile (entries leave
+            // the table before they are freed: `StripeWrite::insert`).
+            let e = unsafe { found.header() };
             #[cfg(loom)]
             assert!(
                 !e.freed.load(Ordering::Relaxed),
@@ -289,7 +302,7 @@ impl<K: Eq, S> Stripe<K, S> {
                     LEN_IN_ENTRY => e.data_len(),
                     n => n as usize,
                 };
-                return Some((i & mask, e, len));
+                return Some((i & mask, found, len));
             }
             i = i.wrapping_add(1);
         }
@@ -350,10 +363,8 @@ impl<K: Eq, S> StripeRead<'_, K, S> {
     /// The entry for `key`, if any, and its data length.
     #[inline]
     pub(crate) fn find_with_len(&self, hash: u64, key: &K) -> Option<(EntryPtr<K>, usize)> {
-        match self.stripe.probe(hash, key) {
-            Probe::Found(e, len) => Some((e, len)),
-            Probe::Absent => None,
-        }
+        // SAFETY: we hold the stripe's lock (shared).
+        unsafe { self.stripe.search(hash, key) }.map(|(_, e, len)| (e, len))
     }
 }
 
@@ -395,17 +406,20 @@ impl<K: Eq, S> StripeWrite<'_, K, S> {
 
     /// The slot index of `key`, if present.
     fn position(&self, hash: u64, key: &K) -> Option<usize> {
-        self.stripe.search(hash, key).map(|(i, _, _)| i)
+        // SAFETY: we hold the stripe's lock (exclusive).
+        unsafe { self.stripe.search(hash, key) }.map(|(i, _, _)| i)
     }
 
     /// The entry for `key`, if any.
     pub(crate) fn find(&self, hash: u64, key: &K) -> Option<EntryPtr<K>> {
-        self.stripe.search(hash, key).map(|(_, e, _)| e)
+        // SAFETY: we hold the stripe's lock (exclusive).
+        unsafe { self.stripe.search(hash, key) }.map(|(_, e, _)| e)
     }
 
     /// The entry for `key`, if any, and its data length.
     pub(crate) fn find_with_len(&self, hash: u64, key: &K) -> Option<(EntryPtr<K>, usize)> {
-        self.stripe.search(hash, key).map(|(_, e, len)| (e, len))
+        // SAFETY: we hold the stripe's lock (exclusive).
+        unsafe { self.stripe.search(hash, key) }.map(|(_, e, len)| (e, len))
     }
 
     /// The first empty slot of `tag`'s probe run, and the slots examined.
@@ -421,18 +435,28 @@ impl<K: Eq, S> StripeWrite<'_, K, S> {
     }
 
     /// Adds `entry`, whose key must not be present.
-    pub(crate) fn insert(&mut self, entry: EntryPtr<K>) {
+    ///
+    /// # Safety
+    /// `entry` is alive, and stays so while it is in the table: whoever
+    /// takes it out ([`StripeWrite::remove`], [`StripeWrite::replace`],
+    /// [`HashTable::drain`]) frees it only after that, and, in a table with
+    /// lock-free readers, only once every probe that could have seen it has
+    /// ended (a grace period of `epoch`).
+    pub(crate) unsafe fn insert(&mut self, entry: EntryPtr<K>) {
         if (self.inner.len + 1) * 4 > (self.mask() + 1) * 3 {
             self.grow();
         }
-        let (i, probes) = self.free_slot(tag_of(entry.hash));
+        // SAFETY: alive (this function's contract).
+        let hash = unsafe { entry.header() }.hash;
+        let (i, probes) = self.free_slot(tag_of(hash));
         if probes > 1 {
             self.inner.collisions += 1;
         }
         self.inner.chain_max = self.inner.chain_max.max(probes);
         // A new entry in an empty slot moves nothing: no probe can miss a
         // key because of it, so no sequence write.
-        self.slot(i).set(Some(entry));
+        // SAFETY: alive (this function's contract).
+        unsafe { self.slot(i).set(entry) };
         self.inner.len += 1;
     }
 
@@ -441,7 +465,7 @@ impl<K: Eq, S> StripeWrite<'_, K, S> {
         let at = self.position(hash, key)?;
         let removed = self.slot(at).get();
         self.changing(|w| {
-            w.slot(at).set(None);
+            w.slot(at).clear();
             w.inner.len -= 1;
             // Backward shift: walk the rest of the run; an entry may fill the
             // hole if the hole lies between its home slot and where it sits
@@ -453,7 +477,7 @@ impl<K: Eq, S> StripeWrite<'_, K, S> {
                 let home = w.slot(j).tag() as usize & mask;
                 if (j.wrapping_sub(home) & mask) >= (j.wrapping_sub(hole) & mask) {
                     w.slot(hole).copy_from(w.slot(j));
-                    w.slot(j).set(None);
+                    w.slot(j).clear();
                     hole = j;
                 }
                 j = (j + 1) & mask;
@@ -464,12 +488,18 @@ impl<K: Eq, S> StripeWrite<'_, K, S> {
 
     /// Replaces the entry for `entry.key` (which must be present) by `entry`,
     /// returning the old one.
-    pub(crate) fn replace(&mut self, entry: EntryPtr<K>) -> EntryPtr<K> {
+    ///
+    /// # Safety
+    /// As [`StripeWrite::insert`], for `entry`.
+    pub(crate) unsafe fn replace(&mut self, entry: EntryPtr<K>) -> EntryPtr<K> {
+        // SAFETY: alive (this function's contract).
+        let e = unsafe { entry.header() };
         let at = self
-            .position(entry.hash, &entry.key)
+            .position(e.hash, &e.key)
             .expect("replace of a key that is not in the table");
         let old = self.slot(at).get().expect("a found slot holds an entry");
-        self.changing(|w| w.slot(at).set(Some(entry)));
+        // SAFETY: as above.
+        self.changing(|w| unsafe { w.slot(at).set(entry) });
         old
     }
 
@@ -649,14 +679,26 @@ mod tests {
         EntryPtr::new(k, hash, &[], State::Mru, 0)
     }
 
+    /// The key of a test entry.
+    fn key(e: EntryPtr<u64>) -> u64 {
+        // SAFETY: test entries are never freed.
+        unsafe { e.header() }.key
+    }
+
+    /// Inserts a test entry.
+    fn insert(w: &mut StripeWrite<'_, u64, ()>, entry: EntryPtr<u64>) {
+        // SAFETY: test entries are never freed.
+        unsafe { w.insert(entry) }
+    }
+
     fn stripe() -> Stripe<u64, ()> {
         Stripe::new(4, true)
     }
 
     fn probe(s: &Stripe<u64, ()>, hash: u64, key: u64) -> Option<u64> {
-        let _g = reclaim::pin();
-        match s.probe(hash, &key) {
-            Probe::Found(e, _) => Some(e.key),
+        let g = reclaim::pin();
+        match s.probe(&g, hash, &key) {
+            Probe::Found(e, _) => Some(self::key(e)),
             Probe::Absent => None,
         }
     }
@@ -666,25 +708,26 @@ mod tests {
         let s = stripe();
         let mut w = s.write();
         // Same home slot (same high bits): one probe run.
-        w.insert(e(1, 7 << 32));
-        w.insert(e(2, 7 << 32));
-        w.insert(e(3, 7 << 32));
+        insert(&mut w, e(1, 7 << 32));
+        insert(&mut w, e(2, 7 << 32));
+        insert(&mut w, e(3, 7 << 32));
         assert_eq!(w.inner.collisions, 2);
         assert_eq!(w.inner.chain_max, 3);
         for k in 10..100u64 {
-            w.insert(e(k, k.wrapping_mul(0x9E37_79B9_7F4A_7C15)));
+            insert(&mut w, e(k, k.wrapping_mul(0x9E37_79B9_7F4A_7C15)));
         }
         assert!(w.mask() + 1 >= 128);
-        assert_eq!(w.find(7 << 32, &2).unwrap().key, 2);
+        assert_eq!(key(w.find(7 << 32, &2).unwrap()), 2);
         assert!(w.find(7 << 32, &4).is_none());
-        assert_eq!(w.remove(7 << 32, &2).unwrap().key, 2);
+        assert_eq!(key(w.remove(7 << 32, &2).unwrap()), 2);
         assert!(w.find(7 << 32, &2).is_none());
-        assert_eq!(w.find(7 << 32, &3).unwrap().key, 3);
-        let old = w.replace(e(3, 7 << 32));
-        assert_eq!(old.key, 3);
+        assert_eq!(key(w.find(7 << 32, &3).unwrap()), 3);
+        // SAFETY: test entries are never freed.
+        let old = unsafe { w.replace(e(3, 7 << 32)) };
+        assert_eq!(key(old), 3);
         for k in 10..100u64 {
             let h = k.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-            assert_eq!(w.remove(h, &k).unwrap().key, k);
+            assert_eq!(key(w.remove(h, &k).unwrap()), k);
         }
         assert_eq!(w.inner.len, 2);
         drop(w);
@@ -711,16 +754,16 @@ mod tests {
             let hash = (((k % 8) * 13 + 120) << 32) | k;
             let mut w = s.write();
             if x & 1 == 0 && !model.contains_key(&k) {
-                w.insert(e(k, hash));
+                insert(&mut w, e(k, hash));
                 model.insert(k, hash);
             } else if let Some(h) = model.remove(&k) {
-                assert_eq!(w.remove(h, &k).map(|e| e.key), Some(k), "step {step}");
+                assert_eq!(w.remove(h, &k).map(key), Some(k), "step {step}");
             } else {
                 assert!(w.remove(hash, &k).is_none(), "step {step}");
             }
             if step % 97 == 0 {
                 for (&k, &h) in &model {
-                    assert_eq!(w.find(h, &k).map(|e| e.key), Some(k), "step {step}");
+                    assert_eq!(w.find(h, &k).map(key), Some(k), "step {step}");
                 }
                 assert_eq!(w.inner.len, model.len());
                 drop(w);
@@ -740,7 +783,7 @@ mod tests {
         use std::sync::atomic::AtomicBool;
         let s = Stripe::<u64, ()>::new(4, true);
         let resident_hash = 5u64 << 32;
-        s.write().insert(e(1_000_000, resident_hash));
+        insert(&mut s.write(), e(1_000_000, resident_hash));
         // Keys sharing the resident key's run: removing them shifts it, and
         // inserting them grows the stripe. The same entries each time (they
         // are never freed, so a probe may read them at any time).
@@ -751,22 +794,24 @@ mod tests {
                 while !stop.load(Ordering::Relaxed) {
                     let mut w = s.write();
                     for &o in &others {
-                        w.insert(o);
+                        insert(&mut w, o);
                     }
                     for o in &others {
+                        // SAFETY: test entries are never freed.
+                        let o = unsafe { o.header() };
                         w.remove(o.hash, &o.key);
                     }
                 }
             });
             let mut checked = 0u64;
             for _ in 0..200_000 {
-                let _g = reclaim::pin();
+                let g = reclaim::pin();
                 let st = &s;
                 let Some(seq) = st.begin_probe() else {
                     continue;
                 };
-                match st.probe(resident_hash, &1_000_000) {
-                    Probe::Found(e, _) => assert_eq!(e.key, 1_000_000),
+                match st.probe(&g, resident_hash, &1_000_000) {
+                    Probe::Found(e, _) => assert_eq!(key(e), 1_000_000),
                     Probe::Absent => {
                         assert!(!st.unchanged(seq), "a resident key reported absent");
                     }

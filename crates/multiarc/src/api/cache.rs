@@ -17,15 +17,16 @@
 
 use super::builder::{Builder, ConfigError, MAX_BYTES};
 use crate::arc::{
-    get_or_load, insert_entry, remove_key, Core, CoreRef, Eager, Event, EvictThread, Evictable,
-    Evictor, HitMode, HitModeImpl, Inline, Key, Lazy, Presence, SecondTier, Stats, Supplied,
-    Threaded,
+    get_or_load, get_or_load_async, insert_entry, remove_key, Core, CoreRef, Eager, Event,
+    EvictThread, Evictable, Evictor, HitMode, HitModeImpl, Inline, IoPool, Key, Lazy, Presence,
+    SecondTier, Stats, Supplied, Threaded,
 };
 use crate::l2::{self, FeedThread, Tier};
 use crate::mem::meta::{self, HOLD, HOLD_LIMIT};
 use crate::mem::sync::Ordering;
 use crate::mem::EntryPtr;
 use std::fmt;
+use std::future::Future;
 use std::ops::Deref;
 use std::sync::Arc;
 
@@ -53,6 +54,9 @@ pub struct Cache<K: Key> {
     _evict_thread: Option<EvictThread>,
     /// The second tier's feed thread, if any (threaded eviction only).
     _feed_thread: Option<FeedThread>,
+    /// The threads that read the second tier for `get_or_load_async`
+    /// (started on its first device read; joined when the cache goes).
+    io: IoPool,
 }
 
 /// The core in the hit mode the builder chose.
@@ -194,6 +198,7 @@ impl<K: Key> Builder<K> {
             tier,
             _evict_thread: evict_thread,
             _feed_thread: feed_thread,
+            io: IoPool::default(),
         })
     }
 }
@@ -352,6 +357,89 @@ impl<K: Key> Cache<K> {
             get_or_load::<K, _, V, E, F>(&**core, key, Some(loader))
                 .map(|e| Handle::new(&**core, e))
                 .map_err(|e| e.expect("a load with a loader fails with its error"))
+        })
+    }
+
+    /// [`Cache::get_or_load`] for async code: returns the cached buffer for
+    /// `key`, or its copy in the second tier, or awaits `loader()` to
+    /// produce it, caches it and returns it. Runtime-agnostic (it needs no
+    /// particular executor), and it never blocks the thread polling it on
+    /// a load:
+    ///
+    /// - **Single flight**, across tasks and threads alike: however many
+    ///   callers miss `key` at once, through this method or
+    ///   [`Cache::get_or_load`], one runs its loader and the others wait
+    ///   for its result. A waiting task is woken when the load completes;
+    ///   it does not block its thread. A failed load returns the same error
+    ///   to all of them and caches nothing.
+    /// - **Second tier**: a memory miss of a key the tier holds reads it
+    ///   from the device on the cache's own I/O threads (at most four,
+    ///   started on the first such read) while the task awaits.
+    /// - **Cancellation**: dropping the future is safe at any point. If it
+    ///   was running the load (its loader's future, or the tier read), the
+    ///   load is abandoned, as when a loader panics: the callers waiting for
+    ///   it are woken and retry, and the first to retry runs its own loader
+    ///   (the load is taken over, never left pending). If it was waiting for
+    ///   another caller's load, it just leaves.
+    /// - **Panics**: if the loader (or its future) panics, the waiting
+    ///   callers retry with their own loaders, as with `get_or_load`.
+    ///
+    /// The returned [`Handle`] borrows the cache, like every handle, so the
+    /// future does too: it may be held across `.await` points, but the
+    /// future is `'static` only if the cache is owned by the task. With
+    /// `tokio::spawn` (or any executor that needs `'static` tasks), move an
+    /// `Arc<Cache<K>>` clone into the task and call this on it there; the
+    /// handle then lives within the task (copy the bytes out to send them
+    /// elsewhere):
+    ///
+    /// ```ignore
+    /// let cache = Arc::clone(&cache);
+    /// tokio::spawn(async move {
+    ///     let block = cache.get_or_load_async(key, || fetch(key)).await?;
+    ///     consume(&block)
+    /// });
+    /// ```
+    ///
+    /// The insert that caches a loaded buffer is the synchronous insert: far
+    /// past its target, it waits (bounded) for eviction, as
+    /// [`Cache::insert`] does.
+    ///
+    /// ```
+    /// use multiarc::{BlockKey, Cache};
+    /// # fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    /// #     let waker = std::task::Waker::noop();
+    /// #     let mut cx = std::task::Context::from_waker(&waker);
+    /// #     let mut f = std::pin::pin!(f);
+    /// #     loop {
+    /// #         if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+    /// #             return v;
+    /// #         }
+    /// #     }
+    /// # }
+    /// let cache = Cache::<BlockKey>::builder().max_bytes(1 << 20).build().unwrap();
+    /// let key = BlockKey::new(7, 0);
+    /// let block = block_on(cache.get_or_load_async(key, || async {
+    ///     Ok::<_, std::io::Error>(vec![1; 4096]) // fetch the block here
+    /// }))
+    /// .unwrap();
+    /// assert_eq!(block.len(), 4096);
+    /// ```
+    pub async fn get_or_load_async<E, F, Fut>(
+        &self,
+        key: K,
+        loader: F,
+    ) -> Result<Handle<'_, K>, Arc<E>>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<Vec<u8>, E>>,
+        E: Send + Sync + 'static,
+    {
+        let io = &self.io;
+        dispatch!(&self.shared, core, V => {
+            let core: &Core<K, _> = core;
+            get_or_load_async::<K, _, V, E, F, Fut>(core, io, key, loader)
+                .await
+                .map(|e| Handle::new(core, e))
         })
     }
 

@@ -95,11 +95,17 @@ fn in_both_modes(test: impl Fn(HitMode)) {
 }
 
 #[test]
-fn the_future_is_send() {
+fn the_futures_are_send_and_the_owned_one_static() {
     fn assert_send<T: Send>(_: &T) {}
     let cache = cache(HitMode::Lazy);
     let f = cache.get_or_load_async(1, || async { Ok::<_, std::io::Error>(vec![1]) });
     assert_send(&f);
+    drop(f);
+    fn assert_spawnable<T: Send + 'static>(_: &T) {}
+    let f = cache
+        .clone()
+        .get_or_load_async_owned(1, || async { Ok::<_, std::io::Error>(vec![1]) });
+    assert_spawnable(&f);
 }
 
 /// Many tasks miss one block at once: one loader runs, every task waits
@@ -233,11 +239,23 @@ fn a_load_dropped_alone_is_not_left_pending() {
         }));
         assert!(poll_once(&mut f).is_pending());
         drop(f);
-        let h = cache
-            .get_or_load(5, || Ok::<_, std::io::Error>(data_of(5, 2)))
-            .unwrap();
-        assert_eq!(*h, data_of(5, 2)[..]);
-        drop(h);
+        // A thread next (on its own, so that a load left pending fails the
+        // test instead of hanging it).
+        let (tx, rx) = mpsc::channel();
+        let thread = {
+            let cache = cache.clone();
+            std::thread::spawn(move || {
+                let h = cache
+                    .get_or_load(5, || Ok::<_, std::io::Error>(data_of(5, 2)))
+                    .unwrap();
+                tx.send(h.to_vec()).unwrap();
+            })
+        };
+        let got = rx
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("{mode:?}: the dropped load was left pending"));
+        assert_eq!(got, data_of(5, 2));
+        thread.join().unwrap();
         cache.remove(&5);
         let mut f = Box::pin(cache.get_or_load_async(5, || async {
             std::future::pending::<()>().await;
@@ -630,8 +648,10 @@ fn device(name: &str) -> PathBuf {
 }
 
 /// A second-tier hit through the async path: the bytes come back from the
-/// device, read on the cache's I/O threads (the first poll does not finish
-/// it, as an inline read would), once for many tasks, with no loader run.
+/// device, read on the cache's I/O threads, once for many tasks, with no
+/// loader run. Off the polling thread: a first poll returns `Pending` while
+/// the read runs (an inline read would finish in it; an I/O thread may win
+/// the race now and then, so it is asked of several keys).
 #[test]
 fn an_l2_hit_is_read_off_the_task_thread() {
     in_both_modes(|mode| {
@@ -646,21 +666,43 @@ fn an_l2_hit_is_read_off_the_task_thread() {
                 .build()
                 .unwrap(),
         );
-        for k in 0..64u64 {
+        for k in 0..128u64 {
             drop(cache.insert(k, data_of(k, 7)));
         }
         cache.l2_feed();
-        let k = (0..64u64)
-            .find(|k| !cache.contains(k) && cache.l2_contains(k))
-            .expect("a key only on the device");
-        let before = cache.stats();
-        let no_loader = || async { Err::<Vec<u8>, _>(std::io::Error::other("must not load")) };
-        let mut f = Box::pin(cache.get_or_load_async(k, no_loader));
+        let on_device: Vec<u64> = (0..128u64)
+            .filter(|k| !cache.contains(k) && cache.l2_contains(k))
+            .collect();
         assert!(
-            poll_once(&mut f).is_pending(),
-            "{mode:?}: the device read ran on the polling thread"
+            on_device.len() > 16,
+            "{mode:?}: {} keys on the device",
+            on_device.len()
         );
+        let no_loader = || async { Err::<Vec<u8>, _>(std::io::Error::other("must not load")) };
         let rt = multi_thread();
+        let before = cache.stats();
+        let mut pending_first = 0;
+        for &k in &on_device[1..9] {
+            let mut f = Box::pin(cache.get_or_load_async(k, no_loader));
+            let h = match poll_once(&mut f) {
+                Poll::Ready(h) => h,
+                Poll::Pending => {
+                    pending_first += 1;
+                    rt.block_on(within(f))
+                }
+            }
+            .unwrap();
+            assert_eq!(*h, data_of(k, 7)[..], "{mode:?}");
+        }
+        assert!(
+            pending_first > 0,
+            "{mode:?}: every device read ran on the polling thread"
+        );
+        let s = cache.stats();
+        assert_eq!(s.l2_hits - before.l2_hits, 8, "{mode:?}: {s:?}");
+        // Many tasks on one key on the device: one read.
+        let k = on_device[0];
+        let before = cache.stats();
         rt.block_on(async {
             let tasks: Vec<_> = (0..8)
                 .map(|_| {
@@ -671,9 +713,6 @@ fn an_l2_hit_is_read_off_the_task_thread() {
                     })
                 })
                 .collect();
-            let h = within(f).await.unwrap();
-            assert_eq!(*h, data_of(k, 7)[..], "{mode:?}");
-            drop(h);
             for t in tasks {
                 assert_eq!(within(t).await.unwrap(), data_of(k, 7), "{mode:?}");
             }
@@ -694,5 +733,55 @@ fn an_l2_hit_is_read_off_the_task_thread() {
         drop(h);
         drop(cache);
         let _ = std::fs::remove_file(&path);
+    });
+}
+
+/// An owned handle from a spawned task: the future is `'static` (given to
+/// `tokio::spawn` as it is), the handle leaves the task and outlives the
+/// caller's `Arc` of the cache, and its hold is released when it goes.
+#[test]
+fn an_owned_handle_leaves_its_task() {
+    in_both_modes(|mode| {
+        let cache = cache(mode);
+        let rt = multi_thread();
+        let (a, b) = rt.block_on(async {
+            let spawn = |i: u8| {
+                tokio::spawn(
+                    cache
+                        .clone()
+                        .get_or_load_async_owned(21, move || async move {
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                            Ok::<_, std::io::Error>(data_of(21, i))
+                        }),
+                )
+            };
+            let (a, b) = (spawn(1), spawn(2));
+            (
+                within(a).await.unwrap().unwrap(),
+                within(b).await.unwrap().unwrap(),
+            )
+        });
+        assert_eq!(*a, *b, "{mode:?}: two loads");
+        assert_eq!(*a.key(), 21);
+        let s = cache.stats();
+        assert_eq!(s.loads, 1, "{mode:?}: {s:?}");
+        assert!(s.held_bytes >= BLOCK as u64, "{mode:?}: {s:?}");
+        let c = a.clone();
+        drop((a, b));
+        let s = cache.stats();
+        assert!(s.held_bytes >= BLOCK as u64, "{mode:?}: {s:?}");
+        drop(c);
+        check_settled(&cache.stats());
+        // An owned handle outlives the cache value: its bytes stay readable.
+        let h = rt
+            .block_on(
+                cache.clone().get_or_load_async_owned(22, || async {
+                    Ok::<_, std::io::Error>(data_of(22, 3))
+                }),
+            )
+            .unwrap();
+        drop(cache);
+        assert_eq!(*h, data_of(22, 3)[..]);
+        drop(h);
     });
 }

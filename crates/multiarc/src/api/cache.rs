@@ -1,4 +1,4 @@
-//! The facade: [`Cache`] and [`Handle`].
+//! The facade: [`Cache`], its [`Handle`]s and [`OwnedHandle`]s.
 //!
 //! A cache is a [`Core`] specialised for its hit mode: `Core<K, Lazy>` or
 //! `Core<K, Eager>` (`protocol.rs`), driven by its evictor, `Threaded` or
@@ -384,13 +384,13 @@ impl<K: Key> Cache<K> {
     /// - **Panics**: if the loader (or its future) panics, the waiting
     ///   callers retry with their own loaders, as with `get_or_load`.
     ///
-    /// The returned [`Handle`] borrows the cache, like every handle, so the
-    /// future does too: it may be held across `.await` points, but the
-    /// future is `'static` only if the cache is owned by the task. With
-    /// `tokio::spawn` (or any executor that needs `'static` tasks), move an
-    /// `Arc<Cache<K>>` clone into the task and call this on it there; the
-    /// handle then lives within the task (copy the bytes out to send them
-    /// elsewhere):
+    /// The returned [`Handle`] borrows the cache, like every handle, and so
+    /// does the future: it may be held across `.await` points, but it is
+    /// not `'static`. For `tokio::spawn` (or any executor that wants
+    /// `'static` tasks), call [`Cache::get_or_load_async_owned`] on an
+    /// `Arc<Cache<K>>` clone: its future owns that clone and returns an
+    /// [`OwnedHandle`]. Or move the clone into the task and call this
+    /// method there, the handle then living within the task:
     ///
     /// ```ignore
     /// let cache = Arc::clone(&cache);
@@ -441,6 +441,44 @@ impl<K: Key> Cache<K> {
                 .await
                 .map(|e| Handle::new(core, e))
         })
+    }
+
+    /// [`Cache::get_or_load_async`] for a cache shared in an [`Arc`]: the
+    /// future owns its share of the cache (it is `'static` when the key, the
+    /// loader and its future are, so it can be given to `tokio::spawn` as
+    /// it is), and so does the [`OwnedHandle`] it returns, which may leave
+    /// the task that got it.
+    pub async fn get_or_load_async_owned<E, F, Fut>(
+        self: Arc<Self>,
+        key: K,
+        loader: F,
+    ) -> Result<OwnedHandle<K>, Arc<E>>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<Vec<u8>, E>>,
+        E: Send + Sync + 'static,
+    {
+        let handle = self.get_or_load_async(key, loader).await?;
+        Ok(self.own(handle))
+    }
+
+    /// `handle`'s hold (taken on this cache), as an [`OwnedHandle`].
+    fn own(&self, handle: Handle<'_, K>) -> OwnedHandle<K> {
+        // The hold passes to the owned handle: the handle is not dropped.
+        let handle = std::mem::ManuallyDrop::new(handle);
+        let core = match &self.shared {
+            ByHitMode::Lazy(ByEvictor::Threaded(c) | ByEvictor::Inline(c)) => {
+                CoreArc::Lazy(Arc::clone(c))
+            }
+            ByHitMode::Eager(ByEvictor::Threaded(c) | ByEvictor::Inline(c)) => {
+                CoreArc::Eager(Arc::clone(c))
+            }
+        };
+        OwnedHandle {
+            core,
+            entry: handle.entry,
+            len: handle.len,
+        }
     }
 
     /// Drops `key` from the cache (and forgets its ghost). Returns true if a
@@ -614,6 +652,85 @@ impl<K: Key> Drop for Handle<'_, K> {
 impl<K: Key + fmt::Debug> fmt::Debug for Handle<'_, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Handle")
+            .field("key", self.key())
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+/// A hold on a cached buffer, like a [`Handle`], that owns a share of the
+/// cache's core instead of borrowing the cache: it is `'static`, so it can
+/// outlive the task or scope that got it (as the owner of a `bytes::Bytes`,
+/// say), and even the [`Cache`] value itself: the cache's memory is freed
+/// when the last of the cache and its owned handles goes. From
+/// [`Cache::get_or_load_async_owned`].
+pub struct OwnedHandle<K: Key> {
+    core: CoreArc<K>,
+    /// Held: live until this handle's hold is released.
+    entry: EntryPtr<K>,
+    len: usize,
+}
+
+/// A shared core, named by its hit mode (what an owned handle keeps).
+enum CoreArc<K: Key> {
+    Lazy(Arc<Core<K, Lazy>>),
+    Eager(Arc<Core<K, Eager>>),
+}
+
+impl<K: Key> OwnedHandle<K> {
+    /// The key of the held buffer.
+    pub fn key(&self) -> &K {
+        &self.entry.key
+    }
+}
+
+impl<K: Key> Deref for OwnedHandle<K> {
+    type Target = [u8];
+
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        self.entry.data_prefix(self.len)
+    }
+}
+
+impl<K: Key> AsRef<[u8]> for OwnedHandle<K> {
+    fn as_ref(&self) -> &[u8] {
+        self
+    }
+}
+
+impl<K: Key> Clone for OwnedHandle<K> {
+    /// Another hold on the same buffer (as [`Handle::clone`]).
+    fn clone(&self) -> Self {
+        let prev = self.entry.meta.fetch_add(HOLD, Ordering::Relaxed);
+        if meta::holds(prev) >= HOLD_LIMIT {
+            crate::arc::too_many_holds();
+        }
+        let core = match &self.core {
+            CoreArc::Lazy(c) => CoreArc::Lazy(Arc::clone(c)),
+            CoreArc::Eager(c) => CoreArc::Eager(Arc::clone(c)),
+        };
+        OwnedHandle {
+            core,
+            entry: self.entry,
+            len: self.len,
+        }
+    }
+}
+
+impl<K: Key> Drop for OwnedHandle<K> {
+    fn drop(&mut self) {
+        // The hold goes before this share of the core does.
+        match &self.core {
+            CoreArc::Lazy(c) => Lazy::release(c, self.entry),
+            CoreArc::Eager(c) => Eager::release(c, self.entry),
+        }
+    }
+}
+
+impl<K: Key + fmt::Debug> fmt::Debug for OwnedHandle<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OwnedHandle")
             .field("key", self.key())
             .field("len", &self.len())
             .finish()

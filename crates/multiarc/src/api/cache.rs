@@ -1,4 +1,4 @@
-//! The facade: [`Cache`] and [`Handle`].
+//! The facade: [`Cache`], its [`Handle`]s and [`OwnedHandle`]s.
 //!
 //! A cache is a [`Core`] specialised for its hit mode: `Core<K, Lazy>` or
 //! `Core<K, Eager>` (`protocol.rs`), driven by its evictor, `Threaded` or
@@ -17,15 +17,16 @@
 
 use super::builder::{Builder, ConfigError, MAX_BYTES};
 use crate::arc::{
-    get_or_load, insert_entry, remove_key, Core, CoreRef, Eager, Event, EvictThread, Evictable,
-    Evictor, HitMode, HitModeImpl, Inline, Key, Lazy, Presence, SecondTier, Stats, Supplied,
-    Threaded,
+    get_or_load, get_or_load_async, insert_entry, remove_key, Core, CoreRef, Eager, Event,
+    EvictThread, Evictable, Evictor, HitMode, HitModeImpl, Inline, IoPool, Key, Lazy, Presence,
+    SecondTier, Stats, Supplied, Threaded,
 };
 use crate::l2::{self, FeedThread, Tier};
 use crate::mem::meta::{self, HOLD, HOLD_LIMIT};
 use crate::mem::sync::Ordering;
 use crate::mem::EntryPtr;
 use std::fmt;
+use std::future::Future;
 use std::ops::Deref;
 use std::sync::Arc;
 
@@ -53,6 +54,9 @@ pub struct Cache<K: Key> {
     _evict_thread: Option<EvictThread>,
     /// The second tier's feed thread, if any (threaded eviction only).
     _feed_thread: Option<FeedThread>,
+    /// The threads that read the second tier for `get_or_load_async`
+    /// (started on its first device read; joined when the cache goes).
+    io: IoPool,
 }
 
 /// The core in the hit mode the builder chose.
@@ -194,6 +198,7 @@ impl<K: Key> Builder<K> {
             tier,
             _evict_thread: evict_thread,
             _feed_thread: feed_thread,
+            io: IoPool::default(),
         })
     }
 }
@@ -354,6 +359,127 @@ impl<K: Key> Cache<K> {
                 .map(|e| Handle::new(&**core, e))
                 .map_err(|e| e.expect("a load with a loader fails with its error"))
         })
+    }
+
+    /// [`Cache::get_or_load`] for async code: returns the cached buffer for
+    /// `key`, or its copy in the second tier, or awaits `loader()` to
+    /// produce it, caches it and returns it. Runtime-agnostic (it needs no
+    /// particular executor), and it never blocks the thread polling it on
+    /// a load:
+    ///
+    /// - **Single flight**, across tasks and threads alike: however many
+    ///   callers miss `key` at once, through this method or
+    ///   [`Cache::get_or_load`], one runs its loader and the others wait
+    ///   for its result. A waiting task is woken when the load completes;
+    ///   it does not block its thread. A failed load returns the same error
+    ///   to all of them and caches nothing.
+    /// - **Second tier**: a memory miss of a key the tier holds reads it
+    ///   from the device on the cache's own I/O threads (at most four,
+    ///   started on the first such read) while the task awaits.
+    /// - **Cancellation**: dropping the future is safe at any point. If it
+    ///   was running the load (its loader's future, or the tier read), the
+    ///   load is abandoned, as when a loader panics: the callers waiting for
+    ///   it are woken and retry, and the first to retry runs its own loader
+    ///   (the load is taken over, never left pending). If it was waiting for
+    ///   another caller's load, it just leaves.
+    /// - **Panics**: if the loader (or its future) panics, the waiting
+    ///   callers retry with their own loaders, as with `get_or_load`.
+    ///
+    /// The returned [`Handle`] borrows the cache, like every handle, and so
+    /// does the future: it may be held across `.await` points, but it is
+    /// not `'static`. For `tokio::spawn` (or any executor that wants
+    /// `'static` tasks), call [`Cache::get_or_load_async_owned`] on an
+    /// `Arc<Cache<K>>` clone: its future owns that clone and returns an
+    /// [`OwnedHandle`]. Or move the clone into the task and call this
+    /// method there, the handle then living within the task:
+    ///
+    /// ```ignore
+    /// let cache = Arc::clone(&cache);
+    /// tokio::spawn(async move {
+    ///     let block = cache.get_or_load_async(key, || fetch(key)).await?;
+    ///     consume(&block)
+    /// });
+    /// ```
+    ///
+    /// The insert that caches a loaded buffer is the synchronous insert: far
+    /// past its target, it waits (bounded) for eviction, as
+    /// [`Cache::insert`] does.
+    ///
+    /// ```
+    /// use multiarc::{BlockKey, Cache};
+    /// # fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    /// #     let waker = std::task::Waker::noop();
+    /// #     let mut cx = std::task::Context::from_waker(&waker);
+    /// #     let mut f = std::pin::pin!(f);
+    /// #     loop {
+    /// #         if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+    /// #             return v;
+    /// #         }
+    /// #     }
+    /// # }
+    /// let cache = Cache::<BlockKey>::builder().max_bytes(1 << 20).build().unwrap();
+    /// let key = BlockKey::new(7, 0);
+    /// let block = block_on(cache.get_or_load_async(key, || async {
+    ///     Ok::<_, std::io::Error>(vec![1; 4096]) // fetch the block here
+    /// }))
+    /// .unwrap();
+    /// assert_eq!(block.len(), 4096);
+    /// ```
+    pub async fn get_or_load_async<E, F, Fut>(
+        &self,
+        key: K,
+        loader: F,
+    ) -> Result<Handle<'_, K>, Arc<E>>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<Vec<u8>, E>>,
+        E: Send + Sync + 'static,
+    {
+        let io = &self.io;
+        dispatch!(&self.shared, core, V => {
+            let core: &Core<K, _> = core;
+            get_or_load_async::<K, _, V, E, F, Fut>(core, io, key, loader)
+                .await
+                .map(|e| Handle::new(core, e))
+        })
+    }
+
+    /// [`Cache::get_or_load_async`] for a cache shared in an [`Arc`]: the
+    /// future owns its share of the cache (it is `'static` when the key, the
+    /// loader and its future are, so it can be given to `tokio::spawn` as
+    /// it is), and so does the [`OwnedHandle`] it returns, which may leave
+    /// the task that got it.
+    pub async fn get_or_load_async_owned<E, F, Fut>(
+        self: Arc<Self>,
+        key: K,
+        loader: F,
+    ) -> Result<OwnedHandle<K>, Arc<E>>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<Vec<u8>, E>>,
+        E: Send + Sync + 'static,
+    {
+        let handle = self.get_or_load_async(key, loader).await?;
+        Ok(self.own(handle))
+    }
+
+    /// `handle`'s hold (taken on this cache), as an [`OwnedHandle`].
+    fn own(&self, handle: Handle<'_, K>) -> OwnedHandle<K> {
+        // The hold passes to the owned handle: the handle is not dropped.
+        let handle = std::mem::ManuallyDrop::new(handle);
+        let core = match &self.shared {
+            ByHitMode::Lazy(ByEvictor::Threaded(c) | ByEvictor::Inline(c)) => {
+                CoreArc::Lazy(Arc::clone(c))
+            }
+            ByHitMode::Eager(ByEvictor::Threaded(c) | ByEvictor::Inline(c)) => {
+                CoreArc::Eager(Arc::clone(c))
+            }
+        };
+        OwnedHandle {
+            core,
+            entry: handle.entry,
+            len: handle.len,
+        }
     }
 
     /// Drops `key` from the cache (and forgets its ghost). Returns true if a
@@ -527,6 +653,85 @@ impl<K: Key> Drop for Handle<'_, K> {
 impl<K: Key + fmt::Debug> fmt::Debug for Handle<'_, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Handle")
+            .field("key", self.key())
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+/// A hold on a cached buffer, like a [`Handle`], that owns a share of the
+/// cache's core instead of borrowing the cache: it is `'static`, so it can
+/// outlive the task or scope that got it (as the owner of a `bytes::Bytes`,
+/// say), and even the [`Cache`] value itself: the cache's memory is freed
+/// when the last of the cache and its owned handles goes. From
+/// [`Cache::get_or_load_async_owned`].
+pub struct OwnedHandle<K: Key> {
+    core: CoreArc<K>,
+    /// Held: live until this handle's hold is released.
+    entry: EntryPtr<K>,
+    len: usize,
+}
+
+/// A shared core, named by its hit mode (what an owned handle keeps).
+enum CoreArc<K: Key> {
+    Lazy(Arc<Core<K, Lazy>>),
+    Eager(Arc<Core<K, Eager>>),
+}
+
+impl<K: Key> OwnedHandle<K> {
+    /// The key of the held buffer.
+    pub fn key(&self) -> &K {
+        &self.entry.key
+    }
+}
+
+impl<K: Key> Deref for OwnedHandle<K> {
+    type Target = [u8];
+
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        self.entry.data_prefix(self.len)
+    }
+}
+
+impl<K: Key> AsRef<[u8]> for OwnedHandle<K> {
+    fn as_ref(&self) -> &[u8] {
+        self
+    }
+}
+
+impl<K: Key> Clone for OwnedHandle<K> {
+    /// Another hold on the same buffer (as [`Handle::clone`]).
+    fn clone(&self) -> Self {
+        let prev = self.entry.meta.fetch_add(HOLD, Ordering::Relaxed);
+        if meta::holds(prev) >= HOLD_LIMIT {
+            crate::arc::too_many_holds();
+        }
+        let core = match &self.core {
+            CoreArc::Lazy(c) => CoreArc::Lazy(Arc::clone(c)),
+            CoreArc::Eager(c) => CoreArc::Eager(Arc::clone(c)),
+        };
+        OwnedHandle {
+            core,
+            entry: self.entry,
+            len: self.len,
+        }
+    }
+}
+
+impl<K: Key> Drop for OwnedHandle<K> {
+    fn drop(&mut self) {
+        // The hold goes before this share of the core does.
+        match &self.core {
+            CoreArc::Lazy(c) => Lazy::release(c, self.entry),
+            CoreArc::Eager(c) => Eager::release(c, self.entry),
+        }
+    }
+}
+
+impl<K: Key + fmt::Debug> fmt::Debug for OwnedHandle<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OwnedHandle")
             .field("key", self.key())
             .field("len", &self.len())
             .finish()

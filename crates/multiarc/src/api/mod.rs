@@ -10,5 +10,5 @@ mod cache;
 mod error;
 
 pub use builder::{default_sublists, Builder, MAX_BYTES};
-pub use cache::{Cache, Handle};
+pub use cache::{Cache, Handle, OwnedHandle};
 pub use error::ConfigError;

@@ -1,6 +1,8 @@
 //! Read-through loads, single-flight: however many threads miss the same key
 //! at once, one runs its loader and the others wait for its result
-//! (`pending.rs` has the shared record).
+//! (`inflight.rs` has the shared record and its states; `load_async.rs` is
+//! the same for tasks, on the same records, so threads and tasks share
+//! loads).
 
 use super::core::Core;
 use super::evict::Evictor;
@@ -67,12 +69,7 @@ where
             p
         };
         core.events.count(Event::Miss);
-        let mut guard = AbandonOnUnwind {
-            core,
-            hash,
-            pending: &pending,
-            armed: true,
-        };
+        let mut guard = AbandonOnDrop::new(core, hash, &pending);
         // The second tier first: its copy is the cached bytes, verified.
         let (load, l2_origin) = match core.tier.as_deref().and_then(|t| t.read(&key)) {
             Some(read) => {
@@ -91,9 +88,8 @@ where
                 None => {
                     // Not in the tier after all (a `get`): let any waiter
                     // load with its own loader.
-                    forget_pending(core, hash, &pending);
-                    guard.armed = false;
-                    pending.complete(LoadResult::Abandoned);
+                    guard.disarm();
+                    complete_unloaded(core, hash, &pending, LoadResult::Abandoned);
                     return Err(None);
                 }
             },
@@ -102,39 +98,82 @@ where
             Ok(data) => {
                 let entry =
                     insert_entry::<K, M, V>(core, key.clone(), &data, Some(&pending), l2_origin);
-                guard.armed = false;
-                pending.complete(LoadResult::Done(entry));
+                guard.disarm();
+                complete_done(core, &pending, entry);
                 return Ok(entry);
             }
             Err(err) => {
                 core.events.count(Event::LoadFailure);
                 let err = Arc::new(err);
-                forget_pending(core, hash, &pending);
-                guard.armed = false;
-                pending.complete(LoadResult::Failed(Arc::clone(&err) as _));
+                guard.disarm();
+                complete_unloaded(
+                    core,
+                    hash,
+                    &pending,
+                    LoadResult::Failed(Arc::clone(&err) as _),
+                );
                 return Err(Some(err));
             }
         }
     }
 }
 
-fn forget_pending<K: Key, M>(core: &Core<K, M>, hash: u64, pending: &Arc<Pending<K>>) {
-    core.table.write(hash).per_stripe().forget(pending);
+/// Completes a load whose entry `insert_entry` installed (and whose record
+/// it forgot), releasing the holds taken for waiting tasks that left
+/// meanwhile (`inflight.rs`).
+pub(super) fn complete_done<K: Key, M: HitModeImpl>(
+    core: &Core<K, M>,
+    pending: &Pending<K>,
+    entry: EntryPtr<K>,
+) {
+    for _ in 0..pending.complete(LoadResult::Done(entry)) {
+        M::release(core, entry);
+    }
 }
 
-/// Completes a pending load as abandoned if its loader unwinds.
-struct AbandonOnUnwind<'a, K: Key, M> {
+/// Completes a load that cached nothing (failed or abandoned): forgets its
+/// record, then wakes its waiters with `result`.
+pub(super) fn complete_unloaded<K: Key, M>(
+    core: &Core<K, M>,
+    hash: u64,
+    pending: &Arc<Pending<K>>,
+    result: LoadResult<K>,
+) {
+    core.table.write(hash).per_stripe().forget(pending);
+    // No hold was taken for anyone: nothing to release for waiters that left.
+    let _ = pending.complete(result);
+}
+
+/// Completes a pending load as abandoned if its loader unwinds, or (async)
+/// if the future running it is dropped before it is done: its waiters are
+/// woken and retry, and the first to retry loads with its own loader.
+pub(super) struct AbandonOnDrop<'a, K: Key, M> {
     core: &'a Core<K, M>,
     hash: u64,
     pending: &'a Arc<Pending<K>>,
     armed: bool,
 }
 
-impl<K: Key, M> Drop for AbandonOnUnwind<'_, K, M> {
+impl<'a, K: Key, M> AbandonOnDrop<'a, K, M> {
+    pub(super) fn new(core: &'a Core<K, M>, hash: u64, pending: &'a Arc<Pending<K>>) -> Self {
+        AbandonOnDrop {
+            core,
+            hash,
+            pending,
+            armed: true,
+        }
+    }
+
+    /// The load is being completed otherwise: the drop does nothing.
+    pub(super) fn disarm(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl<K: Key, M> Drop for AbandonOnDrop<'_, K, M> {
     fn drop(&mut self) {
         if self.armed {
-            forget_pending(self.core, self.hash, self.pending);
-            self.pending.complete(LoadResult::Abandoned);
+            complete_unloaded(self.core, self.hash, self.pending, LoadResult::Abandoned);
         }
     }
 }

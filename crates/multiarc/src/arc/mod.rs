@@ -9,7 +9,9 @@
 //! - `hit_mode`: how a hit is recorded ([`HitModeImpl`]: `Eager`, the
 //!   OpenZFS way, or `Lazy`, CAR's clock) and what eviction does with a
 //!   buffer at a list tail.
-//! - `insert`, `load` (with `inflight`): the miss.
+//! - `insert`, `load` (with `inflight`): the miss; `load_async` is the
+//!   load for tasks (a loader that is a future), on the same in-flight
+//!   records, with `io_pool`'s threads for its second-tier reads.
 //! - `evict` (with `evict_handshake`): the eviction walk, the evictors and
 //!   the evict thread.
 //! - `tier`: the second tier as the ARC sees it.
@@ -47,7 +49,19 @@
 //!    `Writing` in the index (an index stripe under it).
 //! 4. **Leaf locks**, taken last and alone: a garbage bin of retired
 //!    entries (`core`), the evict handshake's progress (`evict_handshake`),
-//!    a load's result slot (`inflight`), lock statistics.
+//!    a load's outcome (`inflight`: its result, the wakers of waiting
+//!    tasks, and the count of tasks that left), lock statistics. The I/O
+//!    pool's queue and a job's completion slot (`io_pool`) are taken with
+//!    no cache lock held, and the pool's jobs (a [`SecondTier::read`]) run
+//!    holding none.
+//!
+//! No one waits for a load holding a lock: a waiting thread sleeps on the
+//! load's condvar, a waiting task has left its waker in the load's outcome
+//! and returned `Pending`. Completing a load takes the stripe lock (to
+//! forget it), drops it, then sets the outcome, notifies the condvar and
+//! wakes the wakers, in that order and holding nothing when it wakes. A
+//! task that leaves a load early takes the stripe lock (to uncount itself
+//! while the load is registered), or else the outcome's lock, never both.
 //!
 //! The one path against that order, eviction, walks a sublist first and
 //! only *tries* each candidate's stripe lock, passing over a buffer whose
@@ -67,8 +81,10 @@ mod evict_handshake;
 mod hit_mode;
 mod inflight;
 mod insert;
+mod io_pool;
 mod key;
 mod load;
+mod load_async;
 mod policy;
 mod stats;
 mod tier;
@@ -82,6 +98,8 @@ pub(crate) use config::Config;
 pub(crate) use evict::{EvictThread, Evictable, Evictor, Inline, Threaded};
 pub(crate) use hit_mode::{too_many_holds, CoreRef, Eager, HitModeImpl, Lazy};
 pub(crate) use insert::{insert_entry, remove_key};
+pub(crate) use io_pool::IoPool;
 pub(crate) use load::get_or_load;
+pub(crate) use load_async::get_or_load_async;
 pub(crate) use stats::{Event, Supplied};
 pub(crate) use tier::{ArcTails, EvictedCopy, Presence, SecondTier, TierFigures, TierRead};

@@ -1,0 +1,221 @@
+//! Read-through loads for tasks: `get_or_load`'s single flight (`load.rs`)
+//! with a loader that is a future, on the same in-flight records
+//! (`inflight.rs`), so that threads and tasks missing one key share one
+//! load whichever of them runs it. Runtime-agnostic: a waiting task leaves
+//! its waker in the record and returns `Pending`; the load's completion
+//! wakes it (and the waiting threads). A second-tier hit is read on the
+//! cache's I/O threads (`io_pool.rs`), never on the task's thread.
+//!
+//! Cancellation (the future dropped before it is done):
+//! - a task running a load: the load is abandoned, as when a loader panics
+//!   (`AbandonOnDrop`): its waiters are woken and retry, and the first to
+//!   retry runs its own loader: the load is taken over, never left pending;
+//! - a waiting task: it leaves the record, and a hold taken for it, if one
+//!   was, is released ([`LoadWait`]'s drop, `inflight.rs`).
+
+use super::core::Core;
+use super::evict::Evictor;
+use super::hit_mode::HitModeImpl;
+use super::inflight::{LoadResult, Pending};
+use super::insert::insert_entry;
+use super::io_pool::IoPool;
+use super::key::Key;
+use super::load::{complete_done, complete_unloaded, AbandonOnDrop};
+use super::policy::GhostHit;
+use super::stats::Event;
+use super::tier::{Presence, TierRead};
+use crate::mem::sync::Ordering;
+use crate::mem::EntryPtr;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+/// What a caller missing memory does, decided under the key's stripe lock.
+enum Role<K> {
+    /// The key was cached after all: a hold taken.
+    Hit(EntryPtr<K>),
+    /// Another caller is loading it: wait for that load.
+    Wait(Arc<Pending<K>>),
+    /// No one is: load it (the record is registered).
+    Load(Arc<Pending<K>>),
+}
+
+/// The cached entry of `key` with a hold taken, or its copy in the second
+/// tier (read on `io`'s threads), or the result of `loader`'s future,
+/// cached (see `Cache::get_or_load_async`).
+pub(crate) async fn get_or_load_async<K, M, V, E, F, Fut>(
+    core: &Core<K, M>,
+    io: &IoPool,
+    key: K,
+    loader: F,
+) -> Result<EntryPtr<K>, Arc<E>>
+where
+    K: Key,
+    M: HitModeImpl,
+    V: Evictor,
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<Vec<u8>, E>>,
+    E: Send + Sync + 'static,
+{
+    let hash = core.hash(&key);
+    let mut loader = Some(loader);
+    loop {
+        if let Some((entry, _)) = M::lookup(core, hash, &key) {
+            return Ok(entry);
+        }
+        let role = {
+            let mut stripe = core.table.write(hash);
+            match stripe.find(hash, &key) {
+                Some(e) if e.state().is_live() => {
+                    M::hold_locked(core, e);
+                    Role::Hit(e)
+                }
+                _ => match stripe.per_stripe().find(&key) {
+                    Some(p) => {
+                        p.waiters.fetch_add(1, Ordering::Relaxed);
+                        Role::Wait(Arc::clone(p))
+                    }
+                    None => {
+                        let p = Arc::new(Pending::new());
+                        stripe.per_stripe().push(key.clone(), Arc::clone(&p));
+                        Role::Load(p)
+                    }
+                },
+            }
+        };
+        let pending = match role {
+            Role::Hit(e) => return Ok(e),
+            Role::Wait(p) => {
+                core.events.count(Event::Miss);
+                core.events.count(Event::LoadWait);
+                match LoadWait::new(core, hash, p).await {
+                    // Our hold was taken for us when it was inserted.
+                    LoadResult::Done(entry) => return Ok(entry),
+                    LoadResult::Failed(err) => match err.downcast::<E>() {
+                        Ok(err) => return Err(err),
+                        // Another caller's loader had another error type:
+                        // its error is not ours to return; load ourselves.
+                        Err(_) => continue,
+                    },
+                    LoadResult::Abandoned => continue,
+                }
+            }
+            Role::Load(p) => p,
+        };
+        core.events.count(Event::Miss);
+        // Dropped (the future cancelled, or the loader panicked) before
+        // the load completes: abandoned, and a waiter takes it over.
+        let mut guard = AbandonOnDrop::new(core, hash, &pending);
+        let (load, l2_origin) = match read_tier(core, io, &key).await {
+            Some(read) => {
+                let origin = if read.mfu {
+                    GhostHit::Mfu
+                } else {
+                    GhostHit::Mru
+                };
+                (Ok(read.data), Some(origin))
+            }
+            None => {
+                let loader = loader.take().expect("a caller loads at most once");
+                core.events.count(Event::Load);
+                (loader().await, None)
+            }
+        };
+        match load {
+            Ok(data) => {
+                let entry =
+                    insert_entry::<K, M, V>(core, key.clone(), &data, Some(&pending), l2_origin);
+                guard.disarm();
+                complete_done(core, &pending, entry);
+                return Ok(entry);
+            }
+            Err(err) => {
+                core.events.count(Event::LoadFailure);
+                let err = Arc::new(err);
+                guard.disarm();
+                complete_unloaded(
+                    core,
+                    hash,
+                    &pending,
+                    LoadResult::Failed(Arc::clone(&err) as _),
+                );
+                return Err(err);
+            }
+        }
+    }
+}
+
+/// The second tier's copy of `key`, if it holds one: the device read runs
+/// on `io`'s threads. A key the tier's index does not hold is asked of the
+/// tier here (memory only, so that it counts the miss as the sync path
+/// does; in the rare race where the feed writes the key in between, that
+/// call reads the device on this thread).
+async fn read_tier<K: Key, M>(core: &Core<K, M>, io: &IoPool, key: &K) -> Option<TierRead> {
+    let tier = core.tier.as_ref()?;
+    if tier.presence(key) != Presence::Cached {
+        return tier.read(key);
+    }
+    let (tier, key) = (Arc::clone(tier), key.clone());
+    io.run(move || tier.read(&key)).await.flatten()
+}
+
+/// A task waiting for another caller's load (counted in its `waiters`).
+/// Dropped before the result is in, it leaves: see `inflight.rs`.
+struct LoadWait<'a, K: Key, M: HitModeImpl> {
+    core: &'a Core<K, M>,
+    hash: u64,
+    pending: Arc<Pending<K>>,
+    /// Where the record keeps this task's waker.
+    ticket: Option<usize>,
+    /// The result was taken (with the hold taken for it, if `Done`).
+    finished: bool,
+}
+
+impl<'a, K: Key, M: HitModeImpl> LoadWait<'a, K, M> {
+    fn new(core: &'a Core<K, M>, hash: u64, pending: Arc<Pending<K>>) -> Self {
+        LoadWait {
+            core,
+            hash,
+            pending,
+            ticket: None,
+            finished: false,
+        }
+    }
+}
+
+impl<K: Key, M: HitModeImpl> Future for LoadWait<'_, K, M> {
+    type Output = LoadResult<K>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<LoadResult<K>> {
+        let this = self.get_mut();
+        let r = this.pending.poll_result(&mut this.ticket, cx.waker());
+        if r.is_ready() {
+            this.finished = true;
+        }
+        r
+    }
+}
+
+impl<K: Key, M: HitModeImpl> Drop for LoadWait<'_, K, M> {
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        {
+            let mut stripe = self.core.table.write(self.hash);
+            if stripe.per_stripe().holds(&self.pending) {
+                // Still registered: no hold will be taken for us.
+                self.pending.waiters.fetch_sub(1, Ordering::Relaxed);
+                drop(stripe);
+                self.pending.forget_waker(self.ticket);
+                return;
+            }
+        }
+        // Forgotten: if the load is done, our hold was taken; if not yet,
+        // the completer releases it.
+        if let Some(entry) = self.pending.leave(self.ticket) {
+            M::release(self.core, entry);
+        }
+    }
+}

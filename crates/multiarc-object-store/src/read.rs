@@ -167,11 +167,10 @@ async fn load_block<'a, S: ObjectStore>(
     Ok(bytes)
 }
 
-/// The cache's read-through load of one block.
-///
-/// TEMPORARY, until `Cache::get_or_load_async` is merged: this path has no
-/// single flight (concurrent misses of one block each run their loader)
-/// and reads a second-tier copy on the task's own thread.
+/// The cache's read-through load of one block: a hit in memory, a hit in
+/// the second tier (read on the cache's I/O threads), or `loader`'s bytes,
+/// cached. Concurrent loads of one key, from any task or thread, run one
+/// loader; the others wait for it (single flight).
 async fn load_through_cache<F, Fut>(
     cache: &Cache<ObjectBlockKey>,
     key: ObjectBlockKey,
@@ -181,12 +180,10 @@ where
     F: FnOnce() -> Fut,
     Fut: Future<Output = Result<Vec<u8>, Arc<FetchError>>>,
 {
-    if let Some(hit) = cache.get(&key) {
-        return Ok(Bytes::copy_from_slice(&hit));
+    match cache.get_or_load_async(key, loader).await {
+        Ok(block) => Ok(Bytes::copy_from_slice(&block)),
+        Err(shared) => Err(Arc::clone(&shared)),
     }
-    let data = loader().await?;
-    let cached = cache.insert(key, data);
-    Ok(Bytes::copy_from_slice(&cached))
 }
 
 /// One ranged GET of blocks `run` of the version `head` describes:

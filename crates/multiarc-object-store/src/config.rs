@@ -8,8 +8,8 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// The default block size: 1 MiB (see the crate docs for how it was chosen).
-pub const DEFAULT_BLOCK_SIZE: u64 = 1 << 20;
+/// The default block size: 256 KiB (measured; see the crate docs).
+pub const DEFAULT_BLOCK_SIZE: u64 = 256 << 10;
 /// The default bound on one coalesced block fetch: 16 MiB.
 pub const DEFAULT_MAX_FETCH: u64 = 16 << 20;
 /// The default metadata TTL: 10 s.
@@ -100,7 +100,7 @@ impl<S: ObjectStore> Builder<S> {
     }
 
     /// The block size: reads are served from aligned blocks of this many
-    /// bytes (the last block of an object is shorter). Default 1 MiB; at
+    /// bytes (the last block of an object is shorter). Default 256 KiB; at
     /// least 4 KiB. Changing it makes earlier L2 contents unreachable (the
     /// block size is part of each block's identity), never wrong.
     pub fn block_size(mut self, bytes: u64) -> Builder<S> {

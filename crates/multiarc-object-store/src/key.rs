@@ -7,7 +7,8 @@ use object_store::ObjectMeta;
 use sha2::{Digest, Sha256};
 
 /// The key of one cached block: the SHA-256 digest of the object's full
-/// identity (see [`ObjectIdentity`]) and the block's index in the object.
+/// identity (location, ETag, version, size, ...: see the crate docs, *Keys*)
+/// and the block's index in the object.
 ///
 /// 40 bytes, so it can be a [`PersistentKey`]: the second tier writes it
 /// beside the block and finds it again after a restart.

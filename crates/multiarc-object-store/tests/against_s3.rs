@@ -668,4 +668,95 @@ mod parquet_reader {
         assert_eq!(store.inner().counts.gets(), before, "{:?}", store.stats());
         assert!(store.stats().memory_hits > 0);
     }
+
+    /// The block size's measurement (not a test: `cargo test -p
+    /// multiarc-object-store --test against_s3 -- --ignored --nocapture
+    /// measure_block_sizes`). Records the ranges parquet's reader asks for
+    /// in four queries, then replays them through cached stores of several
+    /// block sizes, over an in-memory store that takes 20 ms to the first
+    /// byte and 100 MB/s after it (emulated; s3s-fs's own time per GET is
+    /// printed first: it hashes the whole object on every GET).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "a measurement: run it by name"]
+    async fn measure_block_sizes() {
+        use std::time::Instant;
+        let server = start_server().await;
+        let raw = s3_client(&server);
+        let path = Path::from("tables/t/part-0.parquet");
+        let file = parquet_file(1_500_000, 200_000);
+        let size = file.len() as u64;
+        raw.put(&path, PutPayload::from(file.clone()))
+            .await
+            .unwrap();
+        let memory = Arc::new(object_store::memory::InMemory::new());
+        memory.put(&path, PutPayload::from(file)).await.unwrap();
+        let started = Instant::now();
+        for i in 0..20u64 {
+            let start = i * size / 20;
+            raw.get_range(&path, start..start + (64 << 10).min(size - start))
+                .await
+                .unwrap();
+        }
+        println!(
+            "file {size} bytes; s3s-fs alone (this build): {:.2} ms per 64 KiB GET",
+            started.elapsed().as_secs_f64() * 1000.0 / 20.0
+        );
+        let mut recorder = CountingStore::new(s3_client(&server), Duration::ZERO);
+        recorder.log = Some(Default::default());
+        let recorder = Arc::new(recorder);
+        let queries: Vec<(Vec<usize>, Option<Vec<usize>>)> = vec![
+            (vec![1], Some(vec![2])),
+            (vec![2], Some(vec![1, 3])),
+            (vec![0, 2], Some(vec![6])),
+            (vec![0], None),
+        ];
+        for (columns, groups) in &queries {
+            query(recorder.clone(), &path, columns, groups.clone()).await;
+        }
+        let calls = recorder.log.as_ref().unwrap().lock().unwrap().clone();
+        let asked: u64 = calls.iter().flatten().map(|r| r.end - r.start).sum();
+        println!("{} reads asking {asked} bytes in all", calls.len());
+        // Replayed over an in-memory store: s3s-fs hashes the whole object
+        // on every GET, a cost that would swamp the emulated latency here.
+        let emulated = || {
+            let mut s = CountingStore::new(Arc::clone(&memory), Duration::from_millis(20));
+            s.bytes_per_sec = Some(100_000_000);
+            s
+        };
+        async fn replay(store: &dyn ObjectStore, path: &Path, calls: &[Vec<Range<u64>>]) -> f64 {
+            let started = Instant::now();
+            for ranges in calls {
+                store.get_ranges(path, ranges).await.unwrap();
+            }
+            started.elapsed().as_secs_f64() * 1000.0
+        }
+        let none = emulated();
+        let ms = replay(&none, &path, &calls).await;
+        println!("none: {ms:.0} ms per pass, {} GETs", none.counts.gets());
+        println!("block size | cold ms | warm ms | GETs | bytes fetched");
+        for block_size in [
+            64u64 << 10,
+            128 << 10,
+            256 << 10,
+            512 << 10,
+            1 << 20,
+            4 << 20,
+        ] {
+            let store = CachedStore::builder(emulated())
+                .max_bytes(256 << 20)
+                .block_size(block_size)
+                .metadata_forever()
+                .build()
+                .unwrap();
+            let cold = replay(&store, &path, &calls).await;
+            let warm = replay(&store, &path, &calls).await;
+            let stats = store.stats();
+            println!(
+                "{:>7} KiB | {cold:>7.0} | {warm:>7.1} | {:>4} | {}",
+                block_size >> 10,
+                store.inner().counts.gets(),
+                stats.store_bytes
+            );
+        }
+    }
 }

@@ -131,6 +131,11 @@ pub struct CountingStore<S> {
     pub inner: S,
     pub counts: Arc<RequestCounts>,
     pub latency: Duration,
+    /// Emulated transfer rate (bytes per second) added to `latency` for
+    /// the bytes a ranged read asks for; `None`: none.
+    pub bytes_per_sec: Option<u64>,
+    /// Every read's range, in order, when `Some` (to replay them).
+    pub log: Option<std::sync::Mutex<Vec<Vec<Range<u64>>>>>,
 }
 
 impl<S> CountingStore<S> {
@@ -139,6 +144,8 @@ impl<S> CountingStore<S> {
             inner,
             counts: Arc::default(),
             latency,
+            bytes_per_sec: None,
+            log: None,
         }
     }
 }
@@ -155,6 +162,27 @@ impl<S: ObjectStore> fmt::Debug for CountingStore<S> {
     }
 }
 
+impl<S: ObjectStore> CountingStore<S> {
+    /// A read passed on: counted, after the emulated delay.
+    async fn counted_get(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        if options.head {
+            self.counts.heads.fetch_add(1, Ordering::SeqCst);
+        } else {
+            self.counts.gets.fetch_add(1, Ordering::SeqCst);
+        }
+        let mut delay = self.latency;
+        if let (Some(rate), Some(object_store::GetRange::Bounded(r))) =
+            (self.bytes_per_sec, &options.range)
+        {
+            delay += Duration::from_secs_f64((r.end - r.start) as f64 / rate as f64);
+        }
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        self.inner.get_opts(location, options).await
+    }
+}
+
 #[async_trait]
 impl<S: ObjectStore> ObjectStore for CountingStore<S> {
     async fn put_opts(&self, l: &Path, p: PutPayload, o: PutOptions) -> Result<PutResult> {
@@ -168,24 +196,23 @@ impl<S: ObjectStore> ObjectStore for CountingStore<S> {
         self.inner.put_multipart_opts(l, o).await
     }
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
-        if options.head {
-            self.counts.heads.fetch_add(1, Ordering::SeqCst);
-        } else {
-            self.counts.gets.fetch_add(1, Ordering::SeqCst);
+        let result = self.counted_get(location, options).await?;
+        if let Some(log) = &self.log {
+            log.lock().unwrap().push(vec![result.range.clone()]);
         }
-        if !self.latency.is_zero() {
-            tokio::time::sleep(self.latency).await;
-        }
-        self.inner.get_opts(location, options).await
+        Ok(result)
     }
     async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
         self.counts.get_ranges.fetch_add(1, Ordering::SeqCst);
+        if let Some(log) = &self.log {
+            log.lock().unwrap().push(ranges.to_vec());
+        }
         // Through this store's own get_opts, so each request is counted.
         object_store::coalesce_ranges(
             ranges,
             |r| async move {
                 let options = GetOptions::new().with_range(Some(r));
-                self.get_opts(location, options).await?.bytes().await
+                self.counted_get(location, options).await?.bytes().await
             },
             object_store::OBJECT_STORE_COALESCE_DEFAULT,
         )

@@ -13,7 +13,7 @@ use futures::{StreamExt, TryStreamExt};
 use multiarc::Cache;
 use object_store::path::Path;
 use object_store::{GetOptions, GetRange, ObjectStore};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -38,7 +38,8 @@ enum Found {
 
 /// The bytes of each of `ranges` (each within the object, possibly empty),
 /// as slices of the blocks of the version `head` describes. Each block is
-/// loaded once however many ranges cover it.
+/// loaded once however many ranges cover it, and only the span of it that
+/// the ranges cover is copied out of the cache.
 pub(crate) async fn read_ranges<S: ObjectStore>(
     state: &State<S>,
     location: &Path,
@@ -47,12 +48,19 @@ pub(crate) async fn read_ranges<S: ObjectStore>(
 ) -> Result<Vec<Vec<Bytes>>, Arc<FetchError>> {
     let block_size = state.config.block_size;
     let identity = ObjectIdentity::of(&state.config.namespace, location, &head.meta, block_size);
-    let mut needed = BTreeSet::new();
+    // Each block the ranges cover, with the span of it they cover.
+    let mut needed: BTreeMap<u64, Range<u64>> = BTreeMap::new();
     for r in ranges.iter().filter(|r| r.start < r.end) {
-        needed.extend(r.start / block_size..=(r.end - 1) / block_size);
+        for block in r.start / block_size..=(r.end - 1) / block_size {
+            let start = block * block_size;
+            let lo = r.start.max(start) - start;
+            let hi = r.end.min(start + block_size) - start;
+            let span = needed.entry(block).or_insert(lo..hi);
+            *span = span.start.min(lo)..span.end.max(hi);
+        }
     }
     let planned: Vec<(u64, Found)> = needed
-        .iter()
+        .keys()
         .map(|&block| {
             let key = identity.block(block);
             let found = if state.cache.contains(&key) {
@@ -93,10 +101,20 @@ pub(crate) async fn read_ranges<S: ObjectStore>(
             .iter()
             .position(|run| run.contains(&block))
             .map(|i| (runs[i].start, fetches[i].clone()));
-        load_block(state, location, head, identity.block(block), found, run)
-            .map(move |r| r.map(|bytes| (block, bytes)))
+        let span = needed[&block].clone();
+        load_block(
+            state,
+            location,
+            head,
+            identity.block(block),
+            span.clone(),
+            found,
+            run,
+        )
+        .map(move |r| r.map(|bytes| (block, (span.start, bytes))))
     });
-    let blocks: BTreeMap<u64, Bytes> = futures::stream::iter(loads)
+    // Block -> (the offset of its span, the span's bytes).
+    let blocks: BTreeMap<u64, (u64, Bytes)> = futures::stream::iter(loads)
         .buffered(LOADS_IN_FLIGHT)
         .try_collect()
         .await?;
@@ -107,8 +125,8 @@ pub(crate) async fn read_ranges<S: ObjectStore>(
             let mut at = r.start;
             while at < r.end {
                 let block = at / block_size;
-                let start = block * block_size;
-                let bytes = &blocks[&block];
+                let (offset, bytes) = &blocks[&block];
+                let start = block * block_size + offset;
                 let end = r.end.min(start + bytes.len() as u64);
                 chunks.push(bytes.slice((at - start) as usize..(end - start) as usize));
                 at = end;
@@ -123,15 +141,17 @@ fn block_len(size: u64, block_size: u64, block: u64) -> u64 {
     size.saturating_sub(block * block_size).min(block_size)
 }
 
-/// Block `key.block` through the cache: from memory, the second tier, or a
-/// load, which takes the block from `run` (the read's fetch of adjacent
-/// missing blocks that holds it, starting at block `run.0`) or, for a block
-/// planned as cached but gone since, fetches it alone.
+/// Bytes `span` of block `key.block` through the cache: from memory, the
+/// second tier, or a load, which takes the block from `run` (the read's
+/// fetch of adjacent missing blocks that holds it, starting at block
+/// `run.0`) or, for a block planned as cached but gone since, fetches it
+/// alone.
 async fn load_block<'a, S: ObjectStore>(
     state: &'a State<S>,
     location: &'a Path,
     head: &'a ObjectHead,
     key: ObjectBlockKey,
+    span: Range<u64>,
     found: Found,
     run: Option<(u64, SharedFetch<'a>)>,
 ) -> Result<Bytes, Arc<FetchError>> {
@@ -148,7 +168,7 @@ async fn load_block<'a, S: ObjectStore>(
         };
         Ok::<_, Arc<FetchError>>(blocks[(block - first) as usize].to_vec())
     };
-    let bytes = load_through_cache(&state.cache, key, loader).await?;
+    let (len, bytes) = load_through_cache(&state.cache, key, span, loader).await?;
     let counters = &state.counters;
     if !loaded_here.load(Ordering::Relaxed) {
         match found {
@@ -158,30 +178,36 @@ async fn load_block<'a, S: ObjectStore>(
         }
     }
     let expected = block_len(head.meta.size, state.config.block_size, block);
-    if bytes.len() as u64 != expected {
-        return Err(Arc::new(FetchError::Changed(format!(
-            "block {block} has {} bytes, {expected} expected",
-            bytes.len()
-        ))));
+    match bytes {
+        Some(bytes) if len as u64 == expected => Ok(bytes),
+        _ => Err(Arc::new(FetchError::Changed(format!(
+            "block {block} has {len} bytes, {expected} expected"
+        )))),
     }
-    Ok(bytes)
 }
 
 /// The cache's read-through load of one block: a hit in memory, a hit in
 /// the second tier (read on the cache's I/O threads), or `loader`'s bytes,
 /// cached. Concurrent loads of one key, from any task or thread, run one
-/// loader; the others wait for it (single flight).
+/// loader; the others wait for it (single flight). Returns the block's
+/// length and a copy of its bytes `span` (`None` if the block is shorter).
 async fn load_through_cache<F, Fut>(
     cache: &Cache<ObjectBlockKey>,
     key: ObjectBlockKey,
+    span: Range<u64>,
     loader: F,
-) -> Result<Bytes, Arc<FetchError>>
+) -> Result<(usize, Option<Bytes>), Arc<FetchError>>
 where
     F: FnOnce() -> Fut,
     Fut: Future<Output = Result<Vec<u8>, Arc<FetchError>>>,
 {
     match cache.get_or_load_async(key, loader).await {
-        Ok(block) => Ok(Bytes::copy_from_slice(&block)),
+        Ok(block) => {
+            let bytes = block
+                .get(span.start as usize..span.end as usize)
+                .map(Bytes::copy_from_slice);
+            Ok((block.len(), bytes))
+        }
         Err(shared) => Err(Arc::clone(&shared)),
     }
 }

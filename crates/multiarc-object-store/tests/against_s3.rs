@@ -214,6 +214,34 @@ async fn concurrent_readers_of_a_block_make_one_request() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_dropped_during_its_fetch_leaves_no_one_waiting() {
+    let server = start_server().await;
+    let raw = s3_client(&server);
+    let store = Arc::new(cached(&server, Duration::from_millis(300), |b| b));
+    let data = pattern(2 * BLOCK as usize, 8);
+    let path = Path::from("dropped");
+    put(&raw, &path, &data).await;
+    store.head(&path).await.unwrap();
+    let reader = |store: &Arc<CachedStore<Counted>>| {
+        let (store, path) = (Arc::clone(store), path.clone());
+        tokio::spawn(async move { store.get_range(&path, 0..2 * BLOCK).await })
+    };
+    // The first reader runs the load; the second waits for it; the first
+    // is dropped while its GET is in flight.
+    let first = reader(&store);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let second = reader(&store);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    first.abort();
+    let got = tokio::time::timeout(Duration::from_secs(10), second)
+        .await
+        .expect("the waiting reader took the load over")
+        .unwrap()
+        .unwrap();
+    assert_eq!(got, data);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_readers_of_cold_metadata_make_one_head() {
     let server = start_server().await;
     let raw = s3_client(&server);

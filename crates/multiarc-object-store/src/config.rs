@@ -1,6 +1,7 @@
 //! The builder of a [`CachedStore`](crate::CachedStore) and its settings.
 
 use crate::key::ObjectBlockKey;
+use crate::metadata::MetadataCache;
 use crate::store::CachedStore;
 use multiarc::Cache;
 use object_store::ObjectStore;
@@ -12,6 +13,8 @@ use std::time::Duration;
 pub const DEFAULT_BLOCK_SIZE: u64 = 256 << 10;
 /// The default bound on one coalesced block fetch: 16 MiB.
 pub const DEFAULT_MAX_FETCH: u64 = 16 << 20;
+/// The default bound on cached metadata entries: 65536 objects.
+pub const DEFAULT_MAX_METADATA_ENTRIES: usize = 1 << 16;
 /// The default metadata TTL: 10 s.
 pub const DEFAULT_METADATA_TTL: Duration = Duration::from_secs(10);
 
@@ -67,6 +70,7 @@ pub struct Builder<S> {
     block_size: u64,
     max_fetch_bytes: u64,
     metadata_ttl: Option<Duration>,
+    max_metadata_entries: usize,
     namespace: Option<String>,
     configure: Option<ConfigureCache>,
 }
@@ -80,6 +84,7 @@ impl<S: ObjectStore> Builder<S> {
             block_size: DEFAULT_BLOCK_SIZE,
             max_fetch_bytes: DEFAULT_MAX_FETCH,
             metadata_ttl: Some(DEFAULT_METADATA_TTL),
+            max_metadata_entries: DEFAULT_MAX_METADATA_ENTRIES,
             namespace: None,
             configure: None,
         }
@@ -131,6 +136,14 @@ impl<S: ObjectStore> Builder<S> {
         self
     }
 
+    /// How many objects' metadata is kept at most (default 65536): past it,
+    /// expired entries are dropped, then arbitrary ones (each costs a HEAD
+    /// on its next read). At least 1.
+    pub fn max_metadata_entries(mut self, entries: usize) -> Builder<S> {
+        self.max_metadata_entries = entries;
+        self
+    }
+
     /// The name hashed into every block's identity, so that one L2 file
     /// reused in front of another store can never serve this one's blocks.
     /// Default: the inner store's `Display` (e.g. `AmazonS3(bucket)`).
@@ -175,11 +188,7 @@ impl<S: ObjectStore> Builder<S> {
             max_fetch_blocks: (self.max_fetch_bytes / self.block_size).max(1),
             namespace: self.namespace.unwrap_or_else(|| self.inner.to_string()),
         };
-        Ok(CachedStore::new(
-            self.inner,
-            cache,
-            config,
-            self.metadata_ttl,
-        ))
+        let metadata = MetadataCache::new(self.metadata_ttl, self.max_metadata_entries);
+        Ok(CachedStore::new(self.inner, cache, config, metadata))
     }
 }

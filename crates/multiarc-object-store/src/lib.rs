@@ -151,7 +151,8 @@ mod stats;
 mod store;
 
 pub use config::{
-    BuildError, Builder, DEFAULT_BLOCK_SIZE, DEFAULT_MAX_FETCH, DEFAULT_METADATA_TTL,
+    BuildError, Builder, DEFAULT_BLOCK_SIZE, DEFAULT_MAX_FETCH, DEFAULT_MAX_METADATA_ENTRIES,
+    DEFAULT_METADATA_TTL,
 };
 pub use key::ObjectBlockKey;
 pub use stats::CachedStoreStats;

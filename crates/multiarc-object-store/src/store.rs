@@ -22,8 +22,8 @@ use std::collections::HashMap;
 use std::fmt;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Instant;
 
 /// How many times a read starts again when the object changes under it
 /// before it gives up with `Precondition`.
@@ -42,7 +42,9 @@ pub struct CachedStore<S> {
 /// What a cached store's operations (and its streams, which outlive a
 /// call) share.
 pub(crate) struct State<S> {
-    pub(crate) inner: S,
+    /// Shared with metadata fetches in flight (which hold no `State`, so
+    /// that a fetch left in `heads_in_flight` makes no cycle).
+    pub(crate) inner: Arc<S>,
     pub(crate) cache: Cache<ObjectBlockKey>,
     pub(crate) config: ReadConfig,
     pub(crate) counters: Counters,
@@ -63,15 +65,15 @@ impl<S: ObjectStore> CachedStore<S> {
         inner: S,
         cache: Cache<ObjectBlockKey>,
         config: ReadConfig,
-        metadata_ttl: Option<Duration>,
+        metadata: MetadataCache,
     ) -> CachedStore<S> {
         CachedStore {
             state: Arc::new(State {
-                inner,
+                inner: Arc::new(inner),
                 cache,
                 config,
                 counters: Counters::default(),
-                metadata: MetadataCache::new(metadata_ttl),
+                metadata,
                 heads_in_flight: Mutex::new(HashMap::new()),
                 next_head_id: AtomicU64::new(0),
             }),
@@ -133,55 +135,20 @@ impl<S: ObjectStore> State<S> {
                 }
                 None => {
                     let id = self.next_head_id.fetch_add(1, Ordering::Relaxed);
-                    let fetch = Arc::clone(self)
-                        .fetch_head(location.clone(), id)
-                        .boxed()
-                        .shared();
+                    let fetch = fetch_head(
+                        Arc::clone(&self.inner),
+                        Arc::downgrade(self),
+                        location.clone(),
+                        id,
+                    )
+                    .boxed()
+                    .shared();
                     in_flight.insert(location.clone(), (id, fetch.clone()));
                     fetch
                 }
             }
         };
         fetch.await.map_err(|e| error::share(&e))
-    }
-
-    /// One HEAD of `location`, cached unless a write invalidated anything
-    /// meanwhile; then the in-flight entry `id` is removed.
-    async fn fetch_head(
-        self: Arc<Self>,
-        location: Path,
-        id: u64,
-    ) -> Result<Arc<ObjectHead>, Arc<object_store::Error>> {
-        let epoch = self.metadata.epoch();
-        let sent = Instant::now();
-        Counters::add(&self.counters.store_requests, 1);
-        Counters::add(&self.counters.metadata_requests, 1);
-        let result = self
-            .inner
-            .get_opts(&location, GetOptions::new().with_head(true))
-            .await;
-        let result = match result {
-            Ok(response) => {
-                let head = Arc::new(ObjectHead {
-                    meta: response.meta,
-                    attributes: response.attributes,
-                });
-                // Aged from when it was asked for: the TTL bounds how old
-                // the answer may be.
-                self.metadata
-                    .insert(&location, Arc::clone(&head), sent, epoch);
-                Ok(head)
-            }
-            Err(e) => Err(Arc::new(e)),
-        };
-        let mut in_flight = self
-            .heads_in_flight
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if in_flight.get(&location).is_some_and(|(i, _)| *i == id) {
-            in_flight.remove(&location);
-        }
-        result
     }
 
     /// Forgets `location`'s metadata, its metadata fetch in flight (later
@@ -239,6 +206,50 @@ impl<S: ObjectStore> State<S> {
     fn cacheable(head: &ObjectHead) -> bool {
         head.meta.e_tag.is_some() || head.meta.version.is_some()
     }
+}
+
+/// One HEAD of `location`; then, if the store is still there, the answer
+/// is cached (unless a write invalidated anything meanwhile) and the
+/// in-flight entry `id` is removed.
+async fn fetch_head<S: ObjectStore>(
+    inner: Arc<S>,
+    state: Weak<State<S>>,
+    location: Path,
+    id: u64,
+) -> Result<Arc<ObjectHead>, Arc<object_store::Error>> {
+    let epoch = state.upgrade().map(|state| {
+        Counters::add(&state.counters.store_requests, 1);
+        Counters::add(&state.counters.metadata_requests, 1);
+        state.metadata.epoch()
+    });
+    let sent = Instant::now();
+    let result = inner
+        .get_opts(&location, GetOptions::new().with_head(true))
+        .await
+        .map(|response| {
+            Arc::new(ObjectHead {
+                meta: response.meta,
+                attributes: response.attributes,
+            })
+        })
+        .map_err(Arc::new);
+    if let Some(state) = state.upgrade() {
+        if let (Ok(head), Some(epoch)) = (&result, epoch) {
+            // Aged from when it was asked for: the TTL bounds how old the
+            // answer may be.
+            state
+                .metadata
+                .insert(&location, Arc::clone(head), sent, epoch);
+        }
+        let mut in_flight = state
+            .heads_in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if in_flight.get(&location).is_some_and(|(i, _)| *i == id) {
+            in_flight.remove(&location);
+        }
+    }
+    result
 }
 
 impl<S: ObjectStore> fmt::Display for CachedStore<S> {

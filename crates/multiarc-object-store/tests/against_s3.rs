@@ -585,6 +585,31 @@ async fn the_l2_serves_blocks_after_a_restart_and_never_a_changed_objects() {
     assert_eq!(store.inner().counts.gets(), 1);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_dropped_with_an_abandoned_head_releases_its_l2() {
+    let server = start_server().await;
+    let raw = s3_client(&server);
+    let dir = tempfile::tempdir().unwrap();
+    let l2 = dir.path().join("l2");
+    let path = Path::from("abandoned");
+    put(&raw, &path, &pattern(100, 9)).await;
+    let store = Arc::new(cached(&server, Duration::from_millis(300), |b| {
+        b.l2(l2.clone(), 16 << 20)
+    }));
+    let head = {
+        let (store, path) = (Arc::clone(&store), path.clone());
+        tokio::spawn(async move { store.head(&path).await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    head.abort();
+    let _ = head.await;
+    drop(store);
+    // The abandoned HEAD's shared fetch holds no part of the store: the
+    // cache (and the L2 file's lock) went with it.
+    let again = cached(&server, Duration::ZERO, |b| b.l2(l2.clone(), 16 << 20));
+    assert_eq!(again.head(&path).await.unwrap().size, 100);
+}
+
 /// The key of `path`'s block `block` as `store` would cache it now.
 async fn key_of(
     store: &CachedStore<Counted>,

@@ -391,14 +391,29 @@ impl<K: Key> Cache<K> {
     /// `'static` tasks), call [`Cache::get_or_load_async_owned`] on an
     /// `Arc<Cache<K>>` clone: its future owns that clone and returns an
     /// [`OwnedHandle`]. Or move the clone into the task and call this
-    /// method there, the handle then living within the task:
+    /// method there, the handle then living within the task (tokio is only
+    /// this example's executor: the cache needs none):
     ///
-    /// ```ignore
-    /// let cache = Arc::clone(&cache);
-    /// tokio::spawn(async move {
-    ///     let block = cache.get_or_load_async(key, || fetch(key)).await?;
-    ///     consume(&block)
-    /// });
+    /// ```
+    /// use multiarc::{BlockKey, Cache};
+    /// use std::sync::Arc;
+    ///
+    /// let cache = Arc::new(Cache::<BlockKey>::builder().max_bytes(1 << 20).build()?);
+    /// let key = BlockKey::new(7, 0);
+    /// let fetch = || async { Ok::<_, std::io::Error>(vec![1; 4096]) };
+    /// let rt = tokio::runtime::Builder::new_current_thread().build()?;
+    /// let owned = rt.block_on(async {
+    ///     let c = Arc::clone(&cache);
+    ///     let len = tokio::spawn(async move {
+    ///         let block = c.get_or_load_async(key, fetch).await?;
+    ///         Ok::<_, Arc<std::io::Error>>(block.len())
+    ///     });
+    ///     assert_eq!(len.await.unwrap().unwrap(), 4096);
+    ///     // A 'static future as it is, and a handle that leaves the task.
+    ///     tokio::spawn(Arc::clone(&cache).get_or_load_async_owned(key, fetch)).await
+    /// })?;
+    /// assert_eq!(owned.unwrap()[0], 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     ///
     /// The insert that caches a loaded buffer is the synchronous insert: far

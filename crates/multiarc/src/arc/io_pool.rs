@@ -110,7 +110,11 @@ impl Shared {
         loop {
             if let Some(job) = q.jobs.pop_front() {
                 drop(q);
-                job();
+                // A job that panics closes its completion (its sender is
+                // dropped in the unwind) and leaves the thread serving.
+                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(job)).is_err() {
+                    log::error!("a second-tier read panicked on an I/O thread");
+                }
                 q = self.queue.lock_unpoisoned();
             } else if q.stopping {
                 return;
@@ -185,5 +189,57 @@ impl<T> Future for Completion<T> {
             _ => s.waker = Some(cx.waker().clone()),
         }
         Poll::Pending
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::task::Wake;
+
+    /// Wakes a parked thread.
+    struct Unpark(std::thread::Thread);
+
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+
+    /// `f`'s value; panics after 10 s.
+    fn block_on<F: Future>(f: F) -> F::Output {
+        let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+        let mut cx = Context::from_waker(&waker);
+        let mut f = std::pin::pin!(f);
+        let start = std::time::Instant::now();
+        loop {
+            if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+                return v;
+            }
+            let waited = start.elapsed();
+            assert!(waited.as_secs() < 10, "a job did not complete");
+            std::thread::park_timeout(std::time::Duration::from_secs(10) - waited);
+        }
+    }
+
+    /// Jobs give their values; a job that panics gives `None` and the pool
+    /// goes on serving, within its bound of threads; dropping the pool
+    /// joins them.
+    #[test]
+    fn jobs_complete_and_a_panicking_job_closes_its_completion() {
+        let pool = IoPool::default();
+        assert_eq!(block_on(pool.run(|| 7)), Some(7));
+        // More than the pool's threads: each must survive its job's panic.
+        for _ in 0..2 * IO_THREADS {
+            let panicked = pool.run(|| -> u32 { panic!("a job panics (expected by the test)") });
+            assert_eq!(block_on(panicked), None);
+        }
+        let many: Vec<_> = (0..32u32).map(|i| pool.run(move || i * 2)).collect();
+        for (i, c) in (0u32..).zip(many) {
+            assert_eq!(block_on(c), Some(i * 2));
+        }
+        let threads = pool.threads.lock_unpoisoned().len();
+        assert!((1..=IO_THREADS).contains(&threads), "{threads} threads");
+        drop(pool);
     }
 }

@@ -1,0 +1,194 @@
+//! The builder of a [`CachedStore`](crate::CachedStore) and its settings.
+
+use crate::key::ObjectBlockKey;
+use crate::metadata::MetadataCache;
+use crate::store::CachedStore;
+use multiarc::Cache;
+use object_store::ObjectStore;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The default block size: 256 KiB (measured; see the crate docs).
+pub const DEFAULT_BLOCK_SIZE: u64 = 256 << 10;
+/// The default bound on one coalesced block fetch: 16 MiB.
+pub const DEFAULT_MAX_FETCH: u64 = 16 << 20;
+/// The default bound on cached metadata entries: 65536 objects.
+pub const DEFAULT_MAX_METADATA_ENTRIES: usize = 1 << 16;
+/// The default metadata TTL: 10 s.
+pub const DEFAULT_METADATA_TTL: Duration = Duration::from_secs(10);
+
+/// The settings a [`CachedStore`] reads with.
+#[derive(Clone, Debug)]
+pub(crate) struct ReadConfig {
+    pub(crate) block_size: u64,
+    /// Blocks in one coalesced fetch, at most.
+    pub(crate) max_fetch_blocks: u64,
+    pub(crate) namespace: String,
+}
+
+/// Why a [`CachedStore`] could not be built.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// A setting is out of its range; the message names it.
+    Invalid(String),
+    /// The block cache could not be built (its settings, or the second
+    /// tier's device).
+    Cache(multiarc::ConfigError),
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::Invalid(msg) => write!(f, "invalid cached store configuration: {msg}"),
+            BuildError::Cache(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            BuildError::Invalid(_) => None,
+            BuildError::Cache(e) => Some(e),
+        }
+    }
+}
+
+/// A caller's further settings of the block cache.
+type ConfigureCache =
+    Box<dyn FnOnce(multiarc::Builder<ObjectBlockKey>) -> multiarc::Builder<ObjectBlockKey>>;
+
+/// Builds a [`CachedStore`]: `CachedStore::builder(inner).max_bytes(..)`,
+/// optionally `.l2(path, bytes)`, `.block_size(..)`, `.metadata_ttl(..)`,
+/// then `.build()`.
+pub struct Builder<S> {
+    inner: S,
+    max_bytes: Option<u64>,
+    l2: Option<(PathBuf, u64)>,
+    block_size: u64,
+    max_fetch_bytes: u64,
+    metadata_ttl: Option<Duration>,
+    max_metadata_entries: usize,
+    namespace: Option<String>,
+    configure: Option<ConfigureCache>,
+}
+
+impl<S: ObjectStore> Builder<S> {
+    pub(crate) fn new(inner: S) -> Builder<S> {
+        Builder {
+            inner,
+            max_bytes: None,
+            l2: None,
+            block_size: DEFAULT_BLOCK_SIZE,
+            max_fetch_bytes: DEFAULT_MAX_FETCH,
+            metadata_ttl: Some(DEFAULT_METADATA_TTL),
+            max_metadata_entries: DEFAULT_MAX_METADATA_ENTRIES,
+            namespace: None,
+            configure: None,
+        }
+    }
+
+    /// The memory the block cache may use. Required.
+    pub fn max_bytes(mut self, bytes: u64) -> Builder<S> {
+        self.max_bytes = Some(bytes);
+        self
+    }
+
+    /// Adds a second tier of `bytes` on the file or block device at `path`
+    /// ([`multiarc::Builder::l2`]): blocks evicted from memory are kept
+    /// there and found again after a restart.
+    pub fn l2(mut self, path: impl Into<PathBuf>, bytes: u64) -> Builder<S> {
+        self.l2 = Some((path.into(), bytes));
+        self
+    }
+
+    /// The block size: reads are served from aligned blocks of this many
+    /// bytes (the last block of an object is shorter). Default 256 KiB; at
+    /// least 4 KiB. Changing it makes earlier L2 contents unreachable (the
+    /// block size is part of each block's identity), never wrong.
+    pub fn block_size(mut self, bytes: u64) -> Builder<S> {
+        self.block_size = bytes;
+        self
+    }
+
+    /// The largest single ranged GET that coalesces adjacent missing blocks
+    /// of one read (rounded down to whole blocks, at least one). Default 16 MiB.
+    pub fn max_fetch_bytes(mut self, bytes: u64) -> Builder<S> {
+        self.max_fetch_bytes = bytes;
+        self
+    }
+
+    /// How long an object's metadata (its ETag, version and size: which
+    /// version reads serve) is trusted before it is fetched again. Default
+    /// 10 s. `Duration::ZERO` fetches it on every read.
+    pub fn metadata_ttl(mut self, ttl: Duration) -> Builder<S> {
+        self.metadata_ttl = Some(ttl);
+        self
+    }
+
+    /// Trusts cached metadata forever (for immutable data sets): only
+    /// writes through this store, or a read that finds the object changed,
+    /// make it fetch an object's metadata again.
+    pub fn metadata_forever(mut self) -> Builder<S> {
+        self.metadata_ttl = None;
+        self
+    }
+
+    /// How many objects' metadata is kept at most (default 65536): past it,
+    /// expired entries are dropped, then arbitrary ones (each costs a HEAD
+    /// on its next read). At least 1.
+    pub fn max_metadata_entries(mut self, entries: usize) -> Builder<S> {
+        self.max_metadata_entries = entries;
+        self
+    }
+
+    /// The name hashed into every block's identity, so that one L2 file
+    /// reused in front of another store can never serve this one's blocks.
+    /// Default: the inner store's `Display` (e.g. `AmazonS3(bucket)`).
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Builder<S> {
+        self.namespace = Some(namespace.into());
+        self
+    }
+
+    /// Further settings of the block cache (sublists, hit mode, L2 feed,
+    /// ...), applied after `max_bytes` and `l2`.
+    pub fn configure_cache(
+        mut self,
+        configure: impl FnOnce(multiarc::Builder<ObjectBlockKey>) -> multiarc::Builder<ObjectBlockKey>
+            + 'static,
+    ) -> Builder<S> {
+        self.configure = Some(Box::new(configure));
+        self
+    }
+
+    /// Checks the settings, builds the block cache (opening the L2) and
+    /// returns the store.
+    pub fn build(self) -> Result<CachedStore<S>, BuildError> {
+        let max_bytes = self
+            .max_bytes
+            .ok_or_else(|| BuildError::Invalid("max_bytes is required".into()))?;
+        if self.block_size < 4096 || self.block_size > (1 << 30) {
+            return Err(BuildError::Invalid(format!(
+                "block_size ({}) must be between 4 KiB and 1 GiB",
+                self.block_size
+            )));
+        }
+        let mut cache = Cache::<ObjectBlockKey>::builder().max_bytes(max_bytes);
+        if let Some((path, bytes)) = self.l2 {
+            cache = cache.l2(path, bytes);
+        }
+        if let Some(configure) = self.configure {
+            cache = configure(cache);
+        }
+        let cache = cache.build().map_err(BuildError::Cache)?;
+        let config = ReadConfig {
+            block_size: self.block_size,
+            max_fetch_blocks: (self.max_fetch_bytes / self.block_size).max(1),
+            namespace: self.namespace.unwrap_or_else(|| self.inner.to_string()),
+        };
+        let metadata = MetadataCache::new(self.metadata_ttl, self.max_metadata_entries);
+        Ok(CachedStore::new(self.inner, cache, config, metadata))
+    }
+}

@@ -1,0 +1,456 @@
+//! [`CachedStore`]: the `ObjectStore` in front of another, and its shared state.
+
+use crate::config::{Builder, ReadConfig};
+use crate::error::{self, FetchError};
+use crate::key::{ObjectBlockKey, ObjectIdentity};
+use crate::metadata::{MetadataCache, ObjectHead};
+use crate::read;
+use crate::stats::{CachedStoreStats, Counters};
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::future::{BoxFuture, FutureExt, Shared};
+use futures::stream::BoxStream;
+use futures::StreamExt;
+use multiarc::Cache;
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload, ObjectMeta,
+    ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result,
+    UploadPart,
+};
+use std::collections::HashMap;
+use std::fmt;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Instant;
+
+/// How many times a read starts again when the object changes under it
+/// before it gives up with `Precondition`.
+const READ_ATTEMPTS: u32 = 3;
+
+/// A metadata fetch, shared by the reads that need it meanwhile.
+type HeadFetch = Shared<BoxFuture<'static, Result<Arc<ObjectHead>, Arc<object_store::Error>>>>;
+
+/// An [`ObjectStore`] that serves reads of `S` from a multiarc block cache
+/// (memory, plus an optional second tier on a local device). See the crate
+/// documentation for what it caches and the consistency that results.
+pub struct CachedStore<S> {
+    state: Arc<State<S>>,
+}
+
+/// What a cached store's operations (and its streams, which outlive a
+/// call) share.
+pub(crate) struct State<S> {
+    /// Shared with metadata fetches in flight (which hold no `State`, so
+    /// that a fetch left in `heads_in_flight` makes no cycle).
+    pub(crate) inner: Arc<S>,
+    pub(crate) cache: Cache<ObjectBlockKey>,
+    pub(crate) config: ReadConfig,
+    pub(crate) counters: Counters,
+    metadata: MetadataCache,
+    /// Metadata fetches in flight, by location (with an id, so that only
+    /// the fetch that registered an entry removes it).
+    heads_in_flight: Mutex<HashMap<Path, (u64, HeadFetch)>>,
+    next_head_id: AtomicU64,
+}
+
+impl<S: ObjectStore> CachedStore<S> {
+    /// A [`Builder`] of a cached store in front of `inner`.
+    pub fn builder(inner: S) -> Builder<S> {
+        Builder::new(inner)
+    }
+
+    pub(crate) fn new(
+        inner: S,
+        cache: Cache<ObjectBlockKey>,
+        config: ReadConfig,
+        metadata: MetadataCache,
+    ) -> CachedStore<S> {
+        CachedStore {
+            state: Arc::new(State {
+                inner: Arc::new(inner),
+                cache,
+                config,
+                counters: Counters::default(),
+                metadata,
+                heads_in_flight: Mutex::new(HashMap::new()),
+                next_head_id: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// The store the cache is in front of.
+    pub fn inner(&self) -> &S {
+        &self.state.inner
+    }
+
+    /// The block cache (its statistics, `l2_feed`, ...).
+    pub fn cache(&self) -> &Cache<ObjectBlockKey> {
+        &self.state.cache
+    }
+
+    /// The block size reads are served in.
+    pub fn block_size(&self) -> u64 {
+        self.state.config.block_size
+    }
+
+    /// The cache key of block `block` of the version of `location` that
+    /// `meta` describes (for tools and tests that look into the cache).
+    pub fn block_key(&self, location: &Path, meta: &ObjectMeta, block: u64) -> ObjectBlockKey {
+        let config = &self.state.config;
+        ObjectIdentity::of(&config.namespace, location, meta, config.block_size).block(block)
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> CachedStoreStats {
+        self.state.counters.snapshot()
+    }
+
+    /// Forgets what is cached of `location`: its metadata and the blocks of
+    /// the version that metadata described. Writes through this store do it
+    /// themselves; call it after writing the object some other way.
+    pub fn invalidate(&self, location: &Path) {
+        self.state.invalidate(location);
+    }
+}
+
+impl<S: ObjectStore> State<S> {
+    /// The metadata of `location`: cached and fresh, or fetched (one fetch
+    /// per location at a time, shared by the reads that need it).
+    async fn head(self: &Arc<Self>, location: &Path) -> Result<Arc<ObjectHead>> {
+        if let Some(head) = self.metadata.fresh(location) {
+            Counters::add(&self.counters.metadata_hits, 1);
+            return Ok(head);
+        }
+        let fetch = {
+            let mut in_flight = self
+                .heads_in_flight
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            match in_flight.get(location) {
+                Some((_, fetch)) => {
+                    Counters::add(&self.counters.metadata_waits, 1);
+                    fetch.clone()
+                }
+                None => {
+                    let id = self.next_head_id.fetch_add(1, Ordering::Relaxed);
+                    let fetch = fetch_head(
+                        Arc::clone(&self.inner),
+                        Arc::downgrade(self),
+                        location.clone(),
+                        id,
+                    )
+                    .boxed()
+                    .shared();
+                    in_flight.insert(location.clone(), (id, fetch.clone()));
+                    fetch
+                }
+            }
+        };
+        fetch.await.map_err(|e| error::share(&e))
+    }
+
+    /// Forgets `location`'s metadata, its metadata fetch in flight (later
+    /// reads fetch it again) and the blocks of the version it described.
+    fn invalidate(&self, location: &Path) {
+        Counters::add(&self.counters.invalidations, 1);
+        let old = self.metadata.invalidate(location);
+        self.heads_in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(location);
+        if let Some(old) = old {
+            let block_size = self.config.block_size;
+            let identity =
+                ObjectIdentity::of(&self.config.namespace, location, &old.meta, block_size);
+            for block in 0..old.meta.size.div_ceil(block_size) {
+                self.cache.remove(&identity.block(block));
+            }
+        }
+    }
+
+    /// After a read of the version `head` failed with `err`: `Ok` to start
+    /// again (the object changed; `attempt` counts it), or the error to
+    /// return.
+    fn after_failed_read(
+        &self,
+        location: &Path,
+        head: &Arc<ObjectHead>,
+        err: &FetchError,
+        attempt: &mut u32,
+    ) -> Result<()> {
+        self.metadata.forget_if(location, head);
+        match err {
+            FetchError::Changed(why) => {
+                Counters::add(&self.counters.version_changes, 1);
+                *attempt += 1;
+                log::debug!("{location}: {why}; reading again ({attempt})");
+                if *attempt >= READ_ATTEMPTS {
+                    return Err(object_store::Error::Precondition {
+                        path: location.to_string(),
+                        source: format!(
+                            "the object changed during the read {READ_ATTEMPTS} times in a row; last: {why}"
+                        )
+                        .into(),
+                    });
+                }
+                Ok(())
+            }
+            FetchError::Store(e) => Err(error::share(e)),
+        }
+    }
+
+    /// True if reads of this version can be cached: it has an ETag or a
+    /// version to key its blocks and condition their fetches on.
+    fn cacheable(head: &ObjectHead) -> bool {
+        head.meta.e_tag.is_some() || head.meta.version.is_some()
+    }
+}
+
+/// One HEAD of `location`; then, if the store is still there, the answer
+/// is cached (unless a write invalidated anything meanwhile) and the
+/// in-flight entry `id` is removed.
+async fn fetch_head<S: ObjectStore>(
+    inner: Arc<S>,
+    state: Weak<State<S>>,
+    location: Path,
+    id: u64,
+) -> Result<Arc<ObjectHead>, Arc<object_store::Error>> {
+    let epoch = state.upgrade().map(|state| {
+        Counters::add(&state.counters.store_requests, 1);
+        Counters::add(&state.counters.metadata_requests, 1);
+        state.metadata.epoch()
+    });
+    let sent = Instant::now();
+    let result = inner
+        .get_opts(&location, GetOptions::new().with_head(true))
+        .await
+        .map(|response| {
+            Arc::new(ObjectHead {
+                meta: response.meta,
+                attributes: response.attributes,
+            })
+        })
+        .map_err(Arc::new);
+    if let Some(state) = state.upgrade() {
+        if let (Ok(head), Some(epoch)) = (&result, epoch) {
+            // Aged from when it was asked for: the TTL bounds how old the
+            // answer may be.
+            state
+                .metadata
+                .insert(&location, Arc::clone(head), sent, epoch);
+        }
+        let mut in_flight = state
+            .heads_in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if in_flight.get(&location).is_some_and(|(i, _)| *i == id) {
+            in_flight.remove(&location);
+        }
+    }
+    result
+}
+
+impl<S: ObjectStore> fmt::Display for CachedStore<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CachedStore({})", self.state.inner)
+    }
+}
+
+impl<S: ObjectStore> fmt::Debug for CachedStore<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CachedStore")
+            .field("inner", &self.state.inner)
+            .field("config", &self.state.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A multipart upload through a cached store: invalidates the object when
+/// it completes.
+struct InvalidatingUpload<S> {
+    upload: Box<dyn MultipartUpload>,
+    state: Arc<State<S>>,
+    location: Path,
+}
+
+impl<S> fmt::Debug for InvalidatingUpload<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InvalidatingUpload")
+            .field("upload", &self.upload)
+            .field("location", &self.location)
+            .finish()
+    }
+}
+
+#[async_trait]
+impl<S: ObjectStore> MultipartUpload for InvalidatingUpload<S> {
+    fn put_part(&mut self, data: PutPayload) -> UploadPart {
+        self.upload.put_part(data)
+    }
+
+    async fn complete(&mut self) -> Result<PutResult> {
+        let result = self.upload.complete().await;
+        self.state.invalidate(&self.location);
+        result
+    }
+
+    async fn abort(&mut self) -> Result<()> {
+        self.upload.abort().await
+    }
+}
+
+fn payload(chunks: Vec<Bytes>) -> GetResultPayload {
+    GetResultPayload::Stream(futures::stream::iter(chunks.into_iter().map(Ok)).boxed())
+}
+
+#[async_trait]
+impl<S: ObjectStore> ObjectStore for CachedStore<S> {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> Result<PutResult> {
+        let result = self.state.inner.put_opts(location, payload, opts).await;
+        self.state.invalidate(location);
+        result
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> Result<Box<dyn MultipartUpload>> {
+        let upload = self.state.inner.put_multipart_opts(location, opts).await?;
+        Ok(Box::new(InvalidatingUpload {
+            upload,
+            state: Arc::clone(&self.state),
+            location: location.clone(),
+        }))
+    }
+
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        let state = &self.state;
+        if options.version.is_some() {
+            Counters::add(&state.counters.store_requests, 1);
+            Counters::add(&state.counters.passthrough_reads, 1);
+            return state.inner.get_opts(location, options).await;
+        }
+        let mut attempt = 0;
+        loop {
+            let head = state.head(location).await?;
+            if !State::<S>::cacheable(&head) {
+                Counters::add(&state.counters.store_requests, 1);
+                Counters::add(&state.counters.passthrough_reads, 1);
+                return state.inner.get_opts(location, options).await;
+            }
+            let meta = &head.meta;
+            options.check_preconditions(meta)?;
+            if options.head {
+                return Ok(GetResult {
+                    payload: payload(Vec::new()),
+                    meta: meta.clone(),
+                    range: 0..0,
+                    attributes: head.attributes.clone(),
+                    extensions: Default::default(),
+                });
+            }
+            let range = match &options.range {
+                None => 0..meta.size,
+                Some(r) => r.as_range(meta.size).map_err(error::generic)?,
+            };
+            match read::read_ranges(state, location, &head, std::slice::from_ref(&range)).await {
+                Ok(mut chunks) => {
+                    return Ok(GetResult {
+                        payload: payload(chunks.pop().unwrap_or_default()),
+                        meta: meta.clone(),
+                        range,
+                        attributes: head.attributes.clone(),
+                        extensions: Default::default(),
+                    })
+                }
+                Err(e) => state.after_failed_read(location, &head, &e, &mut attempt)?,
+            }
+        }
+    }
+
+    async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        let state = &self.state;
+        let mut attempt = 0;
+        loop {
+            let head = state.head(location).await?;
+            if !State::<S>::cacheable(&head) {
+                Counters::add(&state.counters.store_requests, 1);
+                Counters::add(&state.counters.passthrough_reads, 1);
+                return state.inner.get_ranges(location, ranges).await;
+            }
+            let size = head.meta.size;
+            if let Some(bad) = ranges.iter().find(|r| r.start > r.end || r.end > size) {
+                return Err(error::generic(format!(
+                    "range {bad:?} of {location} is not within its {size} bytes"
+                )));
+            }
+            match read::read_ranges(state, location, &head, ranges).await {
+                Ok(parts) => {
+                    return Ok(parts
+                        .into_iter()
+                        .map(|mut chunks| match chunks.len() {
+                            0 => Bytes::new(),
+                            1 => chunks.pop().expect("one chunk"),
+                            _ => Bytes::from(chunks.concat()),
+                        })
+                        .collect())
+                }
+                Err(e) => state.after_failed_read(location, &head, &e, &mut attempt)?,
+            }
+        }
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, Result<Path>>,
+    ) -> BoxStream<'static, Result<Path>> {
+        let state = Arc::clone(&self.state);
+        self.state
+            .inner
+            .delete_stream(locations)
+            .map(move |deleted| {
+                if let Ok(location) = &deleted {
+                    state.invalidate(location);
+                }
+                deleted
+            })
+            .boxed()
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.state.inner.list(prefix)
+    }
+
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.state.inner.list_with_offset(prefix, offset)
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        self.state.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+        let result = self.state.inner.copy_opts(from, to, options).await;
+        self.state.invalidate(to);
+        result
+    }
+
+    async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
+        let result = self.state.inner.rename_opts(from, to, options).await;
+        self.state.invalidate(from);
+        self.state.invalidate(to);
+        result
+    }
+}

@@ -70,7 +70,7 @@ pub struct ReplayArgs {
     /// (5000) or byte sizes (64MiB), comma-separated.
     #[arg(long, value_parser = name_arg, value_delimiter = ',', default_value = "0.01,0.05,0.1,0.2")]
     capacity: Vec<String>,
-    /// Policies: multiarc, multiarc-eager, multiarc-lazy, arc, car, lru, opt,
+    /// Policies: multiarc, multiarc-eager, multiarc-lazy, arc, car, lru, s3arc, opt,
     /// and the peers moka, quick_cache, foyer, tinyufo, concread-arc,
     /// mutex-lru. Default: multiarc, arc, lru, opt and the peers.
     #[arg(long, value_parser = name_arg, value_delimiter = ',')]

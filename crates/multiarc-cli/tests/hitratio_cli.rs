@@ -424,3 +424,54 @@ fn replay_with_a_second_tier() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--l2 applies to the multiarc policies"));
 }
+
+#[test]
+fn replay_and_scan_run_s3arc_by_name() {
+    // A loop of 150 blocks, 20 times, in 100 blocks: LRU never hits, S3ARC
+    // keeps part of the loop.
+    let text: String = (0..3000).map(|i| format!("{}\n", i % 150)).collect();
+    let path = temp("s3arc-loop.ids", &text);
+    let doc = json(&multiarc(&[
+        "replay",
+        path.to_str().unwrap(),
+        "--format",
+        "ids",
+        "--capacity",
+        "100",
+        "--policy",
+        "s3arc,arc,lru",
+        "--json",
+    ]));
+    let r = |p: &str| {
+        doc["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["policy"] == p)
+            .unwrap_or_else(|| panic!("no {p} row: {doc}"))["hit_ratio"]
+            .as_f64()
+            .unwrap()
+    };
+    assert_eq!(r("lru"), 0.0, "{doc}");
+    assert!(r("s3arc") > 0.2, "{doc}");
+
+    let doc = json(&multiarc(&[
+        "scan",
+        "--cache-bytes",
+        "4MiB",
+        "--pattern",
+        "uniform",
+        "--policy",
+        "s3arc,lru",
+        "--json",
+    ]));
+    let share = doc["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["policy"] == "s3arc")
+        .unwrap_or_else(|| panic!("no s3arc row: {doc}"))["protected_share"]
+        .as_f64()
+        .unwrap();
+    assert!(share >= 0.9, "s3arc let the scan flush the hot set: {doc}");
+}

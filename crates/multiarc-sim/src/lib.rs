@@ -9,6 +9,9 @@
 //! - [`reference`](mod@reference): the papers' page-based replacement policies, written
 //!   from their pseudo-code: ARC (Megiddo & Modha), CAR (Bansal & Modha) and
 //!   LRU, behind the [`PagePolicy`] trait.
+//! - [`probation`]: S3ARC ([`S3ArcPolicy`]), S3-FIFO's probationary and
+//!   main queues with ARC's ghost lists and self-tuning split: the
+//!   reference model of an adaptive policy for the cache.
 //! - [`opt`]: Belady's OPT, which needs each request's next use, and
 //!   [`opt::next_uses`] to compute them for a trace in memory
 //!   ([`opt::NextUseRecorder`] for a trace streamed in passes).
@@ -34,6 +37,7 @@
 
 pub mod opt;
 pub mod pass;
+pub mod probation;
 pub mod reference;
 pub mod source;
 pub mod trace;
@@ -41,6 +45,7 @@ pub mod workload;
 
 pub use opt::OptPolicy;
 pub use pass::{Pass, PassError};
+pub use probation::S3ArcPolicy;
 pub use reference::{ArcPolicy, CarPolicy, LruPolicy, PagePolicy};
 pub use source::{SourceError, TraceFile, TraceSource};
 pub use trace::{TraceError, TraceFormat, TraceReader};

@@ -2,7 +2,8 @@
 //! the one interface they are driven through.
 //!
 //! - The simulator's page-based policies: `arc`, `car`, `lru` (from
-//!   `multiarc_sim::reference`) and Belady's `opt`, which needs each
+//!   `multiarc_sim::reference`), `s3arc` (`multiarc_sim::probation`) and
+//!   Belady's `opt`, which needs each
 //!   request's next use (`multiarc_sim::opt::NextUses`).
 //! - The concurrent caches, built by [`peers::build`]: multiarc's rows
 //!   (`multiarc`, `multiarc-eager`, `multiarc-lazy`, `multiarc-1list`) and
@@ -18,6 +19,7 @@ pub use tiered::{check_room, TierOptions, TieredCache, MAX_TIER_BLOCKS};
 use crate::peers::{self, BenchCache};
 use anyhow::bail;
 use multiarc_sim::opt::{NextUses, OptPolicy, NEVER};
+use multiarc_sim::probation::S3ArcPolicy;
 use multiarc_sim::reference::{ArcPolicy, CarPolicy, LruPolicy, PagePolicy};
 
 /// `replay`'s policies when `--policy` is not given: multiarc, the
@@ -162,6 +164,7 @@ pub fn build(name: &str, blocks: u64) -> anyhow::Result<Policy> {
         "arc" => Policy::Page(Box::new(ArcPolicy::new(blocks as usize))),
         "car" => Policy::Page(Box::new(CarPolicy::new(blocks as usize))),
         "lru" => Policy::Page(Box::new(LruPolicy::new(blocks as usize))),
+        "s3arc" => Policy::Page(Box::new(S3ArcPolicy::new(blocks as usize))),
         "opt" => Policy::Opt(OptPolicy::new(blocks as usize)),
         // Every other row is a concurrent cache holding 1-byte values with a
         // capacity of `blocks` bytes: capacity counted in blocks.
@@ -204,9 +207,17 @@ mod tests {
             .collect();
         let distinct = trace.iter().collect::<HashSet<_>>().len() as u64;
         let next = NextUses::from(multiarc_sim::opt::next_uses(&trace));
-        for name in ["multiarc", "multiarc-eager", "arc", "car", "lru", "opt"]
-            .iter()
-            .chain(peers::BUILT_PEERS)
+        for name in [
+            "multiarc",
+            "multiarc-eager",
+            "arc",
+            "car",
+            "lru",
+            "s3arc",
+            "opt",
+        ]
+        .iter()
+        .chain(peers::BUILT_PEERS)
         {
             let built = built_capacity(name, u64::MAX, distinct);
             assert!(built >= distinct, "{name}");

@@ -123,16 +123,18 @@ pub fn build_with(
     #[cfg(feature = "peers")]
     let entries = entries as usize;
     Ok(match name {
-        "multiarc" => Box::new(Multiarc::new(capacity_bytes, sublists, None)?),
+        "multiarc" => Box::new(Multiarc::new(capacity_bytes, sublists, None, None)?),
         "multiarc-eager" => Box::new(Multiarc::new(
             capacity_bytes,
             sublists,
             Some(HitMode::Eager),
+            None,
         )?),
         "multiarc-lazy" => Box::new(Multiarc::new(
             capacity_bytes,
             sublists,
             Some(HitMode::Lazy),
+            None,
         )?),
         // The design before OpenZFS 5497: one locked list per state, and
         // hits that take it (eager).
@@ -140,6 +142,7 @@ pub fn build_with(
             capacity_bytes,
             Some(1),
             Some(HitMode::Eager),
+            None,
         )?),
         #[cfg(feature = "peers")]
         "moka" => Box::new(Moka(
@@ -184,6 +187,28 @@ pub fn build_with(
     })
 }
 
+/// A multiarc row (one of [`MULTIARC_NAMES`]) as `replay` builds it: 1-byte
+/// values, a capacity of `blocks`, inline eviction (no evict thread) and
+/// its random choices drawn from `seed`, so that its hits repeat.
+pub fn build_replayed(name: &str, blocks: u64, seed: u64) -> anyhow::Result<Box<dyn BenchCache>> {
+    let replayed = Some(seed);
+    Ok(match name {
+        "multiarc" => Box::new(Multiarc::new(blocks, None, None, replayed)?),
+        "multiarc-eager" => Box::new(Multiarc::new(blocks, None, Some(HitMode::Eager), replayed)?),
+        "multiarc-lazy" => Box::new(Multiarc::new(blocks, None, Some(HitMode::Lazy), replayed)?),
+        "multiarc-1list" => Box::new(Multiarc::new(
+            blocks,
+            Some(1),
+            Some(HitMode::Eager),
+            replayed,
+        )?),
+        other => bail!(
+            "{other} is not a multiarc row ({})",
+            MULTIARC_NAMES.join(", ")
+        ),
+    })
+}
+
 struct Multiarc {
     cache: Cache<u64>,
     policy: &'static str,
@@ -194,8 +219,12 @@ impl Multiarc {
         capacity: u64,
         sublists: Option<usize>,
         mode: Option<HitMode>,
+        replayed: Option<u64>,
     ) -> anyhow::Result<Multiarc> {
         let mut b = Cache::builder().max_bytes(capacity.max(1));
+        if let Some(seed) = replayed {
+            b = b.inline_eviction(true).seed(seed);
+        }
         if let Some(n) = sublists {
             b = b.sublists(n);
         }

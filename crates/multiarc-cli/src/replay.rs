@@ -94,6 +94,12 @@ pub struct ReplayArgs {
     /// overwrites whatever it reaches, as OpenZFS's L2ARC does).
     #[arg(long)]
     l2_keep_ratio: Option<u64>,
+    /// Seed of the multiarc rows' random choices (`Builder::seed`: their
+    /// key hasher and where each eviction walk starts among the sublists).
+    /// Those rows evict inline, so a replay with the same seed gives the
+    /// same rows in every run, whatever other policies are listed.
+    #[arg(long, default_value_t = DEFAULT_SEED)]
+    seed: u64,
     /// Draw hit ratio against capacity into this SVG file.
     #[arg(long)]
     plot: Option<PathBuf>,
@@ -101,6 +107,10 @@ pub struct ReplayArgs {
     #[arg(long)]
     json: bool,
 }
+
+/// `--seed` when not given: fixed, so that a replay gives the same numbers
+/// wherever and whenever it runs.
+const DEFAULT_SEED: u64 = 0;
 
 /// The trace formats `--format` names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -140,6 +150,8 @@ struct ReplayReport {
     format: String,
     requests: u64,
     distinct: u64,
+    /// `--seed`.
+    seed: u64,
     results: Vec<ReplayResult>,
 }
 
@@ -205,6 +217,8 @@ struct Plan {
     tier: TierOptions,
     /// Bytes per block, for byte capacities.
     block_size: u64,
+    /// The multiarc rows' seed.
+    seed: u64,
 }
 
 /// Replays `source` under every policy of `plan` at every capacity, each
@@ -222,6 +236,7 @@ fn replay(
         tier_sizes,
         tier,
         block_size,
+        seed,
     } = plan;
     let block_size = *block_size;
     bar.doing("counting requests and distinct blocks".to_string());
@@ -322,9 +337,9 @@ fn replay(
             .map(|(p, tier_blocks)| {
                 let built = built_capacity(p, blocks, distinct);
                 let policy = if *tier_blocks > 0 {
-                    policies::build_tiered(p, built, *tier_blocks, tier)?
+                    policies::build_tiered(p, built, *tier_blocks, tier, *seed)?
                 } else {
-                    policies::build(p, built)?
+                    policies::build_replayed(p, built, *seed)?
                 };
                 Ok((p.clone(), *tier_blocks, policy, 0))
             })
@@ -407,6 +422,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
             keep_ratio: args.l2_keep_ratio,
         },
         block_size: args.block_size,
+        seed: args.seed,
     };
     let bar = Bar::counting("replay", 0, "requests", args.json);
     let Outcome {
@@ -447,6 +463,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
             format: format_name.into(),
             requests,
             distinct,
+            seed: args.seed,
             results,
         };
         outln!("{}", serde_json::to_string_pretty(&report)?)?;
@@ -520,6 +537,7 @@ mod tests {
                 keep_ratio: None,
             },
             block_size: 8192,
+            seed: DEFAULT_SEED,
         }
     }
 

@@ -172,13 +172,30 @@ pub fn build(name: &str, blocks: u64) -> anyhow::Result<Policy> {
     })
 }
 
+/// Like [`build`], for `replay`: a multiarc row evicts inline (no evict
+/// thread whose timing would change the hits) and draws its random choices
+/// from `seed` (`Builder::seed`), so that the same trace gives the same
+/// hits in every run, whatever other rows run beside it. Other rows are
+/// built as by [`build`].
+pub fn build_replayed(name: &str, blocks: u64, seed: u64) -> anyhow::Result<Policy> {
+    if !peers::MULTIARC_NAMES.contains(&name) {
+        return build(name, blocks);
+    }
+    if blocks == 0 || blocks > MAX_POLICY_BLOCKS {
+        bail!("{name}: a capacity of {blocks} blocks is outside 1 to 2^48 blocks");
+    }
+    Ok(Policy::Cache(peers::build_replayed(name, blocks, seed)?))
+}
+
 /// Builds `name` (a multiarc policy, see [`can_have_tier`]) with `blocks`
-/// of memory and a second tier of `tier_blocks`.
+/// of memory and a second tier of `tier_blocks`, its random choices drawn
+/// from `seed`.
 pub fn build_tiered(
     name: &str,
     blocks: u64,
     tier_blocks: u64,
     options: &TierOptions,
+    seed: u64,
 ) -> anyhow::Result<Policy> {
     if !can_have_tier(name) {
         bail!("{name} has no second tier (the multiarc policies have)");
@@ -188,6 +205,7 @@ pub fn build_tiered(
         blocks,
         tier_blocks,
         options,
+        seed,
     )?))
 }
 
@@ -268,6 +286,6 @@ mod tests {
             mfu_only: false,
             keep_ratio: None,
         };
-        assert!(build_tiered("lru", 10, 10, &options).is_err());
+        assert!(build_tiered("lru", 10, 10, &options, 0).is_err());
     }
 }

@@ -78,12 +78,14 @@ pub fn check_room(tier_blocks: &[u64], dir: &Path) -> anyhow::Result<()> {
 }
 
 /// Builds `policy` (a multiarc one) with `blocks` of memory and a second
-/// tier of `tier_blocks`, its device in `options.dir`.
+/// tier of `tier_blocks`, its device in `options.dir`, its random choices
+/// drawn from `seed` (`Builder::seed`).
 pub(super) fn build(
     policy: &str,
     blocks: u64,
     tier_blocks: u64,
     options: &TierOptions,
+    seed: u64,
 ) -> anyhow::Result<TieredCache> {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let path = options.dir.join(format!(
@@ -107,6 +109,7 @@ pub(super) fn build(
         .min_bytes(1)
         .hit_mode(mode)
         .inline_eviction(true)
+        .seed(seed)
         .l2(&path, device_bytes(tier_blocks, batch))
         .l2_write_max(batch * 4096)
         // The synchronous feed runs once a batch's worth has been inserted:

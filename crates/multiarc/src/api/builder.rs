@@ -31,6 +31,7 @@ pub struct Builder<K> {
     hash_stripes: Option<usize>,
     inline_eviction: bool,
     hit_mode: HitMode,
+    seed: Option<u64>,
     l2: Option<L2Config>,
     /// Set by `l2` (which needs `K: PersistentKey`); `build` hands it to
     /// the tier.
@@ -57,6 +58,7 @@ impl<K> Clone for Builder<K> {
             hash_stripes: self.hash_stripes,
             inline_eviction: self.inline_eviction,
             hit_mode: self.hit_mode,
+            seed: self.seed,
             l2: self.l2.clone(),
             key_codec: self.key_codec.clone(),
         }
@@ -74,6 +76,7 @@ impl<K> fmt::Debug for Builder<K> {
             .field("hash_stripes", &self.hash_stripes)
             .field("inline_eviction", &self.inline_eviction)
             .field("hit_mode", &self.hit_mode)
+            .field("seed", &self.seed)
             .field("l2", &self.l2)
             .finish()
     }
@@ -91,6 +94,7 @@ impl<K> Default for Builder<K> {
             hash_stripes: None,
             inline_eviction: false,
             hit_mode: HitMode::default(),
+            seed: None,
             l2: None,
             key_codec: None,
         }
@@ -164,6 +168,22 @@ impl<K> Builder<K> {
         self
     }
 
+    /// The seed of the cache's random choices: the key hasher (which keys
+    /// share a sublist and a lock stripe) and where each eviction walk and
+    /// second-tier feed starts among the sublists. With a seed, inline
+    /// eviction and one thread, the same requests give the same hits,
+    /// evictions and contents in every run (`multiarc replay` relies on
+    /// it); with the evict thread, its timing still varies.
+    ///
+    /// Default: a random seed per cache, as a `HashMap`'s: keys chosen to
+    /// collide cannot be aimed at one sublist or stripe of a cache they
+    /// do not know the seed of. Set one for reproducible runs (tests,
+    /// simulations), not for a cache that faces untrusted keys.
+    pub fn seed(mut self, seed: u64) -> Builder<K> {
+        self.seed = Some(seed);
+        self
+    }
+
     pub(crate) fn config(&self) -> Result<Config, ConfigError> {
         let max_bytes = self
             .max_bytes
@@ -219,6 +239,7 @@ impl<K> Builder<K> {
             hash_stripes: hash_stripes.next_power_of_two(),
             inline_eviction: self.inline_eviction,
             hit_mode: self.hit_mode,
+            seed: self.seed,
         })
     }
 

@@ -34,4 +34,7 @@ pub(crate) struct Config {
     pub(crate) hash_stripes: usize,
     pub(crate) inline_eviction: bool,
     pub(crate) hit_mode: HitMode,
+    /// `Builder::seed`: where the cache's random choices (the key hasher,
+    /// the walks' random starts) come from; `None`: a random seed.
+    pub(crate) seed: Option<u64>,
 }

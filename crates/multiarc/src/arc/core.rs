@@ -14,15 +14,16 @@ use super::stats::Events;
 use super::tier::SecondTier;
 use crate::lock::{CachePadded, Mutex};
 use crate::mem::sync::{AtomicU64, Ordering};
-use crate::mem::{EntryPtr, HashTable, Limbo, Multilist, State, Striped};
+use crate::mem::{Draws, EntryPtr, HashTable, Limbo, Multilist, State, Striped};
 use std::hash::{BuildHasher, Hash};
 use std::marker::PhantomData;
 use std::sync::Arc;
 
 /// Hashes keys: seeded at random per cache (so adversarial keys cannot be
-/// aimed at one stripe), except under loom, whose executions must repeat.
+/// aimed at one stripe) unless `Builder::seed` gave a seed, and fixed under
+/// loom, whose executions must repeat.
 #[cfg(not(loom))]
-type KeyHasher = foldhash::fast::RandomState;
+type KeyHasher = foldhash::fast::SeedableRandomState;
 #[cfg(loom)]
 type KeyHasher = foldhash::fast::FixedState;
 
@@ -45,6 +46,8 @@ pub(crate) struct Core<K, M> {
     pub(crate) handshake: EvictHandshake,
     /// The second tier, if the builder added one.
     pub(crate) tier: Option<Arc<dyn SecondTier<K>>>,
+    /// The random starts of eviction walks and feeds (`random`).
+    draws: Draws,
     /// Entries out of the table that a probe without the lock may still be
     /// reading (lazy mode), one bin per sublist index.
     garbage: Box<[GarbageBin<K>]>,
@@ -71,7 +74,7 @@ impl<K: Eq + Hash, M> Core<K, M> {
         let expected = (config.max_bytes / 4096).min(1 << 26) as usize;
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         Core {
-            hasher: KeyHasher::default(),
+            hasher: key_hasher(config.seed),
             table: HashTable::new(
                 config.hash_stripes,
                 expected,
@@ -90,6 +93,7 @@ impl<K: Eq + Hash, M> Core<K, M> {
             events: Events::new((cpus * 2).max(8)),
             handshake: EvictHandshake::default(),
             tier,
+            draws: Draws::new(config.seed.unwrap_or_else(random_seed)),
             garbage: (0..n)
                 .map(|_| CachePadded::new(Mutex::new(Limbo::default())))
                 .collect(),
@@ -115,7 +119,32 @@ impl<K: Eq + Hash, M> Core<K, M> {
     }
 }
 
+/// The key hasher of a cache with seed `seed` (`None`: random).
+#[cfg(not(loom))]
+fn key_hasher(seed: Option<u64>) -> KeyHasher {
+    match seed {
+        Some(seed) => KeyHasher::with_seed(seed, foldhash::SharedSeed::global_fixed()),
+        None => KeyHasher::random(),
+    }
+}
+
+#[cfg(loom)]
+fn key_hasher(_seed: Option<u64>) -> KeyHasher {
+    KeyHasher::default()
+}
+
+/// A seed for a cache built without one.
+fn random_seed() -> u64 {
+    foldhash::fast::RandomState::default().hash_one(0u64)
+}
+
 impl<K, M> Core<K, M> {
+    /// A number of the cache's own pseudo-random sequence (`Builder::seed`),
+    /// for where a walk over the sublists starts.
+    pub(crate) fn random(&self) -> u64 {
+        self.draws.next()
+    }
+
     /// The sublist (same index in every state's multilist) of a hash.
     #[inline]
     pub(crate) fn sublist_of(&self, hash: u64) -> usize {

@@ -22,7 +22,6 @@ use super::stats::Event;
 use super::tier::{ArcTails, EvictedCopy, Presence};
 use crate::mem::sync::unpoisoned;
 use crate::mem::sync::Ordering;
-use crate::mem::thread_random;
 use crate::mem::{EntryPtr, State};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -84,6 +83,10 @@ impl<K: Key, M: HitModeImpl> Evictable for Core<K, M> {
 impl<K: Key, M: HitModeImpl> ArcTails<K> for Core<K, M> {
     fn sublists(&self) -> usize {
         self.config.sublists
+    }
+
+    fn random(&self) -> u64 {
+        Core::random(self)
     }
 
     fn evicting_mru_first(&self) -> bool {
@@ -326,7 +329,7 @@ fn evict_state<K: Key, M: HitModeImpl>(
 ) -> Walk {
     let list = &core.list(state);
     let n = list.len();
-    let start = (thread_random() % n as u64) as usize;
+    let start = (core.random() % n as u64) as usize;
     let batch = core.config.evict_batch_limit;
     // Moves do not free anything: bound how many a visit may make.
     let visit_limit = batch.saturating_mul(8);

@@ -102,6 +102,10 @@ pub(crate) trait ArcTails<K>: Send + Sync {
     /// Sublists per list.
     fn sublists(&self) -> usize;
 
+    /// A number of the cache's own pseudo-random sequence (`Builder::seed`),
+    /// for where the feed's walk over the sublists starts.
+    fn random(&self) -> u64;
+
     /// True when eviction would take from the MRU list now (ARC's REPLACE,
     /// as things stand).
     fn evicting_mru_first(&self) -> bool;

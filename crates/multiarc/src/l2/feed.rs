@@ -20,7 +20,6 @@
 use super::{Added, Tier};
 use crate::arc::{ArcTails, Key};
 use crate::mem::sync::{unpoisoned, Ordering};
-use crate::mem::thread_random;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -47,7 +46,7 @@ pub(crate) fn feed_once<K: Key>(tier: &Tier<K>, arc: &dyn ArcTails<K>) -> u64 {
     let n = arc.sublists();
     'lists: for &mfu in lists {
         let per_sublist = budget.div_ceil(n as u64).max(1);
-        let start = (thread_random() % n as u64) as usize;
+        let start = (arc.random() % n as u64) as usize;
         let tails: Vec<Vec<(K, u64)>> = (0..n)
             .map(|k| arc.tail_keys(mfu, (start + k) % n, per_sublist))
             .collect();
@@ -254,6 +253,10 @@ mod tests {
     impl ArcTails<u64> for FakeArc {
         fn sublists(&self) -> usize {
             self.tails[0].len()
+        }
+
+        fn random(&self) -> u64 {
+            0
         }
 
         fn evicting_mru_first(&self) -> bool {

@@ -25,7 +25,7 @@ pub(crate) use entry::{EntryPtr, Header, State};
 pub(crate) use epoch::pin;
 pub(crate) use epoch::{try_pin, Limbo};
 pub(crate) use multilist::Multilist;
-pub(crate) use striped::{thread_random, thread_stripe, Striped};
+pub(crate) use striped::{thread_stripe, Draws, Striped};
 pub(crate) use table::{HashTable, Probe};
 
 /// The fields of an entry's meta word (see `entry`).

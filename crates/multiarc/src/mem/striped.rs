@@ -70,26 +70,41 @@ pub(crate) fn thread_stripe() -> usize {
     })
 }
 
-/// A cheap per-thread pseudo-random number, for picking where an eviction
-/// pass starts. Not for anything that needs real randomness: it is a hash
-/// (foldhash, the hash table's own) of the thread's stripe number and of how
-/// many numbers the thread has drawn, not a generator of its own.
-pub(crate) fn thread_random() -> u64 {
-    use std::hash::BuildHasher;
-    if cfg!(loom) {
-        return 0;
+/// A cache's own pseudo-random numbers, for picking where an eviction walk
+/// or a second-tier feed starts. Not for anything that needs real
+/// randomness: draw `i` is a hash (foldhash, the hash table's own) of the
+/// seed and of `i`, counted by one atomic per cache. So the sequence
+/// depends on the seed and on the order of draws only, never on which
+/// thread draws or on what else runs in the process: with inline eviction
+/// and one thread, a cache given the same seed and the same requests makes
+/// the same choices. Drawn once per walk, never on a hit.
+pub(crate) struct Draws {
+    mix: foldhash::fast::FixedState,
+    drawn: std::sync::atomic::AtomicU64,
+}
+
+impl Draws {
+    pub(crate) fn new(seed: u64) -> Self {
+        Draws {
+            mix: foldhash::fast::FixedState::with_seed(seed),
+            drawn: std::sync::atomic::AtomicU64::new(0),
+        }
     }
-    thread_local! {
-        static DRAWN: Cell<u64> = const { Cell::new(0) };
+
+    /// The next number.
+    pub(crate) fn next(&self) -> u64 {
+        use std::hash::BuildHasher;
+        // Under loom every execution must repeat its choices: the walk
+        // always starts at sublist 0 there.
+        if cfg!(loom) {
+            return 0;
+        }
+        // Relaxed: the counter only has to hand out each number once.
+        let i = self
+            .drawn
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.mix.hash_one(i)
     }
-    let n = DRAWN.with(|d| {
-        let n = d.get().wrapping_add(1);
-        d.set(n);
-        n
-    });
-    const MIX: foldhash::fast::FixedState =
-        foldhash::fast::FixedState::with_seed(0x6D75_6C74_6961_7263);
-    MIX.hash_one((thread_stripe() as u64, n))
 }
 
 #[cfg(all(test, not(loom)))]
@@ -108,20 +123,41 @@ mod tests {
         assert_eq!(c.sum(1), 1);
     }
 
-    /// Successive draws of one thread spread evenly over a few sublists
-    /// (the eviction walk takes them modulo the sublist count).
+    /// Successive draws spread evenly over a few sublists (the eviction
+    /// walk takes them modulo the sublist count).
     #[test]
-    fn thread_random_spreads_over_sublists() {
+    fn draws_spread_over_sublists() {
+        let draws = Draws::new(7);
         for n in [3u64, 8, 13] {
             let mut seen = vec![0u32; n as usize];
             for _ in 0..8000 {
-                seen[(thread_random() % n) as usize] += 1;
+                seen[(draws.next() % n) as usize] += 1;
             }
             let expect = 8000 / n as u32;
             for &c in &seen {
                 assert!(c > expect / 2 && c < expect * 3 / 2, "{n}: {seen:?}");
             }
         }
-        assert_ne!(thread_random(), thread_random());
+        assert_ne!(draws.next(), draws.next());
+    }
+
+    /// The same seed gives the same sequence, whichever thread draws; other
+    /// seeds give other sequences.
+    #[test]
+    fn draws_depend_on_the_seed_only() {
+        let here: Vec<u64> = {
+            let d = Draws::new(42);
+            (0..100).map(|_| d.next()).collect()
+        };
+        let there = std::thread::spawn(|| {
+            let d = Draws::new(42);
+            (0..100).map(|_| d.next()).collect::<Vec<u64>>()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(here, there);
+        let other = Draws::new(43);
+        let other: Vec<u64> = (0..100).map(|_| other.next()).collect();
+        assert_ne!(here, other);
     }
 }

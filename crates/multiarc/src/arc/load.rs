@@ -96,26 +96,42 @@ where
                 }
             },
         };
-        match load {
-            Ok(data) => {
-                let entry =
-                    insert_entry::<K, M, V>(core, key.clone(), &data, Some(&pending), l2_origin);
-                guard.disarm();
-                complete_done(core, &pending, entry);
-                return Ok(entry);
-            }
-            Err(err) => {
-                core.events.count(Event::LoadFailure);
-                let err = Arc::new(err);
-                guard.disarm();
-                complete_unloaded(
-                    core,
-                    hash,
-                    &pending,
-                    LoadResult::Failed(Arc::clone(&err) as _),
-                );
-                return Err(Some(err));
-            }
+        return finish_load::<K, M, V, E>(core, &key, hash, &pending, guard, load, l2_origin)
+            .map_err(Some);
+    }
+}
+
+/// A load's outcome, for its waiters too (the sync and the async path
+/// alike): loaded bytes are inserted and handed to every waiter, an error
+/// is shared with them and caches nothing. `guard` is disarmed once the
+/// outcome is settled.
+pub(super) fn finish_load<K: Key, M: HitModeImpl, V: Evictor, E: Send + Sync + 'static>(
+    core: &Core<K, M>,
+    key: &K,
+    hash: u64,
+    pending: &Arc<Pending<K>>,
+    mut guard: AbandonOnDrop<'_, K, M>,
+    load: Result<Vec<u8>, E>,
+    l2_origin: Option<GhostHit>,
+) -> Result<EntryPtr<K>, Arc<E>> {
+    match load {
+        Ok(data) => {
+            let entry = insert_entry::<K, M, V>(core, key.clone(), &data, Some(pending), l2_origin);
+            guard.disarm();
+            complete_done(core, pending, entry);
+            Ok(entry)
+        }
+        Err(err) => {
+            core.events.count(Event::LoadFailure);
+            let err = Arc::new(err);
+            guard.disarm();
+            complete_unloaded(
+                core,
+                hash,
+                pending,
+                LoadResult::Failed(Arc::clone(&err) as _),
+            );
+            Err(err)
         }
     }
 }

@@ -17,10 +17,9 @@ use super::core::Core;
 use super::evict::Evictor;
 use super::hit_mode::HitModeImpl;
 use super::inflight::{LoadResult, Pending};
-use super::insert::insert_entry;
 use super::io_pool::IoPool;
 use super::key::Key;
-use super::load::{complete_done, complete_unloaded, AbandonOnDrop};
+use super::load::{finish_load, AbandonOnDrop};
 use super::policy::GhostHit;
 use super::stats::Event;
 use super::tier::{Presence, TierRead};
@@ -108,7 +107,7 @@ where
         core.events.count(Event::Miss);
         // Dropped (the future cancelled, or the loader panicked) before
         // the load completes: abandoned, and a waiter takes it over.
-        let mut guard = AbandonOnDrop::new(core, hash, &pending);
+        let guard = AbandonOnDrop::new(core, hash, &pending);
         let (load, l2_origin) = match read_tier(core, io, &key).await {
             Some(read) => {
                 let origin = if read.mfu {
@@ -124,27 +123,7 @@ where
                 (loader().await, None)
             }
         };
-        match load {
-            Ok(data) => {
-                let entry =
-                    insert_entry::<K, M, V>(core, key.clone(), &data, Some(&pending), l2_origin);
-                guard.disarm();
-                complete_done(core, &pending, entry);
-                return Ok(entry);
-            }
-            Err(err) => {
-                core.events.count(Event::LoadFailure);
-                let err = Arc::new(err);
-                guard.disarm();
-                complete_unloaded(
-                    core,
-                    hash,
-                    &pending,
-                    LoadResult::Failed(Arc::clone(&err) as _),
-                );
-                return Err(err);
-            }
-        }
+        return finish_load::<K, M, V, E>(core, &key, hash, &pending, guard, load, l2_origin);
     }
 }
 

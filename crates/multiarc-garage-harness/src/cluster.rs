@@ -261,7 +261,7 @@ impl Garage {
             .iter()
             .map(|node| {
                 format!(
-                    "--- garage node {} log ({}), last lines:\n{}",
+                    "--- garage node {} log ({}, removed with the cluster), last lines:\n{}",
                     node.index,
                     node.log.display(),
                     node.log_tail(LOG_TAIL_LINES)

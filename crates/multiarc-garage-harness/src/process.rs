@@ -258,7 +258,7 @@ pub(crate) fn wait_for<T>(
 ) -> Result<T, HarnessError> {
     let started = Instant::now();
     loop {
-        check()?;
+        check().map_err(|e| HarnessError::Failed(format!("{e}, while waiting for {what}")))?;
         if let Some(value) = ready() {
             log::debug!("{what}: after {:?}", started.elapsed());
             return Ok(value);

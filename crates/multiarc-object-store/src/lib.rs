@@ -87,12 +87,12 @@
 //!   started more than the TTL after an object's last rewrite returned
 //!   gave the new version. Observed staleness (from an object's last
 //!   rewrite returning to the end of the last read that still gave an
-//!   older version): at most 424 to 598 ms per run over three runs; in the
-//!   first, broken down by reader: 598 ms for the reader whose memory holds every
-//!   object (only its metadata's expiry shows it the change) and 25 and 28
+//!   older version): at most 424 to 598 ms per run over three runs; in
+//!   the first, by reader: 598 ms for the reader whose memory holds every
+//!   object (only its metadata's expiry shows it the change), 25 and 28
 //!   ms for the two whose memory holds a third (a refused block fetch
-//!   shows it). With the `If-Match` and ETag checks removed,
-//!   the test fails on a mixed read.
+//!   shows it). With the `If-Match` and ETag checks removed, the test
+//!   fails on a mixed read.
 //! - **Writes through the store** (`put`, multipart `complete`, `delete`,
 //!   `copy`, `rename`) drop the object's metadata and the blocks of the
 //!   version it named, and a HEAD that was in flight during a write is not

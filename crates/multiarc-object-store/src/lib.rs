@@ -87,7 +87,7 @@
 //!   started more than the TTL after an object's last rewrite returned
 //!   gave the new version. Observed staleness (from an object's last
 //!   rewrite returning to the end of the last read that still gave an
-//!   older version): at most 424 to 598 ms per run over three runs; in
+//!   older version): at most 424 to 826 ms per run over four runs; in
 //!   the first, by reader: 598 ms for the reader whose memory holds every
 //!   object (only its metadata's expiry shows it the change), 25 and 28
 //!   ms for the two whose memory holds a third (a refused block fetch

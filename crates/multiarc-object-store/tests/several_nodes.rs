@@ -600,5 +600,9 @@ fn coordinator() -> ExitCode {
         started.elapsed()
     );
     println!("test {TEST_NAME} ... ok");
+    println!(
+        "\ntest result: ok. 1 passed; 0 failed; finished in {:.2}s\n",
+        started.elapsed().as_secs_f64()
+    );
     ExitCode::SUCCESS
 }

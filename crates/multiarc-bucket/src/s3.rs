@@ -1,8 +1,8 @@
 //! `s3://bucket[/prefix]` sources and the S3 client for them.
 
-use object_store::aws::{AmazonS3, AmazonS3Builder};
+use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::path::Path;
-use object_store::{BackoffConfig, ClientOptions, ObjectStore, RetryConfig};
+use object_store::{BackoffConfig, ClientConfigKey, ObjectStore, RetryConfig};
 use std::time::Duration;
 
 /// A bucket, and the prefix inside it that is the mount's root.
@@ -111,11 +111,17 @@ pub fn s3_store(source: &S3Source, options: &S3Options) -> object_store::Result<
             .with_allow_http(endpoint.starts_with("http://"))
             .with_virtual_hosted_style_request(false);
     }
+    // Set key by key: `with_client_options` would replace the options
+    // the environment and `with_allow_http` set.
+    let timeout = |d: Duration| format!("{}ms", d.as_millis());
     builder
-        .with_client_options(
-            ClientOptions::new()
-                .with_timeout(options.request_timeout)
-                .with_connect_timeout(Duration::from_secs(5)),
+        .with_config(
+            AmazonS3ConfigKey::Client(ClientConfigKey::Timeout),
+            timeout(options.request_timeout),
+        )
+        .with_config(
+            AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout),
+            timeout(Duration::from_secs(5)),
         )
         .with_retry(RetryConfig {
             backoff: BackoffConfig {

@@ -599,10 +599,12 @@ impl<S: ObjectStore> BucketFs<S> {
     }
 
     fn complete(&self, upload: &tokio::sync::Mutex<Upload>) -> Result<(), Errno> {
-        let (ino, written, result) = self.runtime.block_on(async {
+        let (ino, written, result, first_failure) = self.runtime.block_on(async {
             let mut upload = upload.lock().await;
             let result = upload.complete(&*self.store).await;
-            (upload.ino, upload.written, result)
+            let first_failure = result.is_err() && !upload.failure_seen;
+            upload.failure_seen |= result.is_err();
+            (upload.ino, upload.written, result, first_failure)
         });
         let mut inodes = lock(&self.inodes);
         match result {
@@ -622,6 +624,7 @@ impl<S: ObjectStore> BucketFs<S> {
                 }
                 Ok(())
             }
+            Err(e) if !first_failure => Err(e),
             Err(e) => {
                 self.counters.upload_errors.fetch_add(1, Ordering::Relaxed);
                 if let Some(node) = inodes.get_mut(ino) {

@@ -23,6 +23,10 @@ pub(crate) struct Upload {
     /// Bytes written so far (the next write must start here).
     pub(crate) written: u64,
     pub(crate) state: UploadState,
+    /// Whether the filesystem has counted (and cleaned up after) this
+    /// upload's failure: a failed file's later flushes and release report
+    /// the same `EIO` again, but it failed once.
+    pub(crate) failure_seen: bool,
     /// Written bytes not yet handed to a multipart upload.
     buffer: Vec<u8>,
     multipart: Option<WriteMultipart>,
@@ -37,6 +41,7 @@ impl Upload {
             path,
             written: 0,
             state: UploadState::Open,
+            failure_seen: false,
             buffer: Vec::new(),
             multipart: None,
             part_size,

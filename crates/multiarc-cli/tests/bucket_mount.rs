@@ -471,3 +471,84 @@ fn a_missing_bucket_or_unreachable_endpoint_is_one_line_and_nothing_mounted() {
         "{err}"
     );
 }
+
+#[test]
+fn a_daemon_killed_mid_upload_leaves_the_old_object_or_nothing() {
+    if !have_fuse("a_daemon_killed_mid_upload_leaves_the_old_object_or_nothing") {
+        return;
+    }
+    let server = start_server();
+    put(&server, "kept", b"the old version".to_vec());
+    let dir = Dir::new("kill");
+    let mut m = Mount::start(&server, &dir, "mnt", &["--allow-overwrite"]);
+    // Past one part (8 MiB): a multipart upload is under way when the
+    // daemon dies; and an overwrite of an existing object, half written.
+    let mut big = File::create(m.path("big")).unwrap();
+    for _ in 0..10 {
+        big.write_all(&pattern(1 << 20, 9)).unwrap();
+    }
+    let mut over = OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(m.path("kept"))
+        .unwrap();
+    over.write_all(b"a new version, never finished").unwrap();
+    let mut child = m.child.take().unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    drop((big, over));
+    assert_eq!(get(&server, "big"), None, "no partial object");
+    assert_eq!(
+        get(&server, "kept").as_deref(),
+        Some(&b"the old version"[..])
+    );
+    // The dead mount is cleaned up at drop (fusermount3 -u).
+    let _ = Command::new("fusermount3").arg("-uz").arg(&m.mnt).status();
+    m.mnt = dir.0.join("gone");
+}
+
+#[test]
+fn in_the_background_the_command_returns_once_mounted_and_stats_reads_it() {
+    if !have_fuse("in_the_background_the_command_returns_once_mounted_and_stats_reads_it") {
+        return;
+    }
+    let server = start_server();
+    put(&server, "p/q", b"background".to_vec());
+    let dir = Dir::new("daemon");
+    let mnt = dir.0.join("mnt");
+    fs::create_dir_all(&mnt).unwrap();
+    let log = dir.0.join("daemon.log");
+    let out = mount_command(&server.endpoint, &format!("s3://{BUCKET}/p"), &mnt)
+        .args(["--log", log.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Not a child of ours: unmounted (and so ended) by fusermount3 below.
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("fusermount3").arg("-uz").arg(&self.0).status();
+        }
+    }
+    let _guard = Unmount(mnt.clone());
+    assert!(is_mounted(&mnt));
+    assert_eq!(names(&mnt), ["q"], "the prefix is the root");
+    assert_eq!(fs::read(mnt.join("q")).unwrap(), b"background");
+    let stats = Command::new(BIN)
+        .args(["stats", "--json"])
+        .arg(&mnt)
+        .output()
+        .unwrap();
+    assert!(
+        stats.status.success(),
+        "{}",
+        String::from_utf8_lossy(&stats.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&stats.stdout).unwrap();
+    assert!(json["store_requests"].as_u64().unwrap() > 0, "{json}");
+    assert!(json["bucket_listings"].as_u64().unwrap() >= 1, "{json}");
+}

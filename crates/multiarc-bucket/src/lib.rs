@@ -27,9 +27,11 @@
 //!   (its ETag), as the cached store knows it: checked with a HEAD once the
 //!   metadata TTL has passed since the last check. Every read through that
 //!   handle serves that version: blocks are cached per version, and each
-//!   fetch is conditional on its ETag. No read mixes two versions. When the
-//!   store has a newer version and a read needs a block not cached, the read
-//!   fails with `ESTALE`: reopen the file.
+//!   read is conditional on its ETag. No read mixes two versions. Once the
+//!   cached store learns of a newer version (a HEAD after the TTL, or a
+//!   block fetch that finds the ETag changed), reads through handles opened
+//!   on the old one fail with `ESTALE`: reopen the file. With a TTL of
+//!   zero, every read checks the version with a HEAD.
 //! - **Another node's write** is seen at this node's next open once the
 //!   TTL has passed since this node last checked the object (at most TTL
 //!   plus a HEAD's round trip after the write completed). A file written

@@ -47,13 +47,10 @@ pub struct DirEntry {
 
 /// An open file or directory.
 enum Handle {
-    /// A file open for reading: the version it opened, which its reads
-    /// serve (or fail with `ESTALE` once the store has another).
-    Read {
-        path: Path,
-        e_tag: Option<String>,
-        size: u64,
-    },
+    /// A file open for reading: the version it opened (its metadata as
+    /// the store gave it), which its reads serve (or fail with `ESTALE` once
+    /// the store has another).
+    Read(ObjectMeta),
     Write(Arc<tokio::sync::Mutex<Upload>>),
     Dir(Arc<Vec<DirEntry>>),
 }
@@ -68,6 +65,8 @@ struct Counters {
     upload_errors: AtomicU64,
     store_errors: AtomicU64,
     deletes: AtomicU64,
+    stale_opens: AtomicU64,
+    cached_reads_while_failing: AtomicU64,
 }
 
 /// A bucket (or a prefix of one) as a filesystem. See the crate docs for
@@ -466,22 +465,35 @@ impl<S: ObjectStore> BucketFs<S> {
             }
             return self.start_upload(ino, path);
         }
-        let meta = self
-            .runtime
-            .block_on(self.store.head(&path))
-            .map_err(|e| self.store_error(&format!("opening {path}"), &e))?;
-        {
-            let mut inodes = lock(&self.inodes);
-            if let Some(node) = inodes.get_mut(ino) {
-                node.remote = Some(remote_of(&meta));
-                node.checked = Some(Instant::now());
+        let meta = match self.runtime.block_on(self.store.head(&path)) {
+            Ok(meta) => {
+                let mut inodes = lock(&self.inodes);
+                if let Some(node) = inodes.get_mut(ino) {
+                    node.remote = Some(remote_of(&meta));
+                    node.checked = Some(Instant::now());
+                    node.opened = Some(meta.clone());
+                }
+                meta
             }
-        }
-        Ok(self.insert_handle(Handle::Read {
-            path,
-            e_tag: meta.e_tag,
-            size: meta.size,
-        }))
+            Err(e) => {
+                let errno = self.store_error(&format!("opening {path}"), &e);
+                // The store cannot be reached: the version this mount last
+                // opened, whose cached blocks can still be read.
+                let last = lock(&self.inodes).get(ino).and_then(|n| n.opened.clone());
+                match last {
+                    Some(meta) if errno == Errno::EIO => {
+                        log::warn!(
+                            "{path}: opening the version last seen ({}) while the store fails",
+                            meta.e_tag.as_deref().unwrap_or("no ETag")
+                        );
+                        self.counters.stale_opens.fetch_add(1, Ordering::Relaxed);
+                        meta
+                    }
+                    _ => return Err(errno),
+                }
+            }
+        };
+        Ok(self.insert_handle(Handle::Read(meta)))
     }
 
     fn start_upload(&self, ino: u64, path: Path) -> Result<u64, Errno> {
@@ -503,20 +515,17 @@ impl<S: ObjectStore> BucketFs<S> {
     }
 
     /// Reads `size` bytes at `offset` of the version the handle opened
-    /// (fewer at its end): through the block cache, each fetch conditional
-    /// on that version's ETag. `ESTALE` when the store has another version
-    /// and the blocks needed are not cached.
+    /// (fewer at its end): through the block cache, each read conditional
+    /// on that version's ETag. `ESTALE` once the cached store knows of
+    /// another version. While the store fails (`EIO`), what the cache holds
+    /// of the handle's version is still served.
     pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Bytes, Errno> {
         let handle = self.handle(fh)?;
-        let Handle::Read {
-            path,
-            e_tag,
-            size: len,
-        } = &*handle
-        else {
+        let Handle::Read(meta) = &*handle else {
             return Err(Errno::EBADF);
         };
-        let end = offset.saturating_add(size as u64).min(*len);
+        let (path, e_tag) = (&meta.location, &meta.e_tag);
+        let end = offset.saturating_add(size as u64).min(meta.size);
         if offset >= end {
             return Ok(Bytes::new());
         }
@@ -526,10 +535,27 @@ impl<S: ObjectStore> BucketFs<S> {
             ..GetOptions::default()
         };
         let what = || format!("reading {path} at {offset}");
-        let bytes = self
+        let fetched = self
             .runtime
-            .block_on(async { self.store.get_opts(path, options).await?.bytes().await })
-            .map_err(|e| self.store_error(&what(), &e))?;
+            .block_on(async { self.store.get_opts(path, options).await?.bytes().await });
+        let bytes = match fetched {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                let errno = self.store_error(&what(), &e);
+                // The store fails (its metadata may have expired, so the
+                // cached store cannot vouch for the version): the blocks of
+                // this handle's version, if the cache holds them all.
+                match self.cached_range(meta, offset, end) {
+                    Some(bytes) if errno == Errno::EIO => {
+                        self.counters
+                            .cached_reads_while_failing
+                            .fetch_add(1, Ordering::Relaxed);
+                        return Ok(bytes);
+                    }
+                    _ => return Err(errno),
+                }
+            }
+        };
         if bytes.len() as u64 != end - offset {
             log::error!(
                 "{}: {} bytes instead of {}",
@@ -540,6 +566,27 @@ impl<S: ObjectStore> BucketFs<S> {
             return Err(Errno::EIO);
         }
         Ok(bytes)
+    }
+
+    /// Bytes `start..end` of the version `meta` describes, from the blocks
+    /// in the cache (memory, or the second tier); `None` unless it holds
+    /// every one, whole.
+    fn cached_range(&self, meta: &ObjectMeta, start: u64, end: u64) -> Option<Bytes> {
+        let block_size = self.store.block_size();
+        let mut out = Vec::with_capacity((end - start) as usize);
+        for block in start / block_size..=(end - 1) / block_size {
+            let key = self.store.block_key(&meta.location, meta, block);
+            let cached = self.store.cache().get(&key)?;
+            let block_start = block * block_size;
+            let block_len = (meta.size - block_start).min(block_size);
+            if cached.len() as u64 != block_len {
+                return None;
+            }
+            let from = start.max(block_start) - block_start;
+            let to = end.min(block_start + block_len) - block_start;
+            out.extend_from_slice(&cached[from as usize..to as usize]);
+        }
+        Some(out.into())
     }
 
     /// Creates a new file `name` in `parent`, open for writing: it exists
@@ -771,6 +818,11 @@ impl<S: ObjectStore> BucketFs<S> {
             ("bucket_upload_errors", load(&c.upload_errors)),
             ("bucket_deletes", load(&c.deletes)),
             ("bucket_store_errors", load(&c.store_errors)),
+            ("bucket_stale_opens", load(&c.stale_opens)),
+            (
+                "bucket_cached_reads_while_failing",
+                load(&c.cached_reads_while_failing),
+            ),
             ("bucket_inodes", lock(&self.inodes).len() as u64),
             ("bucket_open_handles", lock(&self.handles).len() as u64),
         ]);

@@ -10,6 +10,7 @@
 
 use crate::Kind;
 use object_store::path::Path;
+use object_store::ObjectMeta;
 use std::collections::HashMap;
 use std::time::{Instant, SystemTime};
 
@@ -43,6 +44,9 @@ pub(crate) struct Node {
     pub(crate) writing: Option<u64>,
     /// A directory made here that the store may not know yet.
     pub(crate) local_dir: bool,
+    /// The object's metadata as the last open got it from the store: what
+    /// an open falls back to while the store cannot be reached.
+    pub(crate) opened: Option<ObjectMeta>,
     /// The kernel's references (lookups not yet forgotten).
     pub(crate) lookups: u64,
 }
@@ -74,6 +78,7 @@ impl Inodes {
                 checked: None,
                 writing: None,
                 local_dir: true,
+                opened: None,
                 lookups: 1,
             },
         );
@@ -122,6 +127,7 @@ impl Inodes {
                 checked: None,
                 writing: None,
                 local_dir: false,
+                opened: None,
                 lookups: 0,
             },
         );

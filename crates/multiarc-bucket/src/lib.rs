@@ -67,8 +67,11 @@
 //!
 //! A store error is `EIO` to the caller (`ENOENT` for a missing object,
 //! `EACCES` for refused credentials, `ESTALE` for a changed object), with
-//! the cause in the log. Blocks already cached keep being served while the
-//! store is unreachable.
+//! the cause in the log. While the store fails, what the cache holds is
+//! still served: reads through open handles fall back to their version's
+//! cached blocks (also once the metadata TTL has passed), and an open falls
+//! back to the version this mount last opened (`bucket_stale_opens`,
+//! `bucket_cached_reads_while_failing` in the statistics).
 
 #![warn(missing_docs)]
 

@@ -353,7 +353,15 @@ fn a_rewritten_object_is_seen_at_the_next_open_after_the_ttl_never_mixed() {
 fn an_unreachable_store_is_eio_and_a_missing_bucket_one_clear_line() {
     let server = start_server();
     put(&server, "f", b"cached".to_vec());
-    let fs = mount(&server, "", BucketConfig::default());
+    let ttl = Duration::from_millis(200);
+    let fs = mount(
+        &server,
+        "",
+        BucketConfig {
+            metadata_ttl: ttl,
+            ..BucketConfig::default()
+        },
+    );
     let f = walk(&fs, "f").unwrap();
     let fh = fs.open(f, libc::O_RDONLY).unwrap();
     assert_eq!(fs.read(fh, 0, 100).unwrap(), b"cached"[..]);
@@ -374,10 +382,24 @@ fn an_unreachable_store_is_eio_and_a_missing_bucket_one_clear_line() {
     );
     let here = S3Source::parse(&format!("s3://{}", support::BUCKET)).unwrap();
     check_bucket(&s3_client(&server), &here, Duration::from_secs(5)).unwrap();
-    drop(server);
-    // The store is gone: cached blocks are still served, anything else is EIO.
+    put(&server, "other", b"later".to_vec());
+    let mut server = server;
+    server.stop();
+    // The store is gone: cached blocks are still served, anything else is
+    // EIO; also once the metadata's TTL has passed, and by a new open.
     assert_eq!(fs.read(fh, 0, 100).unwrap(), b"cached"[..]);
     assert_eq!(walk(&fs, "other"), Err(Errno::EIO));
+    std::thread::sleep(ttl + Duration::from_millis(50));
+    assert_eq!(fs.read(fh, 0, 100).unwrap(), b"cached"[..]);
+    let again = fs.open(f, libc::O_RDONLY).unwrap();
+    assert_eq!(fs.read(again, 2, 100).unwrap(), b"ched"[..]);
+    fs.release(again).unwrap();
     let stats: std::collections::HashMap<_, _> = fs.stats().into_iter().collect();
     assert!(stats["bucket_store_errors"] >= 1, "{stats:?}");
+    assert!(stats["bucket_stale_opens"] == 1, "{stats:?}");
+    assert!(stats["bucket_cached_reads_while_failing"] >= 2, "{stats:?}");
+    // It comes back: so does the mount, by itself.
+    server.restart();
+    let other = walk(&fs, "other").unwrap();
+    assert_eq!(read_all(&fs, other, 4096).unwrap(), b"later");
 }

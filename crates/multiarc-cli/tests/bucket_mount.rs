@@ -552,3 +552,59 @@ fn in_the_background_the_command_returns_once_mounted_and_stats_reads_it() {
     assert!(json["store_requests"].as_u64().unwrap() > 0, "{json}");
     assert!(json["bucket_listings"].as_u64().unwrap() >= 1, "{json}");
 }
+
+#[test]
+fn the_store_killed_mid_read_gives_eio_never_wrong_bytes_and_the_mount_recovers() {
+    if !have_fuse("the_store_killed_mid_read_gives_eio_never_wrong_bytes_and_the_mount_recovers") {
+        return;
+    }
+    let mut server = start_server();
+    let big = pattern(8 << 20, 4);
+    put(&server, "big", big.clone());
+    put(&server, "small", b"cached early".to_vec());
+    let dir = Dir::new("restart");
+    let m = Mount::start(&server, &dir, "mnt", &[]);
+    assert_eq!(fs::read(m.path("small")).unwrap(), b"cached early");
+    let f = File::open(m.path("big")).unwrap();
+    let mut buf = vec![0u8; 128 << 10];
+    let n = f.read_at(&mut buf, 0).unwrap();
+    assert!(buf[..n] == big[..n]);
+    server.stop();
+    // The rest of the read: each piece is the object's bytes, or EIO.
+    let mut off = n;
+    let mut failed = None;
+    while off < big.len() {
+        match f.read_at(&mut buf, off as u64) {
+            Ok(0) => panic!("end of file at {off} of {}", big.len()),
+            Ok(n) => {
+                assert!(buf[..n] == big[off..off + n], "wrong bytes at {off}");
+                off += n;
+            }
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        }
+    }
+    let e = failed.expect("reads past the cached blocks fail while the store is down");
+    assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
+    // What is cached is still served.
+    assert_eq!(f.read_at(&mut buf[..1000], 0).unwrap(), 1000);
+    assert!(buf[..1000] == big[..1000]);
+    assert!(m.stat("bucket_store_errors") >= 1);
+    assert!(
+        m.log_text().contains("big"),
+        "the cause is logged: {}",
+        m.log_text()
+    );
+    // The store comes back: the same handle reads on, by itself.
+    server.restart();
+    while off < big.len() {
+        let n = f
+            .read_at(&mut buf, off as u64)
+            .unwrap_or_else(|e| panic!("at {off} after the restart: {e}: {}", m.log_text()));
+        assert!(n > 0 && buf[..n] == big[off..off + n], "at {off}");
+        off += n;
+    }
+    assert!(fs::read(m.path("big")).unwrap() == big);
+}

@@ -17,40 +17,67 @@ pub const ACCESS_KEY: &str = "multiarc-test-key";
 pub const SECRET_KEY: &str = "multiarc-test-secret";
 pub const BUCKET: &str = "bucket";
 
-/// An s3s-fs server over a temporary directory, serving until dropped.
+/// An s3s-fs server over a temporary directory, serving until dropped
+/// (or stopped; it can be started again on the same port and directory).
 pub struct S3Server {
     pub endpoint: String,
     pub root: tempfile::TempDir,
+    addr: std::net::SocketAddr,
     runtime: Option<tokio::runtime::Runtime>,
 }
 
 impl Drop for S3Server {
     fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+impl S3Server {
+    /// Stops serving: the port is closed and open connections dropped.
+    pub fn stop(&mut self) {
         if let Some(rt) = self.runtime.take() {
-            rt.shutdown_background();
+            rt.shutdown_timeout(Duration::from_secs(5));
+        }
+    }
+
+    /// Serves again, on the same port and over the same directory.
+    pub fn restart(&mut self) {
+        self.stop();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            match serve(self.root.path(), Some(self.addr)) {
+                Ok((runtime, _)) => {
+                    self.runtime = Some(runtime);
+                    return;
+                }
+                Err(e) if std::time::Instant::now() < deadline => {
+                    let _ = e;
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(e) => panic!("rebinding {}: {e}", self.addr),
+            }
         }
     }
 }
 
-/// Starts an s3s-fs server with one bucket, [`BUCKET`].
-pub fn start_server() -> S3Server {
-    let root = tempfile::tempdir().expect("a temporary directory");
-    std::fs::create_dir(root.path().join(BUCKET)).expect("the bucket's directory");
+/// Serves s3s-fs over `root` on `addr` (a free port when `None`).
+fn serve(
+    root: &std::path::Path,
+    addr: Option<std::net::SocketAddr>,
+) -> std::io::Result<(tokio::runtime::Runtime, std::net::SocketAddr)> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
-        .build()
-        .expect("a runtime");
-    let fs = s3s_fs::FileSystem::new(root.path()).expect("s3s-fs over the directory");
+        .build()?;
+    let fs = s3s_fs::FileSystem::new(root).expect("s3s-fs over the directory");
     let service = {
         let mut builder = s3s::service::S3ServiceBuilder::new(fs);
         builder.set_auth(s3s::auth::SimpleAuth::from_single(ACCESS_KEY, SECRET_KEY));
         builder.build()
     };
-    let listener = runtime
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .expect("a port");
-    let endpoint = format!("http://{}", listener.local_addr().expect("its address"));
+    let bind = addr.unwrap_or_else(|| "127.0.0.1:0".parse().unwrap());
+    let listener = runtime.block_on(tokio::net::TcpListener::bind(bind))?;
+    let addr = listener.local_addr()?;
     runtime.spawn(async move {
         loop {
             let Ok((socket, _)) = listener.accept().await else {
@@ -64,9 +91,18 @@ pub fn start_server() -> S3Server {
             });
         }
     });
+    Ok((runtime, addr))
+}
+
+/// Starts an s3s-fs server with one bucket, [`BUCKET`].
+pub fn start_server() -> S3Server {
+    let root = tempfile::tempdir().expect("a temporary directory");
+    std::fs::create_dir(root.path().join(BUCKET)).expect("the bucket's directory");
+    let (runtime, addr) = serve(root.path(), None).expect("an S3 server on 127.0.0.1");
     S3Server {
-        endpoint,
+        endpoint: format!("http://{addr}"),
         root,
+        addr,
         runtime: Some(runtime),
     }
 }

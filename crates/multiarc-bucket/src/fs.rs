@@ -603,7 +603,10 @@ impl<S: ObjectStore> BucketFs<S> {
             let mut inodes = lock(&self.inodes);
             if let Some(ino) = inodes.child(parent, name) {
                 let node = inodes.get(ino).ok_or(Errno::ENOENT)?;
-                if node.is_local() || (self.fresh(node) && !self.config.allow_overwrite) {
+                // The kernel creates only names its lookup did not find:
+                // one found here was made meanwhile (here, or in the store).
+                let exists = node.remote.is_some() || node.kind == Kind::Directory;
+                if node.is_local() || (exists && !self.config.allow_overwrite) {
                     return Err(Errno::EEXIST);
                 }
             }
@@ -663,6 +666,9 @@ impl<S: ObjectStore> BucketFs<S> {
                     .fetch_add(written, Ordering::Relaxed);
                 if let Some(node) = inodes.get_mut(ino) {
                     node.writing = None;
+                    // An older version must not be what an open falls
+                    // back to.
+                    node.opened = None;
                     node.remote = Some(Remote {
                         size: written,
                         mtime: SystemTime::now(),

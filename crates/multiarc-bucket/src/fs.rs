@@ -51,7 +51,12 @@ enum Handle {
     /// the store gave it), which its reads serve (or fail with `ESTALE` once
     /// the store has another).
     Read(ObjectMeta),
-    Write(Arc<tokio::sync::Mutex<Upload>>),
+    /// A file open for writing, and the process that opened it (whose
+    /// close uploads it).
+    Write {
+        upload: Arc<tokio::sync::Mutex<Upload>>,
+        owner: u32,
+    },
     Dir(Arc<Vec<DirEntry>>),
 }
 
@@ -431,8 +436,9 @@ impl<S: ObjectStore> BucketFs<S> {
     /// Opens a file: for reading, the object's current version (its
     /// metadata, trusted for the TTL: close-to-open consistency); for
     /// writing, only to replace the object whole (`O_TRUNC`) and only with
-    /// `allow_overwrite` (`EPERM` otherwise).
-    pub fn open(&self, ino: u64, flags: i32) -> Result<u64, Errno> {
+    /// `allow_overwrite` (`EPERM` otherwise). `owner` is the opening
+    /// process (see [`BucketFs::flush`]).
+    pub fn open(&self, ino: u64, flags: i32, owner: u32) -> Result<u64, Errno> {
         let writing = flags & libc::O_ACCMODE != libc::O_RDONLY;
         let path = {
             let inodes = lock(&self.inodes);
@@ -463,7 +469,7 @@ impl<S: ObjectStore> BucketFs<S> {
                 );
                 return Err(Errno::EPERM);
             }
-            return self.start_upload(ino, path);
+            return self.start_upload(ino, path, owner);
         }
         let meta = match self.runtime.block_on(self.store.head(&path)) {
             Ok(meta) => {
@@ -496,7 +502,7 @@ impl<S: ObjectStore> BucketFs<S> {
         Ok(self.insert_handle(Handle::Read(meta)))
     }
 
-    fn start_upload(&self, ino: u64, path: Path) -> Result<u64, Errno> {
+    fn start_upload(&self, ino: u64, path: Path, owner: u32) -> Result<u64, Errno> {
         {
             let mut inodes = lock(&self.inodes);
             let node = inodes.get_mut(ino).ok_or(Errno::ENOENT)?;
@@ -511,7 +517,10 @@ impl<S: ObjectStore> BucketFs<S> {
             self.config.part_size,
             self.config.parts_in_flight,
         );
-        Ok(self.insert_handle(Handle::Write(Arc::new(tokio::sync::Mutex::new(upload)))))
+        Ok(self.insert_handle(Handle::Write {
+            upload: Arc::new(tokio::sync::Mutex::new(upload)),
+            owner,
+        }))
     }
 
     /// Reads `size` bytes at `offset` of the version the handle opened
@@ -591,8 +600,8 @@ impl<S: ObjectStore> BucketFs<S> {
 
     /// Creates a new file `name` in `parent`, open for writing: it exists
     /// here (size growing with the writes) and in the store only once
-    /// uploaded.
-    pub fn create(&self, parent: u64, name: &OsStr) -> Result<(Attr, u64), Errno> {
+    /// uploaded. `owner` is the creating process (see [`BucketFs::flush`]).
+    pub fn create(&self, parent: u64, name: &OsStr, owner: u32) -> Result<(Attr, u64), Errno> {
         if self.config.read_only {
             return Err(Errno::EROFS);
         }
@@ -614,7 +623,7 @@ impl<S: ObjectStore> BucketFs<S> {
             inodes.get_mut(ino).ok_or(Errno::ENOENT)?.lookups += 1;
             ino
         };
-        let fh = self.start_upload(ino, path)?;
+        let fh = self.start_upload(ino, path, owner)?;
         let inodes = lock(&self.inodes);
         let node = inodes.get(ino).ok_or(Errno::ENOENT)?;
         Ok((self.attr(ino, node), fh))
@@ -623,7 +632,7 @@ impl<S: ObjectStore> BucketFs<S> {
     /// Appends `data` at `offset` to a file open for writing (`EINVAL`
     /// unless `offset` is where the last write ended).
     pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<u32, Errno> {
-        let Handle::Write(upload) = &*self.handle(fh)? else {
+        let Handle::Write { upload, .. } = &*self.handle(fh)? else {
             return Err(Errno::EBADF);
         };
         let (ino, written) = self.runtime.block_on(async {
@@ -639,11 +648,24 @@ impl<S: ObjectStore> BucketFs<S> {
         Ok(data.len() as u32)
     }
 
-    /// `close` (FUSE's flush) and `fsync`: a file open for writing is
-    /// uploaded now, and takes no more writes.
-    pub fn flush(&self, fh: u64) -> Result<(), Errno> {
+    /// A `close` (FUSE's flush) by process `caller`: a file open for
+    /// writing is uploaded now, and takes no more writes, if `caller` is
+    /// the process that opened it. A close by another process (a child
+    /// that inherited the descriptor across `fork`, and closes it at
+    /// `exec` or exit) leaves it open; the upload then happens at the
+    /// owner's close, fsync, or the release.
+    pub fn flush(&self, fh: u64, caller: u32) -> Result<(), Errno> {
         match &*self.handle(fh)? {
-            Handle::Write(upload) => self.complete(upload),
+            Handle::Write { upload, owner } if *owner == caller => self.complete(upload),
+            _ => Ok(()),
+        }
+    }
+
+    /// `fsync`: a file open for writing is uploaded now, and takes no more
+    /// writes.
+    pub fn fsync(&self, fh: u64) -> Result<(), Errno> {
+        match &*self.handle(fh)? {
+            Handle::Write { upload, .. } => self.complete(upload),
             _ => Ok(()),
         }
     }
@@ -701,7 +723,7 @@ impl<S: ObjectStore> BucketFs<S> {
             return Err(Errno::EBADF);
         };
         match &*handle {
-            Handle::Write(upload) => {
+            Handle::Write { upload, .. } => {
                 let result = self.complete(upload);
                 if let Err(e) = result {
                     let path = self
@@ -841,7 +863,7 @@ impl<S: ObjectStore> BucketFs<S> {
         let handles: Vec<_> = lock(&self.handles).drain().map(|(_, h)| h).collect();
         self.runtime.block_on(async {
             for handle in handles {
-                if let Handle::Write(upload) = &*handle {
+                if let Handle::Write { upload, .. } = &*handle {
                     upload.lock().await.abandon().await;
                 }
             }

@@ -47,8 +47,10 @@
 //!   [`BucketConfig::part_size`], then streamed as a multipart upload (at
 //!   most [`BucketConfig::parts_in_flight`] parts at once).
 //! - The object appears in the store whole when the file is closed (FUSE
-//!   flush), fsynced or released: one PUT, or the multipart upload's
-//!   completion. Before that, other nodes see nothing (or the old object);
+//!   flush) by the process that opened it, fsynced, or released: one PUT,
+//!   or the multipart upload's completion. (A close by another process, a
+//!   child that inherited the descriptor across `fork`, does not end the
+//!   file.) Before that, other nodes see nothing (or the old object);
 //!   this mount shows the file with its size so far and refuses to open it
 //!   again (`EBUSY`). A failed upload is aborted (its parts deleted) and
 //!   the close gets `EIO`; writes after the upload are `EPERM`. A daemon

@@ -11,6 +11,9 @@ use object_store::aws::AmazonS3;
 use object_store::path::Path;
 use object_store::{ObjectStoreExt, PutPayload};
 use std::ffi::OsStr;
+
+/// The process that opens files in these tests.
+const OWNER: u32 = 1;
 use std::time::Duration;
 use support::{pattern, s3_client, start_server, S3Server};
 
@@ -65,7 +68,7 @@ fn list(fs: &BucketFs<AmazonS3>, ino: u64) -> Vec<(String, Kind)> {
 }
 
 fn read_all(fs: &BucketFs<AmazonS3>, ino: u64, chunk: u32) -> Result<Vec<u8>, Errno> {
-    let fh = fs.open(ino, libc::O_RDONLY)?;
+    let fh = fs.open(ino, libc::O_RDONLY, OWNER)?;
     let mut out = Vec::new();
     loop {
         let b = fs.read(fh, out.len() as u64, chunk)?;
@@ -79,13 +82,13 @@ fn read_all(fs: &BucketFs<AmazonS3>, ino: u64, chunk: u32) -> Result<Vec<u8>, Er
 }
 
 fn write_new(fs: &BucketFs<AmazonS3>, dir: u64, name: &str, data: &[u8], chunk: usize) -> u64 {
-    let (attr, fh) = fs.create(dir, OsStr::new(name)).expect("create");
+    let (attr, fh) = fs.create(dir, OsStr::new(name), OWNER).expect("create");
     let mut off = 0;
     for piece in data.chunks(chunk.max(1)) {
         assert_eq!(fs.write(fh, off, piece).unwrap() as usize, piece.len());
         off += piece.len() as u64;
     }
-    fs.flush(fh).expect("flush uploads");
+    fs.flush(fh, OWNER).expect("flush uploads");
     fs.release(fh).expect("release");
     attr.ino
 }
@@ -156,7 +159,7 @@ fn every_object_reads_back_equal_whole_and_in_ranges() {
         }
         // Ranged reads, some across block edges, some past the end.
         let want = pattern(len, i as u64);
-        let fh = fs.open(ino, libc::O_RDONLY).unwrap();
+        let fh = fs.open(ino, libc::O_RDONLY, OWNER).unwrap();
         let mut x = 12345u64 + i as u64;
         for _ in 0..20 {
             x = x
@@ -185,7 +188,7 @@ fn a_new_file_appears_in_the_bucket_whole_and_only_when_closed() {
     let fs = mount(&server, "", BucketConfig::default());
     let d = walk(&fs, "d").unwrap();
     let data = pattern(300_000, 7);
-    let (attr, fh) = fs.create(d, OsStr::new("new")).unwrap();
+    let (attr, fh) = fs.create(d, OsStr::new("new"), OWNER).unwrap();
     assert_eq!(attr.size, 0);
     fs.write(fh, 0, &data[..100_000]).unwrap();
     fs.write(fh, 100_000, &data[100_000..200_000]).unwrap();
@@ -193,12 +196,15 @@ fn a_new_file_appears_in_the_bucket_whole_and_only_when_closed() {
     assert_eq!(fs.getattr(attr.ino).unwrap().size, 200_000);
     assert!(list(&fs, d).iter().any(|(n, _)| n == "new"));
     assert_eq!(get(&server, "d/new"), None);
-    assert_eq!(fs.open(attr.ino, libc::O_RDONLY), Err(Errno(libc::EBUSY)));
+    assert_eq!(
+        fs.open(attr.ino, libc::O_RDONLY, OWNER),
+        Err(Errno(libc::EBUSY))
+    );
     // Out of order: refused, and nothing changes.
     assert_eq!(fs.write(fh, 0, b"x"), Err(Errno::EINVAL));
     assert_eq!(fs.write(fh, 250_000, b"x"), Err(Errno::EINVAL));
     fs.write(fh, 200_000, &data[200_000..]).unwrap();
-    fs.flush(fh).unwrap();
+    fs.flush(fh, OWNER).unwrap();
     assert_eq!(get(&server, "d/new").as_deref(), Some(&data[..]));
     // After the upload, no more writes.
     assert_eq!(fs.write(fh, 300_000, b"x"), Err(Errno::EPERM));
@@ -207,6 +213,27 @@ fn a_new_file_appears_in_the_bucket_whole_and_only_when_closed() {
     // An empty file too.
     write_new(&fs, d, "empty", b"", 1);
     assert_eq!(get(&server, "d/empty").as_deref(), Some(&b""[..]));
+}
+
+#[test]
+fn a_close_by_another_process_does_not_upload() {
+    let server = start_server();
+    let fs = mount(&server, "", BucketConfig::default());
+    let (_, fh) = fs.create(ROOT_INO, OsStr::new("f"), OWNER).unwrap();
+    fs.write(fh, 0, b"first").unwrap();
+    // A child that inherited the descriptor closes it (at exec or exit).
+    fs.flush(fh, OWNER + 1).unwrap();
+    assert_eq!(get(&server, "f"), None);
+    fs.write(fh, 5, b" and second").unwrap();
+    fs.flush(fh, OWNER).unwrap();
+    assert_eq!(get(&server, "f").as_deref(), Some(&b"first and second"[..]));
+    fs.release(fh).unwrap();
+    // With no close by its owner (it died), the release uploads.
+    let (_, fh) = fs.create(ROOT_INO, OsStr::new("g"), OWNER).unwrap();
+    fs.write(fh, 0, b"g").unwrap();
+    fs.flush(fh, OWNER + 1).unwrap();
+    fs.release(fh).unwrap();
+    assert_eq!(get(&server, "g").as_deref(), Some(&b"g"[..]));
 }
 
 #[test]
@@ -233,7 +260,7 @@ fn overwrite_delete_and_changes_are_refused_without_their_flags() {
     let fs = mount(&server, "", BucketConfig::default());
     let f = walk(&fs, "f").unwrap();
     assert_eq!(
-        fs.open(f, libc::O_WRONLY | libc::O_TRUNC),
+        fs.open(f, libc::O_WRONLY | libc::O_TRUNC, OWNER),
         Err(Errno::EPERM)
     );
     assert_eq!(fs.unlink(ROOT_INO, OsStr::new("f")), Err(Errno::EPERM));
@@ -250,7 +277,7 @@ fn overwrite_delete_and_changes_are_refused_without_their_flags() {
         },
     );
     assert_eq!(
-        ro.create(ROOT_INO, OsStr::new("g")),
+        ro.create(ROOT_INO, OsStr::new("g"), OWNER),
         Err(Errno::EROFS).map(|()| unreachable!())
     );
     assert_eq!(ro.mkdir(ROOT_INO, OsStr::new("g")), Err(Errno::EROFS));
@@ -266,13 +293,13 @@ fn overwrite_delete_and_changes_are_refused_without_their_flags() {
     );
     let f = walk(&rw, "f").unwrap();
     // Replacing means writing it whole again: without O_TRUNC, refused.
-    assert_eq!(rw.open(f, libc::O_WRONLY), Err(Errno::EPERM));
-    let fh = rw.open(f, libc::O_WRONLY | libc::O_TRUNC).unwrap();
+    assert_eq!(rw.open(f, libc::O_WRONLY, OWNER), Err(Errno::EPERM));
+    let fh = rw.open(f, libc::O_WRONLY | libc::O_TRUNC, OWNER).unwrap();
     assert_eq!(rw.setattr(f, Some(0), false).unwrap().size, 0);
     rw.write(fh, 0, b"brand new").unwrap();
     // Until the close, the store has the old object.
     assert_eq!(get(&server, "f").as_deref(), Some(&b"old"[..]));
-    rw.flush(fh).unwrap();
+    rw.flush(fh, OWNER).unwrap();
     rw.release(fh).unwrap();
     assert_eq!(get(&server, "f").as_deref(), Some(&b"brand new"[..]));
     assert_eq!(read_all(&rw, f, 4096).unwrap(), b"brand new");
@@ -318,7 +345,7 @@ fn a_rewritten_object_is_seen_at_the_next_open_after_the_ttl_never_mixed() {
     let ino = walk(&fs, "obj").unwrap();
     assert_eq!(read_all(&fs, ino, 131072).unwrap(), v1);
     // A handle opened on v1, with only its first block read.
-    let old = fs.open(ino, libc::O_RDONLY).unwrap();
+    let old = fs.open(ino, libc::O_RDONLY, OWNER).unwrap();
     assert_eq!(fs.read(old, 0, 1000).unwrap(), v1[..1000]);
     // Another writer replaces the object (same size: only the ETag tells).
     put(&server, "obj", v2.clone());
@@ -363,7 +390,7 @@ fn an_unreachable_store_is_eio_and_a_missing_bucket_one_clear_line() {
         },
     );
     let f = walk(&fs, "f").unwrap();
-    let fh = fs.open(f, libc::O_RDONLY).unwrap();
+    let fh = fs.open(f, libc::O_RDONLY, OWNER).unwrap();
     assert_eq!(fs.read(fh, 0, 100).unwrap(), b"cached"[..]);
     let missing = S3Source::parse("s3://no-such-bucket").unwrap();
     let client = object_store::aws::AmazonS3Builder::new()
@@ -391,7 +418,7 @@ fn an_unreachable_store_is_eio_and_a_missing_bucket_one_clear_line() {
     assert_eq!(walk(&fs, "other"), Err(Errno::EIO));
     std::thread::sleep(ttl + Duration::from_millis(50));
     assert_eq!(fs.read(fh, 0, 100).unwrap(), b"cached"[..]);
-    let again = fs.open(f, libc::O_RDONLY).unwrap();
+    let again = fs.open(f, libc::O_RDONLY, OWNER).unwrap();
     assert_eq!(fs.read(again, 2, 100).unwrap(), b"ched"[..]);
     fs.release(again).unwrap();
     let stats: std::collections::HashMap<_, _> = fs.stats().into_iter().collect();

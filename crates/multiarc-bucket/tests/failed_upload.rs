@@ -14,6 +14,9 @@ use object_store::{
     UploadPart,
 };
 use std::ffi::OsStr;
+
+/// The process that opens files in these tests.
+const OWNER: u32 = 1;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -142,7 +145,7 @@ fn exists(fs: &BucketFs<FailingParts>, key: &str) -> bool {
 fn a_failed_part_aborts_the_upload_and_nothing_appears() {
     let seen = Arc::new(Seen::default());
     let fs = filesystem(1, &seen);
-    let (_, fh) = fs.create(ROOT_INO, OsStr::new("big")).unwrap();
+    let (_, fh) = fs.create(ROOT_INO, OsStr::new("big"), OWNER).unwrap();
     let chunk = vec![7u8; 1 << 20];
     let mut result = Ok(());
     let mut off = 0;
@@ -157,7 +160,7 @@ fn a_failed_part_aborts_the_upload_and_nothing_appears() {
             }
         }
     }
-    let closed = fs.flush(fh);
+    let closed = fs.flush(fh, OWNER);
     assert!(
         result.is_err() || closed.is_err(),
         "the failure reaches the writer"
@@ -183,7 +186,7 @@ fn a_failed_part_aborts_the_upload_and_nothing_appears() {
 fn a_file_left_open_at_unmount_is_aborted_not_completed() {
     let seen = Arc::new(Seen::default());
     let fs = filesystem(usize::MAX, &seen);
-    let (_, fh) = fs.create(ROOT_INO, OsStr::new("half")).unwrap();
+    let (_, fh) = fs.create(ROOT_INO, OsStr::new("half"), OWNER).unwrap();
     let chunk = vec![1u8; 1 << 20];
     for i in 0..7 {
         fs.write(fh, i << 20, &chunk).unwrap();

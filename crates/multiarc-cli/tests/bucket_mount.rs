@@ -6,6 +6,9 @@
 //!
 //! Needs /dev/fuse and fusermount3 (Debian: fuse3); without them each test
 //! prints a `SKIP:` line and returns, unless MULTIARC_REQUIRE_FUSE=1.
+//! Only with the `bucket` feature (a default one).
+
+#![cfg(feature = "bucket")]
 
 // The in-process server; shared with multiarc-bucket's tests until the
 // multiarc-s3-loopback crate replaces both.
@@ -484,8 +487,9 @@ fn a_daemon_killed_mid_upload_leaves_the_old_object_or_nothing() {
     // Past one part (8 MiB): a multipart upload is under way when the
     // daemon dies; and an overwrite of an existing object, half written.
     let mut big = File::create(m.path("big")).unwrap();
-    for _ in 0..10 {
-        big.write_all(&pattern(1 << 20, 9)).unwrap();
+    for i in 0..10 {
+        big.write_all(&pattern(1 << 20, 9))
+            .unwrap_or_else(|e| panic!("write {i}: {e}: {}", m.log_text()));
     }
     let mut over = OpenOptions::new()
         .write(true)

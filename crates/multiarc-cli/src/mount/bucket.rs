@@ -52,31 +52,6 @@ const INO_STATS: u64 = 3;
 /// (`BucketFs`'s count up from 1).
 const CTL_FH: u64 = 1 << 63;
 
-/// Clap value parser of a duration: `1s`, `500ms`, `2m`, `0` (seconds when
-/// no unit), up to a day.
-pub(super) fn duration_arg(text: &str) -> Result<Duration, String> {
-    let t = text.trim();
-    let (number, scale) = if let Some(n) = t.strip_suffix("ms") {
-        (n, 1e-3)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = t.strip_suffix('m') {
-        (n, 60.0)
-    } else if let Some(n) = t.strip_suffix('h') {
-        (n, 3600.0)
-    } else {
-        (t, 1.0)
-    };
-    match number.trim().parse::<f64>() {
-        Ok(v) if v.is_finite() && v >= 0.0 && v * scale <= 86_400.0 => {
-            Ok(Duration::from_secs_f64(v * scale))
-        }
-        _ => Err(format!(
-            "{text:?} is not a duration from 0 to 1 day (e.g. 1s, 500ms, 2m)"
-        )),
-    }
-}
-
 /// `multiarc mount s3://...`: checks, reaches the bucket, then mounts (in
 /// the background unless `--foreground`).
 pub(super) fn run(mut args: MountArgs) -> anyhow::Result<()> {
@@ -216,6 +191,21 @@ struct BucketMount {
     uid: u32,
     gid: u32,
     block_size: u32,
+}
+
+/// The process (thread group) a request comes from: FUSE names the
+/// calling thread. A thread that is gone counts as its own process.
+fn process_of(req: &Request) -> u32 {
+    let tid = req.pid();
+    std::fs::read_to_string(format!("/proc/{tid}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("Tgid:"))
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .unwrap_or(tid)
 }
 
 fn errno(e: multiarc_bucket::Errno) -> Errno {
@@ -429,7 +419,7 @@ impl Filesystem for BucketMount {
         reply.error(Errno::EPERM)
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         if ino.0 == INO_CTL {
             return reply.error(Errno::EISDIR);
         }
@@ -443,7 +433,9 @@ impl Filesystem for BucketMount {
                 .insert(fh, Arc::new(self.arcstats().into_bytes()));
             return reply.opened(FileHandle(fh), FopenFlags::FOPEN_DIRECT_IO);
         }
-        match self.fs.open(ino.0, flags.0) {
+        let writing = flags.0 & libc::O_ACCMODE != libc::O_RDONLY;
+        let owner = if writing { process_of(req) } else { 0 };
+        match self.fs.open(ino.0, flags.0, owner) {
             // Direct I/O: every read reaches the handle (and its version),
             // none is cut at a size the kernel cached before the open.
             Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::FOPEN_DIRECT_IO),
@@ -499,7 +491,7 @@ impl Filesystem for BucketMount {
 
     fn flush(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         _lock_owner: LockOwner,
@@ -508,7 +500,9 @@ impl Filesystem for BucketMount {
         if fh.0 & CTL_FH != 0 {
             return reply.ok();
         }
-        empty(reply, self.fs.flush(fh.0))
+        // Uploads only at the close by the process that opened the file,
+        // not when a child that inherited the descriptor closes it.
+        empty(reply, self.fs.flush(fh.0, process_of(req)))
     }
 
     fn release(
@@ -539,7 +533,7 @@ impl Filesystem for BucketMount {
         if fh.0 & CTL_FH != 0 {
             return reply.ok();
         }
-        empty(reply, self.fs.flush(fh.0))
+        empty(reply, self.fs.fsync(fh.0))
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
@@ -623,7 +617,7 @@ impl Filesystem for BucketMount {
 
     fn create(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         _mode: u32,
@@ -634,7 +628,7 @@ impl Filesystem for BucketMount {
         if let Err(e) = self.refuse_ctl(parent.0, name) {
             return reply.error(e);
         }
-        match self.fs.create(parent.0, name) {
+        match self.fs.create(parent.0, name, process_of(req)) {
             Ok((a, fh)) => reply.created(
                 &self.fs.ttl(),
                 &self.file_attr(&a),
@@ -643,23 +637,6 @@ impl Filesystem for BucketMount {
                 FopenFlags::FOPEN_DIRECT_IO,
             ),
             Err(e) => reply.error(errno(e)),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_parse() {
-        assert_eq!(duration_arg("1s"), Ok(Duration::from_secs(1)));
-        assert_eq!(duration_arg("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(duration_arg("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(duration_arg("0"), Ok(Duration::ZERO));
-        assert_eq!(duration_arg("1.5"), Ok(Duration::from_millis(1500)));
-        for bad in ["", "x", "-1s", "2d", "100000s"] {
-            assert!(duration_arg(bad).is_err(), "{bad}");
         }
     }
 }

@@ -11,6 +11,7 @@
 //! (`fusermount3 -u`, or SIGINT/SIGTERM/SIGHUP to the mount process) ends the
 //! session; every dirty block is written back before the process exits.
 
+#[cfg(feature = "bucket")]
 mod bucket;
 mod creds;
 mod ctl;
@@ -114,12 +115,37 @@ pub struct MountArgs {
     /// Of a bucket: how long names, sizes and an object's version are
     /// trusted before the store is asked again (e.g. 1s, 500ms, 0): a
     /// change made elsewhere is seen at the next open after it.
-    #[arg(long, value_parser = bucket::duration_arg)]
+    #[arg(long, value_parser = duration_arg)]
     metadata_ttl: Option<std::time::Duration>,
     /// Internal: this is the background mount process, started by `mount`
     /// without `--foreground`; it reports readiness on its stdout.
     #[arg(long, hide = true)]
     daemon_child: bool,
+}
+
+/// Clap value parser of a duration: `1s`, `500ms`, `2m`, `0` (seconds when
+/// no unit), up to a day.
+fn duration_arg(text: &str) -> Result<std::time::Duration, String> {
+    let t = text.trim();
+    let (number, scale) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60.0)
+    } else if let Some(n) = t.strip_suffix('h') {
+        (n, 3600.0)
+    } else {
+        (t, 1.0)
+    };
+    match number.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 && v * scale <= 86_400.0 => {
+            Ok(std::time::Duration::from_secs_f64(v * scale))
+        }
+        _ => Err(format!(
+            "{text:?} is not a duration from 0 to 1 day (e.g. 1s, 500ms, 2m)"
+        )),
+    }
 }
 
 /// The hidden flag of the background mount process.
@@ -408,8 +434,14 @@ fn check_fuse(args: &MountArgs) -> anyhow::Result<()> {
 }
 
 pub fn run(mut args: MountArgs) -> anyhow::Result<()> {
-    if multiarc_bucket::S3Source::is_s3(&args.backing.to_string_lossy()) {
+    if args.backing.to_string_lossy().starts_with("s3://") {
+        #[cfg(feature = "bucket")]
         return bucket::run(args);
+        #[cfg(not(feature = "bucket"))]
+        bail!(
+            "{}: this multiarc was built without the `bucket` feature (mounting buckets)",
+            args.backing.display()
+        );
     }
     let (backing, mountpoint) = check_args(&args)?;
     // The background mount process repeats the checks; the warnings were
@@ -779,6 +811,19 @@ mod tests {
         assert!(!allows_other("#user_allow_other\n"));
         assert!(!allows_other("mount_max = 1000\n"));
         assert!(!allows_other(""));
+    }
+
+    #[test]
+    fn durations_parse() {
+        use std::time::Duration;
+        assert_eq!(duration_arg("1s"), Ok(Duration::from_secs(1)));
+        assert_eq!(duration_arg("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(duration_arg("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(duration_arg("0"), Ok(Duration::ZERO));
+        assert_eq!(duration_arg("1.5"), Ok(Duration::from_millis(1500)));
+        for bad in ["", "x", "-1s", "2d", "100000s"] {
+            assert!(duration_arg(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

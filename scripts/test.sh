@@ -19,8 +19,8 @@ cargo fmt --all -- --check
 step "cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets -- -D warnings
 
-step "cargo doc (library, lock, file and object-store crates; broken links are errors)"
-RUSTDOCFLAGS="-D warnings" cargo doc -p multiarc -p multiarc-lock -p multiarc-file -p multiarc-object-store --no-deps
+step "cargo doc (library, lock, file, object-store and bucket crates; broken links are errors)"
+RUSTDOCFLAGS="-D warnings" cargo doc -p multiarc -p multiarc-lock -p multiarc-file -p multiarc-object-store -p multiarc-bucket --no-deps
 
 step "cargo test (workspace)"
 cargo test --workspace

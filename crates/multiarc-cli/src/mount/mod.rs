@@ -1,5 +1,6 @@
-//! `multiarc mount`: a backing directory served through the cache with FUSE;
-//! `multiarc stats` and `multiarc set`: its control files.
+//! `multiarc mount`: a backing directory served through the cache with FUSE,
+//! or a bucket (`s3://bucket[/prefix]`, `bucket.rs`); `multiarc stats` and
+//! `multiarc set`: its control files.
 //!
 //! The mount process checks its arguments, then (without `--foreground`)
 //! starts itself again as the mount process (the same binary and arguments
@@ -10,6 +11,8 @@
 //! (`fusermount3 -u`, or SIGINT/SIGTERM/SIGHUP to the mount process) ends the
 //! session; every dirty block is written back before the process exits.
 
+#[cfg(feature = "bucket")]
+mod bucket;
 mod creds;
 mod ctl;
 mod ctltree;
@@ -34,7 +37,8 @@ use std::sync::Arc;
 
 #[derive(clap::Args)]
 pub struct MountArgs {
-    /// Directory whose files are served (read and written through the cache).
+    /// Directory whose files are served (read and written through the
+    /// cache), or a bucket: s3://BUCKET[/PREFIX] (see --endpoint).
     backing: PathBuf,
     /// Empty directory to mount on.
     mountpoint: PathBuf,
@@ -42,9 +46,11 @@ pub struct MountArgs {
     /// MOUNTPOINT/.multiarc/tunables/max_bytes.
     #[arg(long, default_value = "256MiB", value_parser = size_arg)]
     max_bytes: u64,
-    /// Cache block size: a power of two from 512 bytes to 1 MiB.
-    #[arg(long, default_value = "8KiB", value_parser = size_arg)]
-    block_size: u64,
+    /// Cache block size: a power of two from 512 bytes to 1 MiB (default
+    /// 8KiB); of a bucket, the size of its ranged reads, from 4KiB to
+    /// 64MiB (default 256KiB).
+    #[arg(long, value_parser = size_arg)]
+    block_size: Option<u64>,
     /// How reads and writes of one file exclude each other: range (POSIX
     /// atomicity, byte-range locks), rwsem (one lock per file), torn (none).
     #[arg(long, default_value = "range")]
@@ -88,10 +94,58 @@ pub struct MountArgs {
     /// Seconds between periodic write-back passes (for tests).
     #[arg(long, default_value = "5", hide = true, value_parser = seconds_arg)]
     writeback_interval: f64,
+    /// Of a bucket: the S3 endpoint, e.g. http://127.0.0.1:3900 (path-style
+    /// requests). Default: AWS_ENDPOINT_URL, or AWS. Credentials come from
+    /// AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN).
+    #[arg(long)]
+    endpoint: Option<String>,
+    /// Of a bucket: its region (default: AWS_REGION, or us-east-1).
+    #[arg(long)]
+    region: Option<String>,
+    /// Of a bucket: refuse every change (EROFS).
+    #[arg(long)]
+    read_only: bool,
+    /// Of a bucket: let an existing object be replaced, by opening it with
+    /// O_TRUNC and writing it anew (refused with EPERM otherwise).
+    #[arg(long)]
+    allow_overwrite: bool,
+    /// Of a bucket: let unlink delete objects (refused with EPERM otherwise).
+    #[arg(long)]
+    allow_delete: bool,
+    /// Of a bucket: how long names, sizes and an object's version are
+    /// trusted before the store is asked again (e.g. 1s, 500ms, 0): a
+    /// change made elsewhere is seen at the next open after it.
+    #[arg(long, value_parser = duration_arg)]
+    metadata_ttl: Option<std::time::Duration>,
     /// Internal: this is the background mount process, started by `mount`
     /// without `--foreground`; it reports readiness on its stdout.
     #[arg(long, hide = true)]
     daemon_child: bool,
+}
+
+/// Clap value parser of a duration: `1s`, `500ms`, `2m`, `0` (seconds when
+/// no unit), up to a day.
+fn duration_arg(text: &str) -> Result<std::time::Duration, String> {
+    let t = text.trim();
+    let (number, scale) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60.0)
+    } else if let Some(n) = t.strip_suffix('h') {
+        (n, 3600.0)
+    } else {
+        (t, 1.0)
+    };
+    match number.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 && v * scale <= 86_400.0 => {
+            Ok(std::time::Duration::from_secs_f64(v * scale))
+        }
+        _ => Err(format!(
+            "{text:?} is not a duration from 0 to 1 day (e.g. 1s, 500ms, 2m)"
+        )),
+    }
 }
 
 /// The hidden flag of the background mount process.
@@ -258,8 +312,23 @@ fn allows_other(conf: &str) -> bool {
         .any(|l| l == "user_allow_other")
 }
 
+/// The cache block size of a directory mount when none is given.
+const DEFAULT_BLOCK_SIZE: u64 = 8192;
+
 /// Checks the arguments; returns the canonical backing dir and mountpoint.
 fn check_args(args: &MountArgs) -> anyhow::Result<(PathBuf, PathBuf)> {
+    for (given, flag) in [
+        (args.endpoint.is_some(), "--endpoint"),
+        (args.region.is_some(), "--region"),
+        (args.read_only, "--read-only"),
+        (args.allow_overwrite, "--allow-overwrite"),
+        (args.allow_delete, "--allow-delete"),
+        (args.metadata_ttl.is_some(), "--metadata-ttl"),
+    ] {
+        if given {
+            bail!("{flag} is for buckets (s3://BUCKET[/PREFIX]), not a backing directory");
+        }
+    }
     let b = &args.backing;
     match std::fs::metadata(b) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -269,6 +338,42 @@ fn check_args(args: &MountArgs) -> anyhow::Result<(PathBuf, PathBuf)> {
         Ok(m) if !m.is_dir() => bail!("backing directory {} is not a directory", b.display()),
         Ok(_) => {}
     }
+    let mountpoint = check_mountpoint(args)?;
+    let backing = b
+        .canonicalize()
+        .with_context(|| format!("backing directory {}", b.display()))?;
+    if mountpoint.starts_with(&backing) || backing.starts_with(&mountpoint) {
+        bail!(
+            "the mountpoint {} and the backing directory {} must not contain each other",
+            mountpoint.display(),
+            backing.display()
+        );
+    }
+    let bs = args.block_size.unwrap_or(DEFAULT_BLOCK_SIZE);
+    if !bs.is_power_of_two() || !(MIN_BLOCK_SIZE as u64..=MAX_BLOCK_SIZE as u64).contains(&bs) {
+        bail!("--block-size {bs} must be a power of two from {MIN_BLOCK_SIZE} to {MAX_BLOCK_SIZE} bytes");
+    }
+    if args.dirty_max < bs {
+        bail!(
+            "--dirty-max {} is too small: at least one block ({bs} bytes)",
+            args.dirty_max
+        );
+    }
+    crate::util::check_fits_in_memory(&format!("--dirty-max {}", args.dirty_max), args.dirty_max)?;
+    if args.max_bytes < bs * 16 {
+        bail!(
+            "--max-bytes {} is too small: at least 16 blocks ({} bytes) are needed",
+            args.max_bytes,
+            bs * 16
+        );
+    }
+    check_fuse(args)?;
+    Ok((backing, mountpoint))
+}
+
+/// Checks the mountpoint (an empty directory, nothing mounted on it);
+/// returns it canonical.
+fn check_mountpoint(args: &MountArgs) -> anyhow::Result<PathBuf> {
     let m = &args.mountpoint;
     match std::fs::metadata(m) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -283,9 +388,6 @@ fn check_args(args: &MountArgs) -> anyhow::Result<(PathBuf, PathBuf)> {
         Ok(md) if !md.is_dir() => bail!("mountpoint {} is not a directory", m.display()),
         Ok(_) => {}
     }
-    let backing = b
-        .canonicalize()
-        .with_context(|| format!("backing directory {}", b.display()))?;
     let mountpoint = m
         .canonicalize()
         .with_context(|| format!("mountpoint {}", m.display()))?;
@@ -306,31 +408,12 @@ fn check_args(args: &MountArgs) -> anyhow::Result<(PathBuf, PathBuf)> {
             mountpoint.display()
         );
     }
-    if mountpoint.starts_with(&backing) || backing.starts_with(&mountpoint) {
-        bail!(
-            "the mountpoint {} and the backing directory {} must not contain each other",
-            mountpoint.display(),
-            backing.display()
-        );
-    }
-    let bs = args.block_size;
-    if !bs.is_power_of_two() || !(MIN_BLOCK_SIZE as u64..=MAX_BLOCK_SIZE as u64).contains(&bs) {
-        bail!("--block-size {bs} must be a power of two from {MIN_BLOCK_SIZE} to {MAX_BLOCK_SIZE} bytes");
-    }
-    if args.dirty_max < bs {
-        bail!(
-            "--dirty-max {} is too small: at least one block ({bs} bytes)",
-            args.dirty_max
-        );
-    }
-    crate::util::check_fits_in_memory(&format!("--dirty-max {}", args.dirty_max), args.dirty_max)?;
-    if args.max_bytes < bs * 16 {
-        bail!(
-            "--max-bytes {} is too small: at least 16 blocks ({} bytes) are needed",
-            args.max_bytes,
-            bs * 16
-        );
-    }
+    Ok(mountpoint)
+}
+
+/// Checks that FUSE can be used here (the device, the helper for users
+/// other than root, `--allow-other`'s permission).
+fn check_fuse(args: &MountArgs) -> anyhow::Result<()> {
     if !Path::new("/dev/fuse").exists() {
         bail!("/dev/fuse does not exist: the kernel's FUSE module is not loaded (modprobe fuse) or the device is not available here");
     }
@@ -347,10 +430,19 @@ fn check_args(args: &MountArgs) -> anyhow::Result<(PathBuf, PathBuf)> {
             );
         }
     }
-    Ok((backing, mountpoint))
+    Ok(())
 }
 
 pub fn run(mut args: MountArgs) -> anyhow::Result<()> {
+    if args.backing.to_string_lossy().starts_with("s3://") {
+        #[cfg(feature = "bucket")]
+        return bucket::run(args);
+        #[cfg(not(feature = "bucket"))]
+        bail!(
+            "{}: this multiarc was built without the `bucket` feature (mounting buckets)",
+            args.backing.display()
+        );
+    }
     let (backing, mountpoint) = check_args(&args)?;
     // The background mount process repeats the checks; the warnings were
     // printed (and logged) by the command that started it.
@@ -364,14 +456,7 @@ pub fn run(mut args: MountArgs) -> anyhow::Result<()> {
         // The background process leaves the working directory.
         args.l2 = Some(std::path::absolute(l2).with_context(|| format!("--l2 {}", l2.display()))?);
     }
-    if let Some(path) = &args.log {
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .with_context(|| format!("--log {}", path.display()))?;
-        let _ = LOG.set(file);
-    }
+    open_log(&args)?;
     if warn && backing.join(ctltree::CTL_DIR).symlink_metadata().is_ok() {
         let msg = format!(
             "multiarc: warning: {} is hidden by the mount's control directory \
@@ -384,20 +469,51 @@ pub fn run(mut args: MountArgs) -> anyhow::Result<()> {
             let _ = writeln!(log, "{msg}");
         }
     }
+    let ready = become_mount_process(&args)?;
+    let result = serve(&args, backing, mountpoint, Arc::clone(&ready));
+    finish_mount_process(&args, &ready, result)
+}
+
+/// Opens the `--log` file (before the mount process detaches).
+fn open_log(args: &MountArgs) -> anyhow::Result<()> {
+    if let Some(path) = &args.log {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .with_context(|| format!("--log {}", path.display()))?;
+        let _ = LOG.set(file);
+    }
+    Ok(())
+}
+
+/// Without `--foreground`: starts the background mount process and exits
+/// with its report (the command itself never returns from here); in that
+/// process, or in the foreground, returns where readiness is reported.
+fn become_mount_process(args: &MountArgs) -> anyhow::Result<Arc<Ready>> {
     if !args.foreground && !args.daemon_child {
         // Returns only on an error starting the mount process.
         wait_for_mount_process()?;
     }
     raise_nofile_limit();
-    let ready = Arc::new(if args.foreground {
+    Ok(Arc::new(if args.foreground {
         Ready {
             pipe: std::sync::Mutex::new(None),
             foreground: true,
         }
     } else {
         detach()
-    });
-    let result = serve(&args, backing, mountpoint, Arc::clone(&ready));
+    }))
+}
+
+/// The end of the mount process: an error before the mount was ready goes
+/// to the waiting command (which prints it), and a background process
+/// exits non-zero on any error.
+fn finish_mount_process(
+    args: &MountArgs,
+    ready: &Ready,
+    result: anyhow::Result<()>,
+) -> anyhow::Result<()> {
     if let Err(e) = &result {
         if ready.fail(e) {
             // The parent prints it.
@@ -482,7 +598,7 @@ fn serve(
     // The kernel applies the caller's umask to the modes it sends; ours must
     // not apply a second one.
     rustix::process::umask(rustix::fs::Mode::empty());
-    let block_size = args.block_size as usize;
+    let block_size = args.block_size.unwrap_or(DEFAULT_BLOCK_SIZE) as usize;
     let cache = Arc::new(
         {
             let builder = Cache::<BlockKey>::builder()
@@ -514,47 +630,6 @@ fn serve(
     )
     .with_context(|| format!("backing directory {}", backing.display()))?;
     let fsname = format!("multiarc:{}", backing.display());
-    let mut config = fuser::Config::default();
-    config.mount_options = vec![
-        fuser::MountOption::FSName(fsname.clone()),
-        fuser::MountOption::Subtype("multiarc".into()),
-        fuser::MountOption::DefaultPermissions,
-        fuser::MountOption::NoDev,
-        fuser::MountOption::NoSuid,
-    ];
-    config.n_threads = Some(args.threads);
-    config.clone_fd = true;
-    // Without --allow-other the kernel refuses other users' requests
-    // itself (EACCES), and fuser answers only the owner's.
-    let acl = if args.allow_other {
-        fuser::SessionACL::All
-    } else {
-        fuser::SessionACL::Owner
-    };
-    config.acl = acl;
-    let root = rustix::process::geteuid().is_root();
-    let session = if root {
-        fuser::Session::new(fs, &mountpoint, &config)
-            .map_err(|e| mount_error(&e, &mountpoint, root))?
-    } else {
-        // As libfuse does: the setuid helper opens /dev/fuse and mounts.
-        let helper = find_in_path("fusermount3")
-            .or_else(|| find_in_path("fusermount"))
-            .ok_or_else(|| {
-                anyhow!("fusermount3 was not found in PATH: install the fuse3 package")
-            })?;
-        let fd = fusermount::mount(
-            &helper,
-            &mountpoint,
-            &fusermount::options(&fsname, "multiarc", args.allow_other),
-        )
-        .map_err(|e| mount_error(&e, &mountpoint, root))?;
-        fuser::Session::from_fd(fs, fd, acl, config).map_err(|e| {
-            let _ = unmount(&mountpoint);
-            mount_error(&e, &mountpoint, root)
-        })?
-    };
-    spawn_signal_thread(mountpoint.clone())?;
     // Ready once a request is answered: the worker threads are running
     // (starting them can still fail, with too few descriptors for one).
     let msg = format!(
@@ -566,16 +641,7 @@ fn serve(
         args.locking,
         args.threads
     );
-    let probe = mountpoint.join(ctltree::CTL_DIR).join(ctltree::ARCSTATS);
-    let ready_probe = Arc::clone(&ready);
-    std::thread::Builder::new()
-        .name("multiarc-ready".into())
-        .spawn(move || {
-            if std::fs::metadata(&probe).is_ok() {
-                ready_probe.ok(&msg);
-            }
-        })
-        .context("ready thread")?;
+    let session = start_session(fs, &mountpoint, &fsname, args, &[], ready, msg)?;
     let served = session.run();
     if served.is_err() && mount_points().contains(&mountpoint) {
         // The session failed (its own unmount may have found the mount
@@ -612,6 +678,73 @@ fn serve(
         backing.display()
     );
     Ok(())
+}
+
+/// Mounts `fs` on `mountpoint` (directly as root, else through
+/// fusermount3) with `extra` mount options beside the usual ones, starts
+/// the signal thread, and a thread that reports `msg` as ready once the
+/// control directory answers.
+fn start_session<F: fuser::Filesystem>(
+    fs: F,
+    mountpoint: &Path,
+    fsname: &str,
+    args: &MountArgs,
+    extra: &[fuser::MountOption],
+    ready: Arc<Ready>,
+    msg: String,
+) -> anyhow::Result<fuser::Session<F>> {
+    let mut config = fuser::Config::default();
+    config.mount_options = vec![
+        fuser::MountOption::FSName(fsname.to_string()),
+        fuser::MountOption::Subtype("multiarc".into()),
+        fuser::MountOption::DefaultPermissions,
+        fuser::MountOption::NoDev,
+        fuser::MountOption::NoSuid,
+    ];
+    config.mount_options.extend_from_slice(extra);
+    config.n_threads = Some(args.threads);
+    config.clone_fd = true;
+    // Without --allow-other the kernel refuses other users' requests
+    // itself (EACCES), and fuser answers only the owner's.
+    let acl = if args.allow_other {
+        fuser::SessionACL::All
+    } else {
+        fuser::SessionACL::Owner
+    };
+    config.acl = acl;
+    let root = rustix::process::geteuid().is_root();
+    let session = if root {
+        fuser::Session::new(fs, mountpoint, &config)
+            .map_err(|e| mount_error(&e, mountpoint, root))?
+    } else {
+        // As libfuse does: the setuid helper opens /dev/fuse and mounts.
+        let helper = find_in_path("fusermount3")
+            .or_else(|| find_in_path("fusermount"))
+            .ok_or_else(|| {
+                anyhow!("fusermount3 was not found in PATH: install the fuse3 package")
+            })?;
+        let mut options = fusermount::options(fsname, "multiarc", args.allow_other);
+        if extra.contains(&fuser::MountOption::RO) {
+            options.push_str(",ro");
+        }
+        let fd = fusermount::mount(&helper, mountpoint, &options)
+            .map_err(|e| mount_error(&e, mountpoint, root))?;
+        fuser::Session::from_fd(fs, fd, acl, config).map_err(|e| {
+            let _ = unmount(mountpoint);
+            mount_error(&e, mountpoint, root)
+        })?
+    };
+    spawn_signal_thread(mountpoint.to_path_buf())?;
+    let probe = mountpoint.join(ctltree::CTL_DIR).join(ctltree::ARCSTATS);
+    std::thread::Builder::new()
+        .name("multiarc-ready".into())
+        .spawn(move || {
+            if std::fs::metadata(&probe).is_ok() {
+                ready.ok(&msg);
+            }
+        })
+        .context("ready thread")?;
+    Ok(session)
 }
 
 /// SIGINT, SIGTERM and SIGHUP unmount (lazily, so open files finish); the
@@ -678,6 +811,19 @@ mod tests {
         assert!(!allows_other("#user_allow_other\n"));
         assert!(!allows_other("mount_max = 1000\n"));
         assert!(!allows_other(""));
+    }
+
+    #[test]
+    fn durations_parse() {
+        use std::time::Duration;
+        assert_eq!(duration_arg("1s"), Ok(Duration::from_secs(1)));
+        assert_eq!(duration_arg("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(duration_arg("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(duration_arg("0"), Ok(Duration::ZERO));
+        assert_eq!(duration_arg("1.5"), Ok(Duration::from_millis(1500)));
+        for bad in ["", "x", "-1s", "2d", "100000s"] {
+            assert!(duration_arg(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

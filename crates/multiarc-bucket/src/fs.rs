@@ -1,0 +1,878 @@
+//! [`BucketFs`]: the filesystem operations over a cached store, each a
+//! blocking call (run on the filesystem's own tokio runtime).
+
+use crate::error::{store_errno, Errno};
+use crate::inodes::{Inodes, Node, Remote};
+use crate::upload::Upload;
+use crate::{BucketConfig, Kind};
+use bytes::Bytes;
+use multiarc_object_store::CachedStore;
+use object_store::path::Path;
+use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore, ObjectStoreExt};
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant, SystemTime};
+
+/// A file's or directory's attributes, as the kernel is told them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attr {
+    /// The inode number.
+    pub ino: u64,
+    /// File or directory.
+    pub kind: Kind,
+    /// The object's size (of a file being written: bytes written so far).
+    pub size: u64,
+    /// The object's last-modified time (the mount's start for directories).
+    pub mtime: SystemTime,
+    /// Permission bits (`BucketConfig::file_mode` or `dir_mode`).
+    pub perm: u16,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+}
+
+/// One directory entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirEntry {
+    /// The inode number (`.` and `..` included).
+    pub ino: u64,
+    /// File or directory.
+    pub kind: Kind,
+    /// The name.
+    pub name: String,
+}
+
+/// An open file or directory.
+enum Handle {
+    /// A file open for reading: the version it opened (its metadata as
+    /// the store gave it), which its reads serve (or fail with `ESTALE` once
+    /// the store has another).
+    Read(ObjectMeta),
+    /// A file open for writing, and the process that opened it (whose
+    /// close uploads it).
+    Write {
+        upload: Arc<tokio::sync::Mutex<Upload>>,
+        owner: u32,
+    },
+    Dir(Arc<Vec<DirEntry>>),
+}
+
+/// The filesystem's own counters (beside the cached store's).
+#[derive(Default)]
+struct Counters {
+    listings: AtomicU64,
+    lookups_remote: AtomicU64,
+    uploads: AtomicU64,
+    upload_bytes: AtomicU64,
+    upload_errors: AtomicU64,
+    store_errors: AtomicU64,
+    deletes: AtomicU64,
+    stale_opens: AtomicU64,
+    cached_reads_while_failing: AtomicU64,
+}
+
+/// A bucket (or a prefix of one) as a filesystem. See the crate docs for
+/// its semantics. Every method blocks on the filesystem's own runtime: call
+/// them from plain threads (FUSE's), never from inside an async runtime.
+pub struct BucketFs<S: ObjectStore> {
+    runtime: tokio::runtime::Runtime,
+    store: Arc<CachedStore<S>>,
+    config: BucketConfig,
+    inodes: Mutex<Inodes>,
+    handles: Mutex<HashMap<u64, Arc<Handle>>>,
+    next_fh: AtomicU64,
+    counters: Counters,
+    started: SystemTime,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A prefix for listing: the empty path (a whole bucket's root) is none.
+fn as_prefix(path: &Path) -> Option<&Path> {
+    (!path.as_ref().is_empty()).then_some(path)
+}
+
+/// The key of `name` in the directory at `dir`; `None` where `name` cannot
+/// be part of a key (not UTF-8, `/`, `.`, `..`, empty).
+fn child_path(dir: &Path, name: &str) -> Option<Path> {
+    if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+        return None;
+    }
+    let key = if dir.as_ref().is_empty() {
+        name.to_string()
+    } else {
+        format!("{}/{name}", dir.as_ref())
+    };
+    Path::parse(key).ok()
+}
+
+fn remote_of(meta: &ObjectMeta) -> Remote {
+    Remote {
+        size: meta.size,
+        mtime: SystemTime::from(meta.last_modified),
+    }
+}
+
+impl<S: ObjectStore> BucketFs<S> {
+    /// The filesystem over `store`, rooted at `root` (a key prefix; the
+    /// empty path for the whole bucket). Starts its runtime.
+    pub fn new(store: CachedStore<S>, root: Path, config: BucketConfig) -> std::io::Result<Self> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(config.runtime_threads.max(1))
+            .thread_name("multiarc-bucket")
+            .enable_all()
+            .build()?;
+        Ok(BucketFs {
+            runtime,
+            store: Arc::new(store),
+            config,
+            inodes: Mutex::new(Inodes::new(root)),
+            handles: Mutex::new(HashMap::new()),
+            next_fh: AtomicU64::new(1),
+            counters: Counters::default(),
+            started: SystemTime::now(),
+        })
+    }
+
+    /// The cached store the filesystem reads through.
+    pub fn store(&self) -> &CachedStore<S> {
+        &self.store
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &BucketConfig {
+        &self.config
+    }
+
+    /// How long the kernel may trust names and attributes: the metadata TTL.
+    pub fn ttl(&self) -> Duration {
+        self.config.metadata_ttl
+    }
+
+    fn fresh(&self, node: &Node) -> bool {
+        node.is_local()
+            || node
+                .checked
+                .is_some_and(|t| t.elapsed() < self.config.metadata_ttl)
+    }
+
+    fn attr(&self, ino: u64, node: &Node) -> Attr {
+        let (size, mtime, perm) = match node.kind {
+            Kind::Directory => (0, self.started, self.config.dir_mode),
+            Kind::File => {
+                let remote = node.remote.as_ref();
+                (
+                    node.writing.or_else(|| remote.map(|r| r.size)).unwrap_or(0),
+                    match (node.writing, remote) {
+                        (None, Some(r)) => r.mtime,
+                        _ => SystemTime::now(),
+                    },
+                    self.config.file_mode,
+                )
+            }
+        };
+        Attr {
+            ino,
+            kind: node.kind,
+            size,
+            mtime,
+            perm,
+            uid: self.config.uid,
+            gid: self.config.gid,
+        }
+    }
+
+    fn store_error(&self, what: &str, e: &object_store::Error) -> Errno {
+        if !matches!(e, object_store::Error::NotFound { .. }) {
+            self.counters.store_errors.fetch_add(1, Ordering::Relaxed);
+        }
+        store_errno(what, e)
+    }
+
+    /// The parent directory's path, checking it is a directory.
+    fn dir_path(&self, ino: u64) -> Result<Path, Errno> {
+        let inodes = lock(&self.inodes);
+        let node = inodes.get(ino).ok_or(Errno::ENOENT)?;
+        if node.kind != Kind::Directory {
+            return Err(Errno::ENOTDIR);
+        }
+        Ok(node.path.clone())
+    }
+
+    /// Looks `name` up in `parent`: from what the table knows while it is
+    /// fresh, else from the store (a HEAD of the key and a listing of the
+    /// prefix, at once; a directory hides an object of the same name).
+    /// Counts one kernel reference.
+    pub fn lookup(&self, parent: u64, name: &OsStr) -> Result<Attr, Errno> {
+        let name = name.to_str().ok_or(Errno::ENOENT)?;
+        let dir = self.dir_path(parent)?;
+        {
+            let mut inodes = lock(&self.inodes);
+            if let Some(ino) = inodes.child(parent, name) {
+                let node = inodes.get(ino).ok_or(Errno::ENOENT)?;
+                if self.fresh(node) {
+                    let attr = self.attr(ino, node);
+                    if let Some(node) = inodes.get_mut(ino) {
+                        node.lookups += 1;
+                    }
+                    return Ok(attr);
+                }
+            }
+        }
+        let path = child_path(&dir, name).ok_or(Errno::ENOENT)?;
+        if name.len() > 1024 {
+            return Err(Errno::ENAMETOOLONG);
+        }
+        self.counters.lookups_remote.fetch_add(1, Ordering::Relaxed);
+        let (head, under) = self.runtime.block_on(async {
+            let head = self.store.head(&path);
+            let under = async {
+                use futures::StreamExt;
+                self.store.list(Some(&path)).next().await.transpose()
+            };
+            futures::join!(head, under)
+        });
+        let what = format!("looking up {path}");
+        let is_dir = match under {
+            Ok(first) => first.is_some(),
+            Err(e) => return Err(self.store_error(&what, &e)),
+        };
+        // A directory hides an object of its name, and whatever its HEAD
+        // answered (some servers fail a HEAD of a key that is a prefix).
+        let file = match head {
+            _ if is_dir => None,
+            Ok(meta) => Some(meta),
+            Err(object_store::Error::NotFound { .. }) => None,
+            Err(e) => return Err(self.store_error(&what, &e)),
+        };
+        let mut inodes = lock(&self.inodes);
+        let ino = match (is_dir, file) {
+            (true, _) => inodes.upsert(parent, name, path, Kind::Directory),
+            (false, Some(meta)) => {
+                let ino = inodes.upsert(parent, name, path, Kind::File);
+                if let Some(node) = inodes.get_mut(ino) {
+                    node.remote = Some(remote_of(&meta));
+                }
+                ino
+            }
+            (false, None) => {
+                // A name made here meanwhile stays.
+                if let Some(ino) = inodes.child(parent, name) {
+                    if let Some(node) = inodes.get_mut(ino).filter(|n| n.is_local()) {
+                        node.lookups += 1;
+                        let node = inodes.get(ino).ok_or(Errno::ENOENT)?;
+                        return Ok(self.attr(ino, node));
+                    }
+                }
+                inodes.detach(parent, name);
+                return Err(Errno::ENOENT);
+            }
+        };
+        let node = inodes.get_mut(ino).ok_or(Errno::ENOENT)?;
+        node.checked = Some(Instant::now());
+        node.lookups += 1;
+        let node = inodes.get(ino).ok_or(Errno::ENOENT)?;
+        Ok(self.attr(ino, node))
+    }
+
+    /// The kernel dropped `n` references to `ino`.
+    pub fn forget(&self, ino: u64, n: u64) {
+        lock(&self.inodes).forget(ino, n);
+    }
+
+    /// The attributes of `ino`: a file's are fetched again (a HEAD) once
+    /// the TTL has passed.
+    pub fn getattr(&self, ino: u64) -> Result<Attr, Errno> {
+        let path = {
+            let inodes = lock(&self.inodes);
+            let node = inodes.get(ino).ok_or(Errno::ENOENT)?;
+            if node.kind == Kind::Directory || self.fresh(node) {
+                return Ok(self.attr(ino, node));
+            }
+            node.path.clone()
+        };
+        let meta = self
+            .runtime
+            .block_on(self.store.head(&path))
+            .map_err(|e| self.store_error(&format!("getattr {path}"), &e))?;
+        let mut inodes = lock(&self.inodes);
+        let node = inodes.get_mut(ino).ok_or(Errno::ENOENT)?;
+        node.remote = Some(remote_of(&meta));
+        node.checked = Some(Instant::now());
+        let node = inodes.get(ino).ok_or(Errno::ENOENT)?;
+        Ok(self.attr(ino, node))
+    }
+
+    /// `setattr`: times are accepted and ignored (objects have only the
+    /// store's); a change of mode or owner is `EPERM`; a size only where it
+    /// is already the size (a new or truncated file's 0, as `O_TRUNC` or
+    /// `truncate` before writing asks).
+    pub fn setattr(&self, ino: u64, size: Option<u64>, mode_or_owner: bool) -> Result<Attr, Errno> {
+        if mode_or_owner {
+            return Err(Errno::EPERM);
+        }
+        let inodes = lock(&self.inodes);
+        let node = inodes.get(ino).ok_or(Errno::ENOENT)?;
+        if let Some(size) = size {
+            if node.kind == Kind::Directory {
+                return Err(Errno::EISDIR);
+            }
+            if node.writing != Some(size) {
+                log::warn!(
+                    "{}: changing a file's size to {size} is not supported (objects are written \
+                     whole, sequentially)",
+                    node.path
+                );
+                return Err(Errno::EPERM);
+            }
+        }
+        Ok(self.attr(ino, node))
+    }
+
+    /// Lists `ino` (a `/`-delimited listing of its prefix, plus the names
+    /// made here and not in the store yet) and opens the result: readdir
+    /// reads this snapshot. Entries carry what the listing said (sizes,
+    /// times, ETags), so lookups of them within the TTL need no request.
+    pub fn opendir(&self, ino: u64) -> Result<u64, Errno> {
+        let (dir, parent) = {
+            let inodes = lock(&self.inodes);
+            let node = inodes.get(ino).ok_or(Errno::ENOENT)?;
+            if node.kind != Kind::Directory {
+                return Err(Errno::ENOTDIR);
+            }
+            (node.path.clone(), node.parent)
+        };
+        self.counters.listings.fetch_add(1, Ordering::Relaxed);
+        let listing = self
+            .runtime
+            .block_on(self.store.list_with_delimiter(as_prefix(&dir)))
+            .map_err(|e| self.store_error(&format!("listing {dir}"), &e))?;
+        let now = Instant::now();
+        let mut entries = vec![
+            DirEntry {
+                ino,
+                kind: Kind::Directory,
+                name: ".".into(),
+            },
+            DirEntry {
+                ino: parent,
+                kind: Kind::Directory,
+                name: "..".into(),
+            },
+        ];
+        let mut inodes = lock(&self.inodes);
+        let mut seen = std::collections::HashSet::new();
+        for prefix in &listing.common_prefixes {
+            let Some(name) = prefix.filename() else {
+                continue;
+            };
+            let child = inodes.upsert(ino, name, prefix.clone(), Kind::Directory);
+            if let Some(node) = inodes.get_mut(child) {
+                node.checked = Some(now);
+            }
+            seen.insert(name.to_string());
+            entries.push(DirEntry {
+                ino: child,
+                kind: Kind::Directory,
+                name: name.to_string(),
+            });
+        }
+        for meta in &listing.objects {
+            // A directory marker (`dir/`) is the directory itself.
+            let Some(name) = meta.location.filename().filter(|_| meta.location != dir) else {
+                continue;
+            };
+            if !seen.insert(name.to_string()) {
+                continue;
+            }
+            let child = inodes.upsert(ino, name, meta.location.clone(), Kind::File);
+            if let Some(node) = inodes.get_mut(child) {
+                node.remote = Some(remote_of(meta));
+                node.checked = Some(now);
+            }
+            entries.push(DirEntry {
+                ino: child,
+                kind: Kind::File,
+                name: name.to_string(),
+            });
+        }
+        for (child, name, kind) in inodes.local_children(ino) {
+            if seen.insert(name.clone()) {
+                entries.push(DirEntry {
+                    ino: child,
+                    kind,
+                    name,
+                });
+            }
+        }
+        drop(inodes);
+        Ok(self.insert_handle(Handle::Dir(Arc::new(entries))))
+    }
+
+    /// The entries of an open directory from `offset` on (`.` and `..`
+    /// first).
+    pub fn readdir(&self, fh: u64, offset: u64) -> Result<Vec<DirEntry>, Errno> {
+        match &*self.handle(fh)? {
+            Handle::Dir(entries) => Ok(entries.iter().skip(offset as usize).cloned().collect()),
+            _ => Err(Errno::ENOTDIR),
+        }
+    }
+
+    fn insert_handle(&self, handle: Handle) -> u64 {
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        lock(&self.handles).insert(fh, Arc::new(handle));
+        fh
+    }
+
+    fn handle(&self, fh: u64) -> Result<Arc<Handle>, Errno> {
+        lock(&self.handles).get(&fh).cloned().ok_or(Errno::EBADF)
+    }
+
+    /// Opens a file: for reading, the object's current version (its
+    /// metadata, trusted for the TTL: close-to-open consistency); for
+    /// writing, only to replace the object whole (`O_TRUNC`) and only with
+    /// `allow_overwrite` (`EPERM` otherwise). `owner` is the opening
+    /// process (see [`BucketFs::flush`]).
+    pub fn open(&self, ino: u64, flags: i32, owner: u32) -> Result<u64, Errno> {
+        let writing = flags & libc::O_ACCMODE != libc::O_RDONLY;
+        let path = {
+            let inodes = lock(&self.inodes);
+            let node = inodes.get(ino).ok_or(Errno::ENOENT)?;
+            if node.kind == Kind::Directory {
+                return Err(Errno::EISDIR);
+            }
+            if node.writing.is_some() {
+                log::warn!("{}: opening a file that is being written", node.path);
+                return Err(Errno::EBUSY);
+            }
+            node.path.clone()
+        };
+        if writing {
+            if self.config.read_only {
+                return Err(Errno::EROFS);
+            }
+            if !self.config.allow_overwrite {
+                log::warn!(
+                    "{path}: opening an existing object for writing is refused (mount with \
+                     --allow-overwrite to replace objects)"
+                );
+                return Err(Errno::EPERM);
+            }
+            if flags & libc::O_TRUNC == 0 {
+                log::warn!(
+                    "{path}: an existing object can only be replaced whole (open it with O_TRUNC)"
+                );
+                return Err(Errno::EPERM);
+            }
+            return self.start_upload(ino, path, owner);
+        }
+        let meta = match self.runtime.block_on(self.store.head(&path)) {
+            Ok(meta) => {
+                let mut inodes = lock(&self.inodes);
+                if let Some(node) = inodes.get_mut(ino) {
+                    node.remote = Some(remote_of(&meta));
+                    node.checked = Some(Instant::now());
+                    node.opened = Some(meta.clone());
+                }
+                meta
+            }
+            Err(e) => {
+                let errno = self.store_error(&format!("opening {path}"), &e);
+                // The store cannot be reached: the version this mount last
+                // opened, whose cached blocks can still be read.
+                let last = lock(&self.inodes).get(ino).and_then(|n| n.opened.clone());
+                match last {
+                    Some(meta) if errno == Errno::EIO => {
+                        log::warn!(
+                            "{path}: opening the version last seen ({}) while the store fails",
+                            meta.e_tag.as_deref().unwrap_or("no ETag")
+                        );
+                        self.counters.stale_opens.fetch_add(1, Ordering::Relaxed);
+                        meta
+                    }
+                    _ => return Err(errno),
+                }
+            }
+        };
+        Ok(self.insert_handle(Handle::Read(meta)))
+    }
+
+    fn start_upload(&self, ino: u64, path: Path, owner: u32) -> Result<u64, Errno> {
+        {
+            let mut inodes = lock(&self.inodes);
+            let node = inodes.get_mut(ino).ok_or(Errno::ENOENT)?;
+            if node.writing.is_some() {
+                return Err(Errno::EBUSY);
+            }
+            node.writing = Some(0);
+        }
+        let upload = Upload::new(
+            ino,
+            path,
+            self.config.part_size,
+            self.config.parts_in_flight,
+        );
+        Ok(self.insert_handle(Handle::Write {
+            upload: Arc::new(tokio::sync::Mutex::new(upload)),
+            owner,
+        }))
+    }
+
+    /// Reads `size` bytes at `offset` of the version the handle opened
+    /// (fewer at its end): through the block cache, each read conditional
+    /// on that version's ETag. `ESTALE` once the cached store knows of
+    /// another version. While the store fails (`EIO`), what the cache holds
+    /// of the handle's version is still served.
+    pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Bytes, Errno> {
+        let handle = self.handle(fh)?;
+        let Handle::Read(meta) = &*handle else {
+            return Err(Errno::EBADF);
+        };
+        let (path, e_tag) = (&meta.location, &meta.e_tag);
+        let end = offset.saturating_add(size as u64).min(meta.size);
+        if offset >= end {
+            return Ok(Bytes::new());
+        }
+        let options = GetOptions {
+            range: Some(GetRange::Bounded(offset..end)),
+            if_match: e_tag.clone(),
+            ..GetOptions::default()
+        };
+        let what = || format!("reading {path} at {offset}");
+        let fetched = self
+            .runtime
+            .block_on(async { self.store.get_opts(path, options).await?.bytes().await });
+        let bytes = match fetched {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                let errno = self.store_error(&what(), &e);
+                // The store fails (its metadata may have expired, so the
+                // cached store cannot vouch for the version): the blocks of
+                // this handle's version, if the cache holds them all.
+                match self.cached_range(meta, offset, end) {
+                    Some(bytes) if errno == Errno::EIO => {
+                        self.counters
+                            .cached_reads_while_failing
+                            .fetch_add(1, Ordering::Relaxed);
+                        return Ok(bytes);
+                    }
+                    _ => return Err(errno),
+                }
+            }
+        };
+        if bytes.len() as u64 != end - offset {
+            log::error!(
+                "{}: {} bytes instead of {}",
+                what(),
+                bytes.len(),
+                end - offset
+            );
+            return Err(Errno::EIO);
+        }
+        Ok(bytes)
+    }
+
+    /// Bytes `start..end` of the version `meta` describes, from the blocks
+    /// in the cache (memory, or the second tier); `None` unless it holds
+    /// every one, whole.
+    fn cached_range(&self, meta: &ObjectMeta, start: u64, end: u64) -> Option<Bytes> {
+        let block_size = self.store.block_size();
+        let mut out = Vec::with_capacity((end - start) as usize);
+        for block in start / block_size..=(end - 1) / block_size {
+            let key = self.store.block_key(&meta.location, meta, block);
+            let cached = self.store.cache().get(&key)?;
+            let block_start = block * block_size;
+            let block_len = (meta.size - block_start).min(block_size);
+            if cached.len() as u64 != block_len {
+                return None;
+            }
+            let from = start.max(block_start) - block_start;
+            let to = end.min(block_start + block_len) - block_start;
+            out.extend_from_slice(&cached[from as usize..to as usize]);
+        }
+        Some(out.into())
+    }
+
+    /// Creates a new file `name` in `parent`, open for writing: it exists
+    /// here (size growing with the writes) and in the store only once
+    /// uploaded. `owner` is the creating process (see [`BucketFs::flush`]).
+    pub fn create(&self, parent: u64, name: &OsStr, owner: u32) -> Result<(Attr, u64), Errno> {
+        if self.config.read_only {
+            return Err(Errno::EROFS);
+        }
+        let name = name.to_str().ok_or(Errno::EINVAL)?;
+        let dir = self.dir_path(parent)?;
+        let path = child_path(&dir, name).ok_or(Errno::EINVAL)?;
+        let ino = {
+            let mut inodes = lock(&self.inodes);
+            if let Some(ino) = inodes.child(parent, name) {
+                let node = inodes.get(ino).ok_or(Errno::ENOENT)?;
+                // The kernel creates only names its lookup did not find:
+                // one found here was made meanwhile (here, or in the store).
+                let exists = node.remote.is_some() || node.kind == Kind::Directory;
+                if node.is_local() || (exists && !self.config.allow_overwrite) {
+                    return Err(Errno::EEXIST);
+                }
+            }
+            let ino = inodes.upsert(parent, name, path.clone(), Kind::File);
+            inodes.get_mut(ino).ok_or(Errno::ENOENT)?.lookups += 1;
+            ino
+        };
+        let fh = self.start_upload(ino, path, owner)?;
+        let inodes = lock(&self.inodes);
+        let node = inodes.get(ino).ok_or(Errno::ENOENT)?;
+        Ok((self.attr(ino, node), fh))
+    }
+
+    /// Appends `data` at `offset` to a file open for writing (`EINVAL`
+    /// unless `offset` is where the last write ended).
+    pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<u32, Errno> {
+        let Handle::Write { upload, .. } = &*self.handle(fh)? else {
+            return Err(Errno::EBADF);
+        };
+        let (ino, written) = self.runtime.block_on(async {
+            let mut upload = upload.lock().await;
+            upload.write(&*self.store, offset, data).await?;
+            Ok::<_, Errno>((upload.ino, upload.written))
+        })?;
+        if let Some(node) = lock(&self.inodes).get_mut(ino) {
+            if node.writing.is_some() {
+                node.writing = Some(written);
+            }
+        }
+        Ok(data.len() as u32)
+    }
+
+    /// A `close` (FUSE's flush) by process `caller`: a file open for
+    /// writing is uploaded now, and takes no more writes, if `caller` is
+    /// the process that opened it. A close by another process (a child
+    /// that inherited the descriptor across `fork`, and closes it at
+    /// `exec` or exit) leaves it open; the upload then happens at the
+    /// owner's close, fsync, or the release.
+    pub fn flush(&self, fh: u64, caller: u32) -> Result<(), Errno> {
+        match &*self.handle(fh)? {
+            Handle::Write { upload, owner } if *owner == caller => self.complete(upload),
+            _ => Ok(()),
+        }
+    }
+
+    /// `fsync`: a file open for writing is uploaded now, and takes no more
+    /// writes.
+    pub fn fsync(&self, fh: u64) -> Result<(), Errno> {
+        match &*self.handle(fh)? {
+            Handle::Write { upload, .. } => self.complete(upload),
+            _ => Ok(()),
+        }
+    }
+
+    fn complete(&self, upload: &tokio::sync::Mutex<Upload>) -> Result<(), Errno> {
+        let (ino, written, result, first_failure) = self.runtime.block_on(async {
+            let mut upload = upload.lock().await;
+            let result = upload.complete(&*self.store).await;
+            let first_failure = result.is_err() && !upload.failure_seen;
+            upload.failure_seen |= result.is_err();
+            (upload.ino, upload.written, result, first_failure)
+        });
+        let mut inodes = lock(&self.inodes);
+        match result {
+            Ok(None) => Ok(()),
+            Ok(Some(_put)) => {
+                self.counters.uploads.fetch_add(1, Ordering::Relaxed);
+                self.counters
+                    .upload_bytes
+                    .fetch_add(written, Ordering::Relaxed);
+                if let Some(node) = inodes.get_mut(ino) {
+                    node.writing = None;
+                    // An older version must not be what an open falls
+                    // back to.
+                    node.opened = None;
+                    node.remote = Some(Remote {
+                        size: written,
+                        mtime: SystemTime::now(),
+                    });
+                    node.checked = Some(Instant::now());
+                }
+                Ok(())
+            }
+            Err(e) if !first_failure => Err(e),
+            Err(e) => {
+                self.counters.upload_errors.fetch_add(1, Ordering::Relaxed);
+                if let Some(node) = inodes.get_mut(ino) {
+                    node.writing = None;
+                    // The store has what it had: let the next lookup ask.
+                    node.checked = None;
+                    if node.remote.is_none() {
+                        let (parent, name) = (node.parent, node.name.clone());
+                        inodes.detach(parent, &name);
+                    }
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Closes a handle; a file still open for writing is uploaded first
+    /// (its error is returned, though the kernel does not pass it on).
+    pub fn release(&self, fh: u64) -> Result<(), Errno> {
+        let Some(handle) = lock(&self.handles).remove(&fh) else {
+            return Err(Errno::EBADF);
+        };
+        match &*handle {
+            Handle::Write { upload, .. } => {
+                let result = self.complete(upload);
+                if let Err(e) = result {
+                    let path = self
+                        .runtime
+                        .block_on(async { upload.lock().await.path.clone() });
+                    log::error!("{path}: the upload at release failed: {e}");
+                }
+                result
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Removes the object `name` in `parent` (only with `allow_delete`:
+    /// `EPERM` otherwise).
+    pub fn unlink(&self, parent: u64, name: &OsStr) -> Result<(), Errno> {
+        if self.config.read_only {
+            return Err(Errno::EROFS);
+        }
+        let name = name.to_str().ok_or(Errno::ENOENT)?;
+        let path = {
+            let inodes = lock(&self.inodes);
+            let ino = inodes.child(parent, name).ok_or(Errno::ENOENT)?;
+            let node = inodes.get(ino).ok_or(Errno::ENOENT)?;
+            if node.kind == Kind::Directory {
+                return Err(Errno::EISDIR);
+            }
+            if node.writing.is_some() {
+                return Err(Errno::EBUSY);
+            }
+            node.path.clone()
+        };
+        if !self.config.allow_delete {
+            log::warn!("{path}: deleting is refused (mount with --allow-delete to allow it)");
+            return Err(Errno::EPERM);
+        }
+        match self.runtime.block_on(self.store.delete(&path)) {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => return Err(self.store_error(&format!("deleting {path}"), &e)),
+        }
+        self.counters.deletes.fetch_add(1, Ordering::Relaxed);
+        lock(&self.inodes).detach(parent, name);
+        Ok(())
+    }
+
+    /// Makes a directory: it exists here until a file is written in it
+    /// (the store has no directories, only keys with `/`).
+    pub fn mkdir(&self, parent: u64, name: &OsStr) -> Result<Attr, Errno> {
+        if self.config.read_only {
+            return Err(Errno::EROFS);
+        }
+        let name = name.to_str().ok_or(Errno::EINVAL)?;
+        let dir = self.dir_path(parent)?;
+        let path = child_path(&dir, name).ok_or(Errno::EINVAL)?;
+        let mut inodes = lock(&self.inodes);
+        if let Some(ino) = inodes.child(parent, name) {
+            if inodes
+                .get(ino)
+                .is_some_and(|n| n.is_local() || self.fresh(n))
+            {
+                return Err(Errno::EEXIST);
+            }
+        }
+        let ino = inodes.upsert(parent, name, path, Kind::Directory);
+        let node = inodes.get_mut(ino).ok_or(Errno::ENOENT)?;
+        node.local_dir = true;
+        node.lookups += 1;
+        let node = inodes.get(ino).ok_or(Errno::ENOENT)?;
+        Ok(self.attr(ino, node))
+    }
+
+    /// Removes a directory that holds nothing (in the store or here).
+    pub fn rmdir(&self, parent: u64, name: &OsStr) -> Result<(), Errno> {
+        if self.config.read_only {
+            return Err(Errno::EROFS);
+        }
+        let name = name.to_str().ok_or(Errno::ENOENT)?;
+        let (ino, path) = {
+            let inodes = lock(&self.inodes);
+            let ino = inodes.child(parent, name).ok_or(Errno::ENOENT)?;
+            let node = inodes.get(ino).ok_or(Errno::ENOENT)?;
+            if node.kind != Kind::Directory {
+                return Err(Errno::ENOTDIR);
+            }
+            if inodes.has_local_children(ino) {
+                return Err(Errno::ENOTEMPTY);
+            }
+            (ino, node.path.clone())
+        };
+        let first = self.runtime.block_on(async {
+            use futures::StreamExt;
+            self.store.list(Some(&path)).next().await.transpose()
+        });
+        match first {
+            Ok(Some(_)) => return Err(Errno::ENOTEMPTY),
+            Ok(None) => {}
+            Err(e) => return Err(self.store_error(&format!("listing {path}"), &e)),
+        }
+        let mut inodes = lock(&self.inodes);
+        if let Some(node) = inodes.get_mut(ino) {
+            node.local_dir = false;
+        }
+        inodes.detach(parent, name);
+        Ok(())
+    }
+
+    /// The statistics: the block cache's, the cached store's (requests and
+    /// bytes to the store, hits per tier, ...) and the filesystem's own
+    /// (listings, remote lookups, uploads, store errors, ...).
+    pub fn stats(&self) -> Vec<(&'static str, u64)> {
+        let mut out = self.store.cache().stats().to_pairs();
+        out.extend(self.store.stats().to_pairs());
+        let c = &self.counters;
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        out.extend([
+            ("bucket_listings", load(&c.listings)),
+            ("bucket_remote_lookups", load(&c.lookups_remote)),
+            ("bucket_uploads", load(&c.uploads)),
+            ("bucket_upload_bytes", load(&c.upload_bytes)),
+            ("bucket_upload_errors", load(&c.upload_errors)),
+            ("bucket_deletes", load(&c.deletes)),
+            ("bucket_store_errors", load(&c.store_errors)),
+            ("bucket_stale_opens", load(&c.stale_opens)),
+            (
+                "bucket_cached_reads_while_failing",
+                load(&c.cached_reads_while_failing),
+            ),
+            ("bucket_inodes", lock(&self.inodes).len() as u64),
+            ("bucket_open_handles", lock(&self.handles).len() as u64),
+        ]);
+        out
+    }
+
+    /// Aborts every upload still open (the mount is going away without
+    /// their files being closed): nothing partial is left in the store.
+    pub fn abandon_uploads(&self) {
+        let handles: Vec<_> = lock(&self.handles).drain().map(|(_, h)| h).collect();
+        self.runtime.block_on(async {
+            for handle in handles {
+                if let Handle::Write { upload, .. } = &*handle {
+                    upload.lock().await.abandon().await;
+                }
+            }
+        });
+    }
+}
+
+impl<S: ObjectStore> Drop for BucketFs<S> {
+    fn drop(&mut self) {
+        self.abandon_uploads();
+    }
+}

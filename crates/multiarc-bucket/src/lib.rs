@@ -1,0 +1,149 @@
+//! A bucket as a filesystem: the logic behind `multiarc mount
+//! s3://bucket[/prefix] MNT`, without FUSE.
+//!
+//! [`BucketFs`] answers the operations a FUSE adapter forwards (lookup,
+//! getattr, readdir, open, read, create, write, flush, release, unlink,
+//! mkdir, rmdir) over any [`object_store::ObjectStore`], read through a
+//! [`multiarc_object_store::CachedStore`] (aligned blocks in a multiarc
+//! cache, single-flight, coalesced ranged GETs, metadata TTL, optional L2).
+//! Each operation blocks on the filesystem's own tokio runtime: call them
+//! from plain threads (FUSE's), never from inside a runtime.
+//!
+//! # Namespace
+//!
+//! Directories are key prefixes: `a/b/c` is the file `c` in the directory
+//! `b` in `a`. A directory is listed with one `/`-delimited listing; a name
+//! is looked up with a HEAD of its key and a one-entry listing under
+//! `name/`, at once. Where both an object `a` and keys under `a/` exist, the
+//! directory wins and the object is hidden. Keys that cannot be names (empty
+//! parts, `.` or `..`) are not shown. A file's size and mtime are its
+//! object's; directories have the mount's start time. Names, kinds and
+//! attributes are trusted for the metadata TTL ([`BucketConfig::metadata_ttl`]),
+//! which is also how long the kernel may cache them.
+//!
+//! # Consistency
+//!
+//! - **Close-to-open.** Opening a file takes the object's current version
+//!   (its ETag), as the cached store knows it: checked with a HEAD once the
+//!   metadata TTL has passed since the last check. Every read through that
+//!   handle serves that version: blocks are cached per version, and each
+//!   read is conditional on its ETag. No read mixes two versions. Once the
+//!   cached store learns of a newer version (a HEAD after the TTL, or a
+//!   block fetch that finds the ETag changed), reads through handles opened
+//!   on the old one fail with `ESTALE`: reopen the file. With a TTL of
+//!   zero, every read checks the version with a HEAD.
+//! - **Another node's write** is seen at this node's next open once the
+//!   TTL has passed since this node last checked the object (at most TTL
+//!   plus a HEAD's round trip after the write completed). A file written
+//!   through this mount is seen by its next open here at once.
+//! - **Listings** are at most a TTL old for lookups; `readdir` lists anew
+//!   each time a directory is opened.
+//!
+//! # Writes
+//!
+//! As mountpoint-s3 does them:
+//! - A new file is written sequentially; a write anywhere but at the end
+//!   of what was written is `EINVAL`. Writes are buffered up to
+//!   [`BucketConfig::part_size`], then streamed as a multipart upload (at
+//!   most [`BucketConfig::parts_in_flight`] parts at once).
+//! - The object appears in the store whole when the file is closed (FUSE
+//!   flush) by the process that opened it, fsynced, or released: one PUT,
+//!   or the multipart upload's completion. (A close by another process, a
+//!   child that inherited the descriptor across `fork`, does not end the
+//!   file.) Before that, other nodes see nothing (or the old object);
+//!   this mount shows the file with its size so far and refuses to open it
+//!   again (`EBUSY`). A failed upload is aborted (its parts deleted) and
+//!   the close gets `EIO`; writes after the upload are `EPERM`. A daemon
+//!   killed mid-upload leaves the old object or nothing (the store holds
+//!   an incomplete multipart upload until a lifecycle rule removes it).
+//! - Opening an existing object for writing is `EPERM` unless
+//!   [`BucketConfig::allow_overwrite`], and then only to replace it whole
+//!   (`O_TRUNC`). Unlink is `EPERM` unless [`BucketConfig::allow_delete`].
+//!   With [`BucketConfig::read_only`], every change is `EROFS`. Changing
+//!   mode or owner, rename, links and truncating to another size are `EPERM`
+//!   (or not offered); times are accepted and ignored.
+//! - `mkdir` makes a directory that exists in this mount only, until a file
+//!   is written under it.
+//!
+//! # Errors
+//!
+//! A store error is `EIO` to the caller (`ENOENT` for a missing object,
+//! `EACCES` for refused credentials, `ESTALE` for a changed object), with
+//! the cause in the log. While the store fails, what the cache holds is
+//! still served: reads through open handles fall back to their version's
+//! cached blocks (also once the metadata TTL has passed), and an open falls
+//! back to the version this mount last opened (`bucket_stale_opens`,
+//! `bucket_cached_reads_while_failing` in the statistics).
+
+#![warn(missing_docs)]
+
+mod error;
+mod fs;
+mod inodes;
+mod s3;
+mod upload;
+
+pub use error::Errno;
+pub use fs::{Attr, BucketFs, DirEntry};
+pub use inodes::{FIRST_INO, ROOT_INO};
+pub use s3::{check_bucket, s3_store, S3Options, S3Source};
+
+use std::time::Duration;
+
+/// A file or a directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// An object.
+    File,
+    /// A key prefix.
+    Directory,
+}
+
+/// The settings of a [`BucketFs`].
+#[derive(Clone, Debug)]
+pub struct BucketConfig {
+    /// How long names, attributes and an object's version are trusted
+    /// before the store is asked again (the cached store's metadata TTL
+    /// should be the same). Default 1 s.
+    pub metadata_ttl: Duration,
+    /// Refuse every change (`EROFS`).
+    pub read_only: bool,
+    /// Let an existing object be replaced (opened with `O_TRUNC` and written
+    /// anew); `EPERM` otherwise.
+    pub allow_overwrite: bool,
+    /// Let unlink delete objects; `EPERM` otherwise.
+    pub allow_delete: bool,
+    /// Bytes buffered before an upload turns multipart, and the size of
+    /// each part. Default 8 MiB (S3 wants at least 5 MiB).
+    pub part_size: usize,
+    /// Parts of one file uploaded at once, at most. Default 4.
+    pub parts_in_flight: usize,
+    /// The runtime's worker threads. Default 2.
+    pub runtime_threads: usize,
+    /// Owner of every file and directory.
+    pub uid: u32,
+    /// Group of every file and directory.
+    pub gid: u32,
+    /// Permission bits of files. Default 0o644.
+    pub file_mode: u16,
+    /// Permission bits of directories. Default 0o755.
+    pub dir_mode: u16,
+}
+
+impl Default for BucketConfig {
+    fn default() -> BucketConfig {
+        BucketConfig {
+            metadata_ttl: Duration::from_secs(1),
+            read_only: false,
+            allow_overwrite: false,
+            allow_delete: false,
+            part_size: 8 << 20,
+            parts_in_flight: 4,
+            runtime_threads: 2,
+            uid: 0,
+            gid: 0,
+            file_mode: 0o644,
+            dir_mode: 0o755,
+        }
+    }
+}

@@ -1,0 +1,432 @@
+//! `BucketFs` against a real S3 server (s3s-fs, in-process on
+//! 127.0.0.1, through object_store's S3 client): the namespace from
+//! listings, reads equal to the bucket, sequential uploads visible only
+//! whole, the refusals, close-to-open consistency, store errors.
+
+mod support;
+
+use multiarc_bucket::{check_bucket, BucketConfig, BucketFs, Errno, Kind, S3Source, ROOT_INO};
+use multiarc_object_store::CachedStore;
+use object_store::aws::AmazonS3;
+use object_store::path::Path;
+use object_store::{ObjectStoreExt, PutPayload};
+use std::ffi::OsStr;
+
+/// The process that opens files in these tests.
+const OWNER: u32 = 1;
+use std::time::Duration;
+use support::{pattern, s3_client, start_server, S3Server};
+
+fn put(server: &S3Server, key: &str, data: Vec<u8>) {
+    let client = s3_client(server);
+    rt().block_on(client.put(&Path::from(key), PutPayload::from(data)))
+        .expect("put");
+}
+
+fn get(server: &S3Server, key: &str) -> Option<Vec<u8>> {
+    let client = s3_client(server);
+    rt().block_on(async {
+        match client.get(&Path::from(key)).await {
+            Ok(r) => Some(r.bytes().await.expect("body").to_vec()),
+            Err(object_store::Error::NotFound { .. }) => None,
+            Err(e) => panic!("get {key}: {e}"),
+        }
+    })
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn mount(server: &S3Server, root: &str, config: BucketConfig) -> BucketFs<AmazonS3> {
+    let store = CachedStore::builder(s3_client(server))
+        .max_bytes(64 << 20)
+        .block_size(64 << 10)
+        .metadata_ttl(config.metadata_ttl)
+        .build()
+        .expect("a cached store");
+    BucketFs::new(store, Path::from(root), config).expect("the filesystem")
+}
+
+/// The ino of the path `a/b/c` from the root, looked up name by name.
+fn walk(fs: &BucketFs<AmazonS3>, path: &str) -> Result<u64, Errno> {
+    let mut ino = ROOT_INO;
+    for name in path.split('/').filter(|n| !n.is_empty()) {
+        ino = fs.lookup(ino, OsStr::new(name))?.ino;
+    }
+    Ok(ino)
+}
+
+fn list(fs: &BucketFs<AmazonS3>, ino: u64) -> Vec<(String, Kind)> {
+    let fh = fs.opendir(ino).expect("opendir");
+    let entries = fs.readdir(fh, 0).expect("readdir");
+    fs.release(fh).expect("releasedir");
+    entries.into_iter().map(|e| (e.name, e.kind)).collect()
+}
+
+fn read_all(fs: &BucketFs<AmazonS3>, ino: u64, chunk: u32) -> Result<Vec<u8>, Errno> {
+    let fh = fs.open(ino, libc::O_RDONLY, OWNER)?;
+    let mut out = Vec::new();
+    loop {
+        let b = fs.read(fh, out.len() as u64, chunk)?;
+        if b.is_empty() {
+            break;
+        }
+        out.extend_from_slice(&b);
+    }
+    fs.release(fh)?;
+    Ok(out)
+}
+
+fn write_new(fs: &BucketFs<AmazonS3>, dir: u64, name: &str, data: &[u8], chunk: usize) -> u64 {
+    let (attr, fh) = fs.create(dir, OsStr::new(name), OWNER).expect("create");
+    let mut off = 0;
+    for piece in data.chunks(chunk.max(1)) {
+        assert_eq!(fs.write(fh, off, piece).unwrap() as usize, piece.len());
+        off += piece.len() as u64;
+    }
+    fs.flush(fh, OWNER).expect("flush uploads");
+    fs.release(fh).expect("release");
+    attr.ino
+}
+
+#[test]
+fn the_namespace_comes_from_delimited_listings() {
+    let server = start_server();
+    for key in ["a.txt", "dir/b", "dir/sub/c", "deep/x/y/z", "top/in/f"] {
+        put(&server, key, key.as_bytes().to_vec());
+    }
+    let fs = mount(&server, "", BucketConfig::default());
+    let names = list(&fs, ROOT_INO);
+    assert_eq!(
+        names,
+        vec![
+            (".".into(), Kind::Directory),
+            ("..".into(), Kind::Directory),
+            ("deep".into(), Kind::Directory),
+            ("dir".into(), Kind::Directory),
+            ("top".into(), Kind::Directory),
+            ("a.txt".into(), Kind::File),
+        ]
+    );
+    let dir = walk(&fs, "dir").unwrap();
+    let names: Vec<_> = list(&fs, dir).into_iter().skip(2).collect();
+    assert_eq!(
+        names,
+        vec![("sub".into(), Kind::Directory), ("b".into(), Kind::File)]
+    );
+    let z = fs.getattr(walk(&fs, "deep/x/y/z").unwrap()).unwrap();
+    assert_eq!((z.kind, z.size), (Kind::File, 10));
+    assert_eq!(walk(&fs, "deep/nothing"), Err(Errno::ENOENT));
+    assert_eq!(walk(&fs, "a.txt/x"), Err(Errno(libc::ENOTDIR)));
+    // A prefix as the root.
+    let fs = mount(&server, "top", BucketConfig::default());
+    assert_eq!(list(&fs, ROOT_INO)[2..], [("in".into(), Kind::Directory)]);
+    assert_eq!(
+        read_all(&fs, walk(&fs, "in/f").unwrap(), 4096).unwrap(),
+        b"top/in/f"
+    );
+}
+
+#[test]
+fn every_object_reads_back_equal_whole_and_in_ranges() {
+    let server = start_server();
+    let sizes = [
+        0usize,
+        1,
+        4095,
+        65536,
+        65537,
+        (256 << 10) + 3,
+        (1 << 20) + 17,
+    ];
+    for (i, &len) in sizes.iter().enumerate() {
+        put(&server, &format!("objs/o{i}"), pattern(len, i as u64));
+    }
+    let fs = mount(&server, "", BucketConfig::default());
+    for (i, &len) in sizes.iter().enumerate() {
+        let ino = walk(&fs, &format!("objs/o{i}")).unwrap();
+        assert_eq!(fs.getattr(ino).unwrap().size, len as u64);
+        for chunk in [4096, 131072] {
+            assert_eq!(
+                read_all(&fs, ino, chunk).unwrap(),
+                pattern(len, i as u64),
+                "o{i} ({len} bytes) in {chunk}-byte reads"
+            );
+        }
+        // Ranged reads, some across block edges, some past the end.
+        let want = pattern(len, i as u64);
+        let fh = fs.open(ino, libc::O_RDONLY, OWNER).unwrap();
+        let mut x = 12345u64 + i as u64;
+        for _ in 0..20 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let off = (x >> 33) % (len as u64 + 10);
+            let size = ((x >> 13) % 200_000) as u32;
+            let got = fs.read(fh, off, size).unwrap();
+            let start = (off as usize).min(len);
+            let end = (off as usize + size as usize).min(len);
+            assert_eq!(&got[..], &want[start..end], "o{i} at {off}+{size}");
+        }
+        fs.release(fh).unwrap();
+    }
+    let stats: std::collections::HashMap<_, _> = fs.stats().into_iter().collect();
+    assert!(
+        stats["memory_hits"] > 0 && stats["store_requests"] > 0,
+        "{stats:?}"
+    );
+}
+
+#[test]
+fn a_new_file_appears_in_the_bucket_whole_and_only_when_closed() {
+    let server = start_server();
+    put(&server, "d/existing", b"old".to_vec());
+    let fs = mount(&server, "", BucketConfig::default());
+    let d = walk(&fs, "d").unwrap();
+    let data = pattern(300_000, 7);
+    let (attr, fh) = fs.create(d, OsStr::new("new"), OWNER).unwrap();
+    assert_eq!(attr.size, 0);
+    fs.write(fh, 0, &data[..100_000]).unwrap();
+    fs.write(fh, 100_000, &data[100_000..200_000]).unwrap();
+    // Visible here as a local file of its size so far; not in the store.
+    assert_eq!(fs.getattr(attr.ino).unwrap().size, 200_000);
+    assert!(list(&fs, d).iter().any(|(n, _)| n == "new"));
+    assert_eq!(get(&server, "d/new"), None);
+    assert_eq!(
+        fs.open(attr.ino, libc::O_RDONLY, OWNER),
+        Err(Errno(libc::EBUSY))
+    );
+    // Out of order: refused, and nothing changes.
+    assert_eq!(fs.write(fh, 0, b"x"), Err(Errno::EINVAL));
+    assert_eq!(fs.write(fh, 250_000, b"x"), Err(Errno::EINVAL));
+    fs.write(fh, 200_000, &data[200_000..]).unwrap();
+    fs.flush(fh, OWNER).unwrap();
+    assert_eq!(get(&server, "d/new").as_deref(), Some(&data[..]));
+    // After the upload, no more writes.
+    assert_eq!(fs.write(fh, 300_000, b"x"), Err(Errno::EPERM));
+    fs.release(fh).unwrap();
+    assert_eq!(read_all(&fs, attr.ino, 65536).unwrap(), data);
+    // An empty file too.
+    write_new(&fs, d, "empty", b"", 1);
+    assert_eq!(get(&server, "d/empty").as_deref(), Some(&b""[..]));
+}
+
+#[test]
+fn a_close_by_another_process_does_not_upload() {
+    let server = start_server();
+    let fs = mount(&server, "", BucketConfig::default());
+    let (_, fh) = fs.create(ROOT_INO, OsStr::new("f"), OWNER).unwrap();
+    fs.write(fh, 0, b"first").unwrap();
+    // A child that inherited the descriptor closes it (at exec or exit).
+    fs.flush(fh, OWNER + 1).unwrap();
+    assert_eq!(get(&server, "f"), None);
+    fs.write(fh, 5, b" and second").unwrap();
+    fs.flush(fh, OWNER).unwrap();
+    assert_eq!(get(&server, "f").as_deref(), Some(&b"first and second"[..]));
+    fs.release(fh).unwrap();
+    // With no close by its owner (it died), the release uploads.
+    let (_, fh) = fs.create(ROOT_INO, OsStr::new("g"), OWNER).unwrap();
+    fs.write(fh, 0, b"g").unwrap();
+    fs.flush(fh, OWNER + 1).unwrap();
+    fs.release(fh).unwrap();
+    assert_eq!(get(&server, "g").as_deref(), Some(&b"g"[..]));
+}
+
+#[test]
+fn a_large_file_goes_up_in_parts() {
+    let server = start_server();
+    let config = BucketConfig {
+        part_size: 5 << 20,
+        ..BucketConfig::default()
+    };
+    let fs = mount(&server, "", config);
+    let data = pattern((12 << 20) + 12345, 3);
+    let ino = write_new(&fs, ROOT_INO, "big", &data, 128 << 10);
+    assert_eq!(get(&server, "big").map(|b| b == data), Some(true));
+    assert_eq!(fs.getattr(ino).unwrap().size, data.len() as u64);
+    let stats: std::collections::HashMap<_, _> = fs.stats().into_iter().collect();
+    assert_eq!(stats["bucket_uploads"], 1);
+    assert_eq!(stats["bucket_upload_bytes"], data.len() as u64);
+}
+
+#[test]
+fn overwrite_delete_and_changes_are_refused_without_their_flags() {
+    let server = start_server();
+    put(&server, "f", b"old".to_vec());
+    let fs = mount(&server, "", BucketConfig::default());
+    let f = walk(&fs, "f").unwrap();
+    assert_eq!(
+        fs.open(f, libc::O_WRONLY | libc::O_TRUNC, OWNER),
+        Err(Errno::EPERM)
+    );
+    assert_eq!(fs.unlink(ROOT_INO, OsStr::new("f")), Err(Errno::EPERM));
+    assert_eq!(fs.setattr(f, Some(0), false), Err(Errno::EPERM));
+    assert_eq!(fs.setattr(f, None, true), Err(Errno::EPERM));
+    assert_eq!(get(&server, "f").as_deref(), Some(&b"old"[..]));
+
+    let ro = mount(
+        &server,
+        "",
+        BucketConfig {
+            read_only: true,
+            ..BucketConfig::default()
+        },
+    );
+    assert_eq!(
+        ro.create(ROOT_INO, OsStr::new("g"), OWNER),
+        Err(Errno::EROFS).map(|()| unreachable!())
+    );
+    assert_eq!(ro.mkdir(ROOT_INO, OsStr::new("g")), Err(Errno::EROFS));
+
+    let rw = mount(
+        &server,
+        "",
+        BucketConfig {
+            allow_overwrite: true,
+            allow_delete: true,
+            ..BucketConfig::default()
+        },
+    );
+    let f = walk(&rw, "f").unwrap();
+    // Replacing means writing it whole again: without O_TRUNC, refused.
+    assert_eq!(rw.open(f, libc::O_WRONLY, OWNER), Err(Errno::EPERM));
+    let fh = rw.open(f, libc::O_WRONLY | libc::O_TRUNC, OWNER).unwrap();
+    assert_eq!(rw.setattr(f, Some(0), false).unwrap().size, 0);
+    rw.write(fh, 0, b"brand new").unwrap();
+    // Until the close, the store has the old object.
+    assert_eq!(get(&server, "f").as_deref(), Some(&b"old"[..]));
+    rw.flush(fh, OWNER).unwrap();
+    rw.release(fh).unwrap();
+    assert_eq!(get(&server, "f").as_deref(), Some(&b"brand new"[..]));
+    assert_eq!(read_all(&rw, f, 4096).unwrap(), b"brand new");
+    rw.unlink(ROOT_INO, OsStr::new("f")).unwrap();
+    assert_eq!(get(&server, "f"), None);
+    assert_eq!(walk(&rw, "f"), Err(Errno::ENOENT));
+}
+
+#[test]
+fn mkdir_makes_a_local_directory_that_a_file_makes_real() {
+    let server = start_server();
+    let fs = mount(&server, "", BucketConfig::default());
+    let d = fs.mkdir(ROOT_INO, OsStr::new("made")).unwrap().ino;
+    assert_eq!(walk(&fs, "made").unwrap(), d);
+    assert!(list(&fs, ROOT_INO).contains(&("made".into(), Kind::Directory)));
+    write_new(&fs, d, "f", b"hello", 2);
+    assert_eq!(get(&server, "made/f").as_deref(), Some(&b"hello"[..]));
+    assert_eq!(
+        fs.rmdir(ROOT_INO, OsStr::new("made")),
+        Err(Errno(libc::ENOTEMPTY))
+    );
+    let e = fs.mkdir(ROOT_INO, OsStr::new("empty")).unwrap();
+    fs.rmdir(ROOT_INO, OsStr::new("empty")).unwrap();
+    fs.forget(e.ino, 1);
+    assert_eq!(walk(&fs, "empty"), Err(Errno::ENOENT));
+}
+
+#[test]
+fn a_rewritten_object_is_seen_at_the_next_open_after_the_ttl_never_mixed() {
+    let server = start_server();
+    let v1 = pattern(600_000, 1);
+    let v2 = pattern(600_000, 2);
+    put(&server, "obj", v1.clone());
+    let ttl = Duration::from_millis(300);
+    let fs = mount(
+        &server,
+        "",
+        BucketConfig {
+            metadata_ttl: ttl,
+            ..BucketConfig::default()
+        },
+    );
+    let ino = walk(&fs, "obj").unwrap();
+    assert_eq!(read_all(&fs, ino, 131072).unwrap(), v1);
+    // A handle opened on v1, with only its first block read.
+    let old = fs.open(ino, libc::O_RDONLY, OWNER).unwrap();
+    assert_eq!(fs.read(old, 0, 1000).unwrap(), v1[..1000]);
+    // Another writer replaces the object (same size: only the ETag tells).
+    put(&server, "obj", v2.clone());
+    std::thread::sleep(ttl + Duration::from_millis(100));
+    assert_eq!(
+        read_all(&fs, ino, 131072).unwrap(),
+        v2,
+        "the next open sees v2"
+    );
+    // The old handle serves v1 whole or fails with ESTALE, never v2's bytes.
+    let mut off = 0u64;
+    while off < v1.len() as u64 {
+        match fs.read(old, off, 100_000) {
+            Ok(b) => {
+                assert_eq!(
+                    &b[..],
+                    &v1[off as usize..off as usize + b.len()],
+                    "at {off}"
+                );
+                off += b.len() as u64;
+            }
+            Err(e) => {
+                assert_eq!(e, Errno::ESTALE);
+                break;
+            }
+        }
+    }
+    fs.release(old).unwrap();
+}
+
+#[test]
+fn an_unreachable_store_is_eio_and_a_missing_bucket_one_clear_line() {
+    let server = start_server();
+    put(&server, "f", b"cached".to_vec());
+    let ttl = Duration::from_millis(200);
+    let fs = mount(
+        &server,
+        "",
+        BucketConfig {
+            metadata_ttl: ttl,
+            ..BucketConfig::default()
+        },
+    );
+    let f = walk(&fs, "f").unwrap();
+    let fh = fs.open(f, libc::O_RDONLY, OWNER).unwrap();
+    assert_eq!(fs.read(fh, 0, 100).unwrap(), b"cached"[..]);
+    let missing = S3Source::parse("s3://no-such-bucket").unwrap();
+    let client = object_store::aws::AmazonS3Builder::new()
+        .with_endpoint(&server.endpoint)
+        .with_bucket_name("no-such-bucket")
+        .with_access_key_id(support::ACCESS_KEY)
+        .with_secret_access_key(support::SECRET_KEY)
+        .with_region("us-east-1")
+        .with_allow_http(true)
+        .build()
+        .unwrap();
+    let e = check_bucket(&client, &missing, Duration::from_secs(5)).unwrap_err();
+    assert!(
+        e.starts_with("s3://no-such-bucket: ") && !e.contains('\n'),
+        "{e}"
+    );
+    let here = S3Source::parse(&format!("s3://{}", support::BUCKET)).unwrap();
+    check_bucket(&s3_client(&server), &here, Duration::from_secs(5)).unwrap();
+    put(&server, "other", b"later".to_vec());
+    let mut server = server;
+    server.stop();
+    // The store is gone: cached blocks are still served, anything else is
+    // EIO; also once the metadata's TTL has passed, and by a new open.
+    assert_eq!(fs.read(fh, 0, 100).unwrap(), b"cached"[..]);
+    assert_eq!(walk(&fs, "other"), Err(Errno::EIO));
+    std::thread::sleep(ttl + Duration::from_millis(50));
+    assert_eq!(fs.read(fh, 0, 100).unwrap(), b"cached"[..]);
+    let again = fs.open(f, libc::O_RDONLY, OWNER).unwrap();
+    assert_eq!(fs.read(again, 2, 100).unwrap(), b"ched"[..]);
+    fs.release(again).unwrap();
+    let stats: std::collections::HashMap<_, _> = fs.stats().into_iter().collect();
+    assert!(stats["bucket_store_errors"] >= 1, "{stats:?}");
+    assert!(stats["bucket_stale_opens"] == 1, "{stats:?}");
+    assert!(stats["bucket_cached_reads_while_failing"] >= 2, "{stats:?}");
+    // It comes back: so does the mount, by itself.
+    server.restart();
+    let other = walk(&fs, "other").unwrap();
+    assert_eq!(read_all(&fs, other, 4096).unwrap(), b"later");
+}

@@ -1,0 +1,642 @@
+//! `multiarc mount s3://bucket[/prefix] MNT`: a bucket through the cache.
+//!
+//! The filesystem's logic is `multiarc_bucket::BucketFs` (the namespace from
+//! listings, reads through `multiarc_object_store::CachedStore`, sequential
+//! uploads, the errno rules); this is the FUSE adapter in front of it, plus
+//! the control directory (`.multiarc/arcstats`: the cache's, the store's
+//! and the filesystem's figures). `BucketFs` runs the store's async calls on
+//! its own tokio runtime and blocks fuser's threads on them; nothing here
+//! runs inside that runtime.
+//!
+//! The command checks its arguments and that the bucket answers (one
+//! listing) before it starts the background mount process, so a bad
+//! endpoint, missing bucket or refused credentials give one error line and
+//! a non-zero exit, with nothing mounted.
+
+use super::ctltree::{ARCSTATS, CTL_DIR, INO_CTL};
+use super::{
+    become_mount_process, check_fuse, check_mountpoint, finish_mount_process, mount_points,
+    open_log, start_session, unmount, MountArgs, Ready,
+};
+use anyhow::{anyhow, bail, Context};
+use fuser::{
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
+    KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow,
+    WriteFlags,
+};
+use multiarc_bucket::{Attr, BucketConfig, BucketFs, Kind, S3Options, S3Source, ROOT_INO};
+use multiarc_object_store::CachedStore;
+use object_store::aws::AmazonS3;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+/// The default metadata TTL of a bucket mount (mountpoint-s3's too).
+const DEFAULT_METADATA_TTL: Duration = Duration::from_secs(1);
+/// The default block size of a bucket mount: the cached store's measured
+/// default.
+const DEFAULT_BLOCK_SIZE: u64 = multiarc_object_store::DEFAULT_BLOCK_SIZE;
+/// How long the command waits for the bucket's first answer.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(20);
+/// `.multiarc/arcstats` (the control directory is [`INO_CTL`]); both below
+/// the bucket's first inode number.
+const INO_STATS: u64 = 3;
+/// Handles of control files and of the control directory carry this bit
+/// (`BucketFs`'s count up from 1).
+const CTL_FH: u64 = 1 << 63;
+
+/// `multiarc mount s3://...`: checks, reaches the bucket, then mounts (in
+/// the background unless `--foreground`).
+pub(super) fn run(mut args: MountArgs) -> anyhow::Result<()> {
+    let text = args.backing.to_string_lossy().into_owned();
+    let source = S3Source::parse(&text).map_err(|e| anyhow!(e))?;
+    let mountpoint = check_mountpoint(&args)?;
+    let bs = args.block_size.unwrap_or(DEFAULT_BLOCK_SIZE);
+    if !bs.is_power_of_two() || !(4096..=64 << 20).contains(&bs) {
+        bail!("--block-size {bs} must be a power of two from 4KiB to 64MiB for a bucket");
+    }
+    if args.max_bytes < bs * 16 {
+        bail!(
+            "--max-bytes {} is too small: at least 16 blocks ({} bytes) are needed",
+            args.max_bytes,
+            bs * 16
+        );
+    }
+    if args.read_only && (args.allow_overwrite || args.allow_delete) {
+        bail!("--read-only cannot be combined with --allow-overwrite or --allow-delete");
+    }
+    check_fuse(&args)?;
+    let (max_bytes, warning) = crate::util::clamp_cache_target(args.max_bytes);
+    if let Some(w) = warning.filter(|_| !args.daemon_child) {
+        eprintln!("multiarc: warning: --max-bytes: {w}");
+    }
+    args.max_bytes = max_bytes;
+    if let Some(l2) = &args.l2 {
+        // The background process leaves the working directory.
+        args.l2 = Some(std::path::absolute(l2).with_context(|| format!("--l2 {}", l2.display()))?);
+    }
+    open_log(&args)?;
+    let options = S3Options::new(args.endpoint.clone(), args.region.clone());
+    let store = multiarc_bucket::s3_store(&source, &options)
+        .map_err(|e| anyhow!("{source}: {}", one_line(&e)))?;
+    if !args.daemon_child {
+        // Before anything is mounted or started: a wrong endpoint, a
+        // missing bucket or refused credentials are one line here.
+        multiarc_bucket::check_bucket(&store, &source, CHECK_TIMEOUT).map_err(|e| anyhow!(e))?;
+    }
+    let ready = become_mount_process(&args)?;
+    let result = serve(&args, source, store, mountpoint, Arc::clone(&ready));
+    finish_mount_process(&args, &ready, result)
+}
+
+fn one_line(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let s_text = s.to_string();
+        if !text.contains(&s_text) {
+            text = format!("{text}: {s_text}");
+        }
+        source = s.source();
+    }
+    text.replace('\n', " ")
+}
+
+fn serve(
+    args: &MountArgs,
+    source: S3Source,
+    store: AmazonS3,
+    mountpoint: PathBuf,
+    ready: Arc<Ready>,
+) -> anyhow::Result<()> {
+    let ttl = args.metadata_ttl.unwrap_or(DEFAULT_METADATA_TTL);
+    let block_size = args.block_size.unwrap_or(DEFAULT_BLOCK_SIZE);
+    let endpoint = args
+        .endpoint
+        .clone()
+        .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok())
+        .unwrap_or_else(|| "aws".into());
+    let mut builder = CachedStore::builder(store)
+        .max_bytes(args.max_bytes)
+        .block_size(block_size)
+        .metadata_ttl(ttl)
+        // One L2 file must never serve another endpoint's bucket of the
+        // same name.
+        .namespace(format!("{endpoint} {}", source.bucket));
+    if let (Some(path), Some(bytes)) = (&args.l2, args.l2_bytes) {
+        builder = builder.l2(path, bytes);
+    }
+    let cached = builder.build().map_err(|e| anyhow!("cache: {e}"))?;
+    let uid = rustix::process::geteuid().as_raw();
+    let gid = rustix::process::getegid().as_raw();
+    let config = BucketConfig {
+        metadata_ttl: ttl,
+        read_only: args.read_only,
+        allow_overwrite: args.allow_overwrite,
+        allow_delete: args.allow_delete,
+        uid,
+        gid,
+        ..BucketConfig::default()
+    };
+    let root = source.root().unwrap_or_default();
+    let fs = BucketFs::new(cached, root, config).context("starting the store's runtime")?;
+    let fsname = format!("multiarc:{source}");
+    let msg = format!(
+        "mounted {source} on {} (endpoint {endpoint}, cache {} bytes, {block_size}-byte blocks, \
+         metadata TTL {} s, {} threads{})",
+        mountpoint.display(),
+        args.max_bytes,
+        ttl.as_secs_f64(),
+        args.threads,
+        if args.read_only { ", read-only" } else { "" }
+    );
+    let extra = if args.read_only {
+        vec![fuser::MountOption::RO]
+    } else {
+        Vec::new()
+    };
+    let mount = BucketMount {
+        fs,
+        ctl_open: Mutex::new(HashMap::new()),
+        next_ctl_fh: AtomicU64::new(1),
+        started: SystemTime::now(),
+        uid,
+        gid,
+        block_size: block_size as u32,
+    };
+    let session = start_session(mount, &mountpoint, &fsname, args, &extra, ready, msg)?;
+    let served = session.run();
+    if served.is_err() && mount_points().contains(&mountpoint) {
+        let _ = unmount(&mountpoint);
+    }
+    served.map_err(|e| anyhow!("serving {}: {e}", mountpoint.display()))?;
+    eprintln!("multiarc: unmounted {}", mountpoint.display());
+    Ok(())
+}
+
+/// The FUSE filesystem of a bucket mount.
+struct BucketMount {
+    fs: BucketFs<AmazonS3>,
+    /// Contents of open control files, taken at open.
+    ctl_open: Mutex<HashMap<u64, Arc<Vec<u8>>>>,
+    next_ctl_fh: AtomicU64,
+    started: SystemTime,
+    uid: u32,
+    gid: u32,
+    block_size: u32,
+}
+
+/// The process (thread group) a request comes from: FUSE names the
+/// calling thread. A thread that is gone counts as its own process.
+fn process_of(req: &Request) -> u32 {
+    let tid = req.pid();
+    std::fs::read_to_string(format!("/proc/{tid}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("Tgid:"))
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .unwrap_or(tid)
+}
+
+fn errno(e: multiarc_bucket::Errno) -> Errno {
+    Errno::from_i32(e.0)
+}
+
+fn is_ctl(ino: u64) -> bool {
+    ino == INO_CTL || ino == INO_STATS
+}
+
+impl BucketMount {
+    fn file_attr(&self, a: &Attr) -> FileAttr {
+        let kind = match a.kind {
+            Kind::File => FileType::RegularFile,
+            Kind::Directory => FileType::Directory,
+        };
+        FileAttr {
+            ino: INodeNo(a.ino),
+            size: a.size,
+            blocks: a.size.div_ceil(512),
+            atime: a.mtime,
+            mtime: a.mtime,
+            ctime: a.mtime,
+            crtime: a.mtime,
+            kind,
+            perm: a.perm,
+            nlink: if kind == FileType::Directory { 2 } else { 1 },
+            uid: a.uid,
+            gid: a.gid,
+            rdev: 0,
+            blksize: self.block_size,
+            flags: 0,
+        }
+    }
+
+    fn ctl_attr(&self, ino: u64) -> FileAttr {
+        let (kind, perm) = if ino == INO_CTL {
+            (FileType::Directory, 0o555)
+        } else {
+            (FileType::RegularFile, 0o444)
+        };
+        FileAttr {
+            ino: INodeNo(ino),
+            size: 0,
+            blocks: 0,
+            atime: self.started,
+            mtime: self.started,
+            ctime: self.started,
+            crtime: self.started,
+            kind,
+            perm,
+            nlink: if kind == FileType::Directory { 2 } else { 1 },
+            uid: self.uid,
+            gid: self.gid,
+            rdev: 0,
+            blksize: 4096,
+            flags: 0,
+        }
+    }
+
+    fn arcstats(&self) -> String {
+        let mut out = String::new();
+        for (name, value) in self.fs.stats() {
+            out.push_str(&format!("{name} {value}\n"));
+        }
+        out.push_str(&format!("block_size {}\n", self.block_size));
+        out
+    }
+
+    /// Names in the root that are the control directory's, or anything in
+    /// it: not the bucket's to change.
+    fn refuse_ctl(&self, parent: u64, name: &OsStr) -> Result<(), Errno> {
+        if is_ctl(parent) || (parent == ROOT_INO && name.as_bytes() == CTL_DIR.as_bytes()) {
+            return Err(Errno::EACCES);
+        }
+        Ok(())
+    }
+
+    fn entry(&self, reply: ReplyEntry, r: Result<Attr, multiarc_bucket::Errno>) {
+        match r {
+            Ok(a) => reply.entry(&self.fs.ttl(), &self.file_attr(&a), Generation(0)),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+}
+
+fn empty(reply: ReplyEmpty, r: Result<(), multiarc_bucket::Errno>) {
+    match r {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(errno(e)),
+    }
+}
+
+impl Filesystem for BucketMount {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
+        // O_TRUNC comes with the open (an overwrite is an open that
+        // truncates), not as a separate setattr afterwards.
+        let _ = config.add_capabilities(InitFlags::FUSE_ATOMIC_O_TRUNC);
+        if config
+            .capabilities()
+            .contains(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP)
+        {
+            let _ = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
+        }
+        Ok(())
+    }
+
+    fn destroy(&mut self) {
+        self.fs.abandon_uploads();
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let ctl_ttl = Duration::ZERO;
+        match (parent.0, name.as_bytes()) {
+            (ROOT_INO, n) if n == CTL_DIR.as_bytes() => {
+                return reply.entry(&ctl_ttl, &self.ctl_attr(INO_CTL), Generation(0))
+            }
+            (INO_CTL, n) if n == ARCSTATS.as_bytes() => {
+                return reply.entry(&ctl_ttl, &self.ctl_attr(INO_STATS), Generation(0))
+            }
+            (p, _) if is_ctl(p) => return reply.error(Errno::ENOENT),
+            _ => {}
+        }
+        self.entry(reply, self.fs.lookup(parent.0, name))
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        if !is_ctl(ino.0) {
+            self.fs.forget(ino.0, nlookup);
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        if is_ctl(ino.0) {
+            return reply.attr(&Duration::ZERO, &self.ctl_attr(ino.0));
+        }
+        match self.fs.getattr(ino.0) {
+            Ok(a) => reply.attr(&self.fs.ttl(), &self.file_attr(&a)),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        _atime: Option<TimeOrNow>,
+        _mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        if is_ctl(ino.0) {
+            return reply.error(Errno::EPERM);
+        }
+        let owner_or_mode = mode.is_some() || uid.is_some() || gid.is_some();
+        match self.fs.setattr(ino.0, size, owner_or_mode) {
+            Ok(a) => reply.attr(&self.fs.ttl(), &self.file_attr(&a)),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn mkdir(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        if let Err(e) = self.refuse_ctl(parent.0, name) {
+            return reply.error(e);
+        }
+        self.entry(reply, self.fs.mkdir(parent.0, name))
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        if let Err(e) = self.refuse_ctl(parent.0, name) {
+            return reply.error(e);
+        }
+        empty(reply, self.fs.unlink(parent.0, name))
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        if let Err(e) = self.refuse_ctl(parent.0, name) {
+            return reply.error(e);
+        }
+        empty(reply, self.fs.rmdir(parent.0, name))
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        _parent: INodeNo,
+        name: &OsStr,
+        _newparent: INodeNo,
+        _newname: &OsStr,
+        _flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        log::warn!("rename of {name:?}: not supported on a bucket mount");
+        reply.error(Errno::EPERM)
+    }
+
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        if ino.0 == INO_CTL {
+            return reply.error(Errno::EISDIR);
+        }
+        if ino.0 == INO_STATS {
+            if flags.0 & libc::O_ACCMODE != libc::O_RDONLY {
+                return reply.error(Errno::EACCES);
+            }
+            let fh = CTL_FH | self.next_ctl_fh.fetch_add(1, Ordering::Relaxed);
+            self.ctl_open
+                .lock()
+                .insert(fh, Arc::new(self.arcstats().into_bytes()));
+            return reply.opened(FileHandle(fh), FopenFlags::FOPEN_DIRECT_IO);
+        }
+        let writing = flags.0 & libc::O_ACCMODE != libc::O_RDONLY;
+        let owner = if writing { process_of(req) } else { 0 };
+        match self.fs.open(ino.0, flags.0, owner) {
+            // Direct I/O: every read reaches the handle (and its version),
+            // none is cut at a size the kernel cached before the open.
+            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::FOPEN_DIRECT_IO),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        if fh.0 & CTL_FH != 0 {
+            let Some(text) = self.ctl_open.lock().get(&fh.0).cloned() else {
+                return reply.error(Errno::EBADF);
+            };
+            let start = (offset as usize).min(text.len());
+            let end = start.saturating_add(size as usize).min(text.len());
+            return reply.data(&text[start..end]);
+        }
+        match self.fs.read(fh.0, offset, size) {
+            Ok(b) => reply.data(&b),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        if fh.0 & CTL_FH != 0 {
+            return reply.error(Errno::EBADF);
+        }
+        match self.fs.write(fh.0, offset, data) {
+            Ok(n) => reply.written(n),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn flush(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        if fh.0 & CTL_FH != 0 {
+            return reply.ok();
+        }
+        // Uploads only at the close by the process that opened the file,
+        // not when a child that inherited the descriptor closes it.
+        empty(reply, self.fs.flush(fh.0, process_of(req)))
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        if fh.0 & CTL_FH != 0 {
+            self.ctl_open.lock().remove(&fh.0);
+            return reply.ok();
+        }
+        empty(reply, self.fs.release(fh.0))
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        if fh.0 & CTL_FH != 0 {
+            return reply.ok();
+        }
+        empty(reply, self.fs.fsync(fh.0))
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        if ino.0 == INO_CTL {
+            return reply.opened(FileHandle(CTL_FH), FopenFlags::empty());
+        }
+        if is_ctl(ino.0) {
+            return reply.error(Errno::ENOTDIR);
+        }
+        match self.fs.opendir(ino.0) {
+            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let entries: Vec<(u64, FileType, Vec<u8>)> = if fh.0 == CTL_FH {
+            vec![
+                (INO_CTL, FileType::Directory, b".".to_vec()),
+                (ROOT_INO, FileType::Directory, b"..".to_vec()),
+                (
+                    INO_STATS,
+                    FileType::RegularFile,
+                    ARCSTATS.as_bytes().to_vec(),
+                ),
+            ]
+            .into_iter()
+            .skip(offset as usize)
+            .collect()
+        } else {
+            match self.fs.readdir(fh.0, offset) {
+                Ok(entries) => entries
+                    .into_iter()
+                    .map(|e| {
+                        let kind = match e.kind {
+                            Kind::File => FileType::RegularFile,
+                            Kind::Directory => FileType::Directory,
+                        };
+                        (e.ino, kind, e.name.into_bytes())
+                    })
+                    .collect(),
+                Err(e) => return reply.error(errno(e)),
+            }
+        };
+        for (i, (ino, kind, name)) in entries.into_iter().enumerate() {
+            let next = offset + i as u64 + 1;
+            if reply.add(INodeNo(ino), next, kind, OsStr::from_bytes(&name)) {
+                break;
+            }
+        }
+        reply.ok()
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        if fh.0 == CTL_FH {
+            return reply.ok();
+        }
+        empty(reply, self.fs.release(fh.0))
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        // A bucket has no size limit to speak of: plenty of room, as
+        // other bucket mounts report.
+        let blocks = 1u64 << 40;
+        reply.statfs(blocks, blocks, blocks, 1 << 32, 1 << 32, 4096, 1024, 4096)
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        if let Err(e) = self.refuse_ctl(parent.0, name) {
+            return reply.error(e);
+        }
+        match self.fs.create(parent.0, name, process_of(req)) {
+            Ok((a, fh)) => reply.created(
+                &self.fs.ttl(),
+                &self.file_attr(&a),
+                Generation(0),
+                FileHandle(fh),
+                FopenFlags::FOPEN_DIRECT_IO,
+            ),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+}

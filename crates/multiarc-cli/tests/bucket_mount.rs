@@ -1,0 +1,614 @@
+//! `multiarc mount s3://bucket MNT` end to end: an S3 server (s3s-fs) in
+//! this test process on 127.0.0.1, the `multiarc` binary mounting its
+//! bucket with FUSE, and plain reads, listings and writes through the
+//! mountpoint checked against the bucket (read with object_store's S3
+//! client).
+//!
+//! Needs /dev/fuse and fusermount3 (Debian: fuse3); without them each test
+//! prints a `SKIP:` line and returns, unless MULTIARC_REQUIRE_FUSE=1.
+//! Only with the `bucket` feature (a default one).
+
+#![cfg(feature = "bucket")]
+
+// The in-process server; shared with multiarc-bucket's tests until the
+// multiarc-s3-loopback crate replaces both.
+#[path = "../../multiarc-bucket/tests/support/mod.rs"]
+mod support;
+
+use object_store::path::Path as StorePath;
+use object_store::{ObjectStoreExt, PutPayload};
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+use support::{pattern, s3_client, start_server, S3Server, ACCESS_KEY, BUCKET, SECRET_KEY};
+
+const BIN: &str = env!("CARGO_BIN_EXE_multiarc");
+
+fn in_path(name: &str) -> bool {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path).any(|d| d.join(name).is_file())
+}
+
+/// Whether FUSE is usable here; prints a SKIP line if not.
+fn have_fuse(test: &str) -> bool {
+    if Path::new("/dev/fuse").exists() && in_path("fusermount3") {
+        return true;
+    }
+    let msg = format!("SKIP: {test}: /dev/fuse or fusermount3 not available (install fuse3)");
+    if std::env::var_os("MULTIARC_REQUIRE_FUSE").is_some_and(|v| v == "1") {
+        panic!("{msg} (MULTIARC_REQUIRE_FUSE=1)");
+    }
+    let _ = writeln!(std::io::stderr(), "{msg}");
+    false
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn put(server: &S3Server, key: &str, data: Vec<u8>) {
+    let client = s3_client(server);
+    rt().block_on(client.put(&StorePath::from(key), PutPayload::from(data)))
+        .expect("put");
+}
+
+fn get(server: &S3Server, key: &str) -> Option<Vec<u8>> {
+    let client = s3_client(server);
+    rt().block_on(async {
+        match client.get(&StorePath::from(key)).await {
+            Ok(r) => Some(r.bytes().await.expect("body").to_vec()),
+            Err(object_store::Error::NotFound { .. }) => None,
+            Err(e) => panic!("get {key}: {e}"),
+        }
+    })
+}
+
+static NEXT: AtomicUsize = AtomicUsize::new(0);
+
+/// A fresh temporary directory (removed at drop unless something is
+/// still mounted in it).
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(tag: &str) -> Dir {
+        let d = std::env::temp_dir().join(format!(
+            "multiarc-bucket-{tag}-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(&d).unwrap();
+        Dir(d)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let mounted = fs::read_to_string("/proc/self/mountinfo")
+            .unwrap_or_default()
+            .contains(self.0.to_str().unwrap());
+        if !mounted {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+fn is_mounted(mnt: &Path) -> bool {
+    let canon = mnt.canonicalize().unwrap_or_else(|_| mnt.to_path_buf());
+    fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.split(' ').nth(4) == canon.to_str())
+}
+
+/// `multiarc mount s3://bucket MNT --foreground`; unmounted at drop.
+struct Mount {
+    mnt: PathBuf,
+    log: PathBuf,
+    child: Option<Child>,
+}
+
+fn mount_command(endpoint: &str, source: &str, mnt: &Path) -> Command {
+    let mut c = Command::new(BIN);
+    c.arg("mount")
+        .arg(source)
+        .arg(mnt)
+        .args(["--endpoint", endpoint])
+        .env("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+        .env("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+        .env_remove("AWS_ENDPOINT_URL")
+        .env_remove("AWS_REGION")
+        .stdin(Stdio::null());
+    c
+}
+
+impl Mount {
+    fn start(server: &S3Server, dir: &Dir, name: &str, extra: &[&str]) -> Mount {
+        let mnt = dir.0.join(name);
+        fs::create_dir_all(&mnt).unwrap();
+        let log = dir.0.join(format!("{name}.log"));
+        let child = mount_command(&server.endpoint, &format!("s3://{BUCKET}"), &mnt)
+            .arg("--foreground")
+            .args(["--max-bytes", "64MiB", "--block-size", "64KiB"])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(File::create(&log).unwrap())
+            .spawn()
+            .expect("starting multiarc mount");
+        let mut m = Mount {
+            mnt,
+            log,
+            child: Some(child),
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !m.mnt.join(".multiarc/arcstats").is_file() {
+            if let Some(status) = m.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("multiarc mount exited with {status}: {}", m.log_text());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "not mounted in 20 s: {}",
+                m.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        m
+    }
+
+    fn log_text(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.mnt.join(rel)
+    }
+
+    fn stat(&self, name: &str) -> u64 {
+        let text = fs::read_to_string(self.path(".multiarc/arcstats")).unwrap();
+        text.lines()
+            .find_map(|l| {
+                let (k, v) = l.split_once(' ')?;
+                (k == name).then(|| v.parse().unwrap())
+            })
+            .unwrap_or_else(|| panic!("no {name} in arcstats:\n{text}"))
+    }
+
+    fn unmount(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        for _ in 0..50 {
+            if !is_mounted(&self.mnt) {
+                break;
+            }
+            let ok = Command::new("fusermount3")
+                .arg("-u")
+                .arg(&self.mnt)
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if ok {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        if is_mounted(&self.mnt) {
+            let _ = Command::new("fusermount3")
+                .arg("-uz")
+                .arg(&self.mnt)
+                .status();
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        self.unmount();
+    }
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("listing {}: {e}", dir.display()))
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn every_object_reads_back_equal_to_the_bucket_and_prefixes_list() {
+    if !have_fuse("every_object_reads_back_equal_to_the_bucket_and_prefixes_list") {
+        return;
+    }
+    let server = start_server();
+    let sizes = [0usize, 1, 5000, 65536, 65537, 300_000, (3 << 20) + 7];
+    for (i, &len) in sizes.iter().enumerate() {
+        put(&server, &format!("data/o{i}"), pattern(len, i as u64));
+    }
+    put(&server, "data/sub/deep/x", b"deep".to_vec());
+    put(&server, "top", b"top".to_vec());
+    let dir = Dir::new("read");
+    let m = Mount::start(&server, &dir, "mnt", &[]);
+    assert_eq!(names(&m.mnt), ["data", "top"]);
+    let mut want: Vec<String> = (0..sizes.len()).map(|i| format!("o{i}")).collect();
+    want.push("sub".into());
+    want.sort();
+    assert_eq!(names(&m.path("data")), want);
+    assert_eq!(names(&m.path("data/sub")), ["deep"]);
+    assert!(m.path("data/sub").is_dir() && m.path("data/o1").is_file());
+    assert_eq!(fs::read(m.path("data/sub/deep/x")).unwrap(), b"deep");
+    assert!(!m.path("data/missing").exists());
+    for (i, &len) in sizes.iter().enumerate() {
+        let p = m.path(&format!("data/o{i}"));
+        let want = pattern(len, i as u64);
+        assert_eq!(fs::metadata(&p).unwrap().len(), len as u64, "o{i}");
+        assert!(
+            fs::read(&p).unwrap() == want,
+            "o{i} ({len} bytes) read whole"
+        );
+        // `cat` too: another program, its own read sizes.
+        let cat = Command::new("cat").arg(&p).output().unwrap();
+        assert!(cat.status.success() && cat.stdout == want, "cat o{i}");
+        let f = File::open(&p).unwrap();
+        let mut x = 99u64 + i as u64;
+        for _ in 0..16 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let off = (x >> 33) as usize % (len + 100);
+            let size = ((x >> 11) % 150_000) as usize;
+            let mut buf = vec![0u8; size];
+            let n = f.read_at(&mut buf, off as u64).unwrap();
+            let start = off.min(len);
+            let end = (off + size).min(len);
+            assert!(
+                buf[..n] == want[start..end],
+                "o{i} at {off}+{size}: {n} bytes"
+            );
+        }
+    }
+    assert!(m.stat("store_requests") > 0);
+    assert!(m.stat("memory_hits") > 0, "rereads hit the cache");
+}
+
+#[test]
+fn a_new_file_appears_in_the_bucket_whole_and_changes_are_refused() {
+    if !have_fuse("a_new_file_appears_in_the_bucket_whole_and_changes_are_refused") {
+        return;
+    }
+    let server = start_server();
+    put(&server, "dir/existing", b"old".to_vec());
+    let dir = Dir::new("write");
+    let m = Mount::start(&server, &dir, "mnt", &[]);
+    // A large file: past one part (8 MiB), so a multipart upload.
+    let data = pattern((9 << 20) + 321, 5);
+    let mut f = File::create(m.path("dir/new")).unwrap();
+    f.write_all(&data[..1 << 20]).unwrap();
+    assert_eq!(
+        get(&server, "dir/new"),
+        None,
+        "nothing is visible before the close"
+    );
+    for piece in data[1 << 20..].chunks(256 << 10) {
+        f.write_all(piece).unwrap();
+    }
+    drop(f);
+    assert!(
+        get(&server, "dir/new").unwrap() == data,
+        "the bucket has it whole"
+    );
+    assert!(fs::read(m.path("dir/new")).unwrap() == data);
+    assert!(names(&m.path("dir")).contains(&"new".to_string()));
+    // `cp` of a small file.
+    let src = dir.0.join("small");
+    fs::write(&src, b"small file").unwrap();
+    let cp = Command::new("cp")
+        .arg(&src)
+        .arg(m.path("dir/copied"))
+        .status()
+        .unwrap();
+    assert!(cp.success());
+    assert_eq!(
+        get(&server, "dir/copied").as_deref(),
+        Some(&b"small file"[..])
+    );
+    // Overwrite and delete without their flags: EPERM, the object stays.
+    let e = OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(m.path("dir/existing"))
+        .unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EPERM), "{e}");
+    let e = fs::remove_file(m.path("dir/existing")).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EPERM), "{e}");
+    assert_eq!(get(&server, "dir/existing").as_deref(), Some(&b"old"[..]));
+    // A write that is not sequential: EINVAL, and nothing is uploaded
+    // until the close.
+    let f = File::create(m.path("dir/seq")).unwrap();
+    f.write_at(b"abc", 0).unwrap();
+    let e = f.write_at(b"xyz", 10).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}");
+    drop(f);
+    assert_eq!(get(&server, "dir/seq").as_deref(), Some(&b"abc"[..]));
+    assert!(m.stat("bucket_uploads") >= 3);
+}
+
+#[test]
+fn with_the_flags_objects_are_replaced_and_deleted_and_read_only_refuses() {
+    if !have_fuse("with_the_flags_objects_are_replaced_and_deleted_and_read_only_refuses") {
+        return;
+    }
+    let server = start_server();
+    put(&server, "f", b"old".to_vec());
+    put(&server, "g", b"gone soon".to_vec());
+    let dir = Dir::new("flags");
+    let m = Mount::start(
+        &server,
+        &dir,
+        "rw",
+        &["--allow-overwrite", "--allow-delete"],
+    );
+    fs::write(m.path("f"), b"replaced").unwrap();
+    assert_eq!(get(&server, "f").as_deref(), Some(&b"replaced"[..]));
+    assert_eq!(fs::read(m.path("f")).unwrap(), b"replaced");
+    fs::remove_file(m.path("g")).unwrap();
+    assert_eq!(get(&server, "g"), None);
+    assert!(!m.path("g").exists());
+    let ro = Mount::start(&server, &dir, "ro", &["--read-only"]);
+    assert_eq!(fs::read(ro.path("f")).unwrap(), b"replaced");
+    let e = File::create(ro.path("h")).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EROFS), "{e}");
+}
+
+#[test]
+fn a_second_mount_sees_a_rewritten_object_at_its_next_open_after_the_ttl() {
+    if !have_fuse("a_second_mount_sees_a_rewritten_object_at_its_next_open_after_the_ttl") {
+        return;
+    }
+    let server = start_server();
+    let v1 = pattern(400_000, 1);
+    let v2 = pattern(400_000, 2);
+    put(&server, "shared", v1.clone());
+    let dir = Dir::new("two");
+    let ttl = ["--metadata-ttl", "1s"];
+    let writer = Mount::start(
+        &server,
+        &dir,
+        "a",
+        &[&ttl[..], &["--allow-overwrite"]].concat(),
+    );
+    let reader = Mount::start(&server, &dir, "b", &ttl);
+    assert!(fs::read(reader.path("shared")).unwrap() == v1);
+    fs::write(writer.path("shared"), &v2).unwrap();
+    assert!(get(&server, "shared").unwrap() == v2);
+    std::thread::sleep(Duration::from_millis(1300));
+    let seen = fs::read(reader.path("shared")).unwrap();
+    assert!(
+        seen == v2,
+        "the second mount still reads the old version after the TTL"
+    );
+    // A file made through one mount is listed and read by the other.
+    fs::write(writer.path("fresh"), b"made on a").unwrap();
+    std::thread::sleep(Duration::from_millis(1300));
+    assert!(names(&reader.mnt).contains(&"fresh".to_string()));
+    assert_eq!(fs::read(reader.path("fresh")).unwrap(), b"made on a");
+}
+
+#[test]
+fn a_missing_bucket_or_unreachable_endpoint_is_one_line_and_nothing_mounted() {
+    if !have_fuse("a_missing_bucket_or_unreachable_endpoint_is_one_line_and_nothing_mounted") {
+        return;
+    }
+    let server = start_server();
+    let dir = Dir::new("bad");
+    let mnt = dir.0.join("mnt");
+    fs::create_dir_all(&mnt).unwrap();
+    // A port nothing listens on.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", l.local_addr().unwrap())
+    };
+    let here = server.endpoint.as_str();
+    let cases: Vec<(&str, Vec<String>, &str)> = vec![
+        (here, vec!["s3://no-such-bucket".into()], "no-such-bucket"),
+        (&closed, vec![format!("s3://{BUCKET}")], "s3://bucket"),
+        (here, vec!["s3://Bad_Name".into()], "not a bucket name"),
+        (
+            here,
+            vec![
+                format!("s3://{BUCKET}"),
+                "--read-only".into(),
+                "--allow-delete".into(),
+            ],
+            "--read-only",
+        ),
+    ];
+    for (endpoint, args, needle) in cases {
+        let started = Instant::now();
+        // Not --foreground: the checks come before the daemon starts.
+        let out = mount_command(endpoint, &args[0], &mnt)
+            .args(&args[1..])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.starts_with("multiarc: error: ") && err.contains(needle),
+            "{args:?}: {err}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{args:?} took {:?}",
+            started.elapsed()
+        );
+        assert!(!is_mounted(&mnt));
+    }
+    // A bucket flag on a directory mount.
+    let out = Command::new(BIN)
+        .args([
+            "mount",
+            dir.0.to_str().unwrap(),
+            mnt.to_str().unwrap(),
+            "--allow-delete",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("--allow-delete is for buckets"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_daemon_killed_mid_upload_leaves_the_old_object_or_nothing() {
+    if !have_fuse("a_daemon_killed_mid_upload_leaves_the_old_object_or_nothing") {
+        return;
+    }
+    let server = start_server();
+    put(&server, "kept", b"the old version".to_vec());
+    let dir = Dir::new("kill");
+    let mut m = Mount::start(&server, &dir, "mnt", &["--allow-overwrite"]);
+    // Past one part (8 MiB): a multipart upload is under way when the
+    // daemon dies; and an overwrite of an existing object, half written.
+    let mut big = File::create(m.path("big")).unwrap();
+    for i in 0..10 {
+        big.write_all(&pattern(1 << 20, 9))
+            .unwrap_or_else(|e| panic!("write {i}: {e}: {}", m.log_text()));
+    }
+    let mut over = OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(m.path("kept"))
+        .unwrap();
+    over.write_all(b"a new version, never finished").unwrap();
+    let mut child = m.child.take().unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    drop((big, over));
+    assert_eq!(get(&server, "big"), None, "no partial object");
+    assert_eq!(
+        get(&server, "kept").as_deref(),
+        Some(&b"the old version"[..])
+    );
+    // The dead mount is cleaned up at drop (fusermount3 -u).
+    let _ = Command::new("fusermount3").arg("-uz").arg(&m.mnt).status();
+    m.mnt = dir.0.join("gone");
+}
+
+#[test]
+fn in_the_background_the_command_returns_once_mounted_and_stats_reads_it() {
+    if !have_fuse("in_the_background_the_command_returns_once_mounted_and_stats_reads_it") {
+        return;
+    }
+    let server = start_server();
+    put(&server, "p/q", b"background".to_vec());
+    let dir = Dir::new("daemon");
+    let mnt = dir.0.join("mnt");
+    fs::create_dir_all(&mnt).unwrap();
+    let log = dir.0.join("daemon.log");
+    let out = mount_command(&server.endpoint, &format!("s3://{BUCKET}/p"), &mnt)
+        .args(["--log", log.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Not a child of ours: unmounted (and so ended) by fusermount3 below.
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("fusermount3").arg("-uz").arg(&self.0).status();
+        }
+    }
+    let _guard = Unmount(mnt.clone());
+    assert!(is_mounted(&mnt));
+    assert_eq!(names(&mnt), ["q"], "the prefix is the root");
+    assert_eq!(fs::read(mnt.join("q")).unwrap(), b"background");
+    let stats = Command::new(BIN)
+        .args(["stats", "--json"])
+        .arg(&mnt)
+        .output()
+        .unwrap();
+    assert!(
+        stats.status.success(),
+        "{}",
+        String::from_utf8_lossy(&stats.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&stats.stdout).unwrap();
+    assert!(json["store_requests"].as_u64().unwrap() > 0, "{json}");
+    assert!(json["bucket_listings"].as_u64().unwrap() >= 1, "{json}");
+}
+
+#[test]
+fn the_store_killed_mid_read_gives_eio_never_wrong_bytes_and_the_mount_recovers() {
+    if !have_fuse("the_store_killed_mid_read_gives_eio_never_wrong_bytes_and_the_mount_recovers") {
+        return;
+    }
+    let mut server = start_server();
+    let big = pattern(8 << 20, 4);
+    put(&server, "big", big.clone());
+    put(&server, "small", b"cached early".to_vec());
+    let dir = Dir::new("restart");
+    let m = Mount::start(&server, &dir, "mnt", &[]);
+    assert_eq!(fs::read(m.path("small")).unwrap(), b"cached early");
+    let f = File::open(m.path("big")).unwrap();
+    let mut buf = vec![0u8; 128 << 10];
+    let n = f.read_at(&mut buf, 0).unwrap();
+    assert!(buf[..n] == big[..n]);
+    server.stop();
+    // The rest of the read: each piece is the object's bytes, or EIO.
+    let mut off = n;
+    let mut failed = None;
+    while off < big.len() {
+        match f.read_at(&mut buf, off as u64) {
+            Ok(0) => panic!("end of file at {off} of {}", big.len()),
+            Ok(n) => {
+                assert!(buf[..n] == big[off..off + n], "wrong bytes at {off}");
+                off += n;
+            }
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        }
+    }
+    let e = failed.expect("reads past the cached blocks fail while the store is down");
+    assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
+    // What is cached is still served.
+    assert_eq!(f.read_at(&mut buf[..1000], 0).unwrap(), 1000);
+    assert!(buf[..1000] == big[..1000]);
+    assert!(m.stat("bucket_store_errors") >= 1);
+    assert!(
+        m.log_text().contains("big"),
+        "the cause is logged: {}",
+        m.log_text()
+    );
+    // The store comes back: the same handle reads on, by itself.
+    server.restart();
+    while off < big.len() {
+        let n = f
+            .read_at(&mut buf, off as u64)
+            .unwrap_or_else(|e| panic!("at {off} after the restart: {e}: {}", m.log_text()));
+        assert!(n > 0 && buf[..n] == big[off..off + n], "at {off}");
+        off += n;
+    }
+    assert!(fs::read(m.path("big")).unwrap() == big);
+}

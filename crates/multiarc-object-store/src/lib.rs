@@ -147,12 +147,13 @@ mod error;
 mod key;
 mod metadata;
 mod read;
+mod readahead;
 mod stats;
 mod store;
 
 pub use config::{
     BuildError, Builder, DEFAULT_BLOCK_SIZE, DEFAULT_MAX_FETCH, DEFAULT_MAX_METADATA_ENTRIES,
-    DEFAULT_METADATA_TTL,
+    DEFAULT_METADATA_TTL, DEFAULT_READAHEAD,
 };
 pub use key::ObjectBlockKey;
 pub use stats::CachedStoreStats;

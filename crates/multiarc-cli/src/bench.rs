@@ -6,7 +6,9 @@
 //! - `randrw`, `randread`, `rangelock`: one file, many threads, per locking
 //!   mode (`crate::filebench`);
 //! - `l2`: random reads over a working set larger than memory, with a
-//!   second tier (`crate::l2bench`).
+//!   second tier (`crate::l2bench`);
+//! - `async-hit`: a cached block's hit through the async path against the
+//!   sync one (`crate::asynchit`).
 //!
 //! `bench --workload NAME` is `bench NAME`: `main` rewrites the one into
 //! the other before clap parses ([`workload_flag_as_subcommand`]).
@@ -52,6 +54,9 @@ pub enum Workload {
     /// memory plus a second tier, backed by an O_DIRECT file: multiarc-l2,
     /// foyer-hybrid, multiarc (memory only), direct.
     L2,
+    /// A cached block's hit through the async path against the sync one
+    /// (and a whole cached-store read of it).
+    AsyncHit,
 }
 
 /// A locking mode of `--locking` (the library's [`Locking`], by name).
@@ -153,7 +158,7 @@ pub struct BenchArgs {
     #[command(subcommand)]
     workload: Option<WorkloadArgs>,
     /// The workload, as the subcommand NAME names it: cache, randrw,
-    /// randread, rangelock, l2 (`--workload randrw` is `bench randrw`).
+    /// randread, rangelock, l2, async-hit (`--workload randrw` is `bench randrw`).
     #[arg(long = "workload", value_name = "NAME", value_parser = enum_arg::<Workload>("workload"))]
     workload_flag: Option<Workload>,
     #[command(flatten)]
@@ -177,6 +182,10 @@ enum WorkloadArgs {
     /// memory plus a second tier, backed by an O_DIRECT file: multiarc-l2,
     /// foyer-hybrid, multiarc (memory only), direct.
     L2(L2Args),
+    /// A cached block's hit through the async path (get_or_load_async)
+    /// against a sync get, both with the copy, and a whole
+    /// CachedStore::get_range hit; ns/op and the ratio to the sync get.
+    AsyncHit(AsyncHitArgs),
 }
 
 /// The flags every workload takes.
@@ -275,6 +284,24 @@ struct L2Args {
     /// (default: all this build has).
     #[arg(long, value_parser = enum_arg::<crate::l2bench::L2Row>("l2 row"), value_delimiter = ',')]
     l2_rows: Option<Vec<crate::l2bench::L2Row>>,
+}
+
+/// The async-hit workload's flags.
+#[derive(clap::Args, Debug)]
+struct AsyncHitArgs {
+    /// Block sizes (comma-separated): each is measured on its own.
+    #[arg(long, value_parser = size_arg, value_delimiter = ',', default_value = "256KiB,4KiB")]
+    block_size: Vec<u64>,
+    /// Seconds each measurement (row, block size, repetition) runs.
+    #[arg(long, default_value_t = 0.2)]
+    seconds: f64,
+    /// Repetitions: each runs every row once, back to back (their order
+    /// rotated by one per repetition); each row's median is reported.
+    #[arg(long, value_parser = count_arg, default_value = "7")]
+    repeat: usize,
+    /// Print one JSON document on stdout instead of tables.
+    #[arg(long)]
+    json: bool,
 }
 
 /// The command line with `bench --workload NAME` (or `--workload=NAME`)
@@ -636,6 +663,12 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         WorkloadArgs::Randread(args) => run_file(FileWorkload::RandRead, args),
         WorkloadArgs::Rangelock(args) => run_file(FileWorkload::RangeLock, args),
         WorkloadArgs::L2(args) => run_l2(args),
+        WorkloadArgs::AsyncHit(args) => crate::asynchit::run(crate::asynchit::AsyncHitArgs {
+            block_sizes: args.block_size,
+            seconds: args.seconds,
+            repeat: args.repeat,
+            json: args.json,
+        }),
     }
 }
 

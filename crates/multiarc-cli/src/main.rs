@@ -4,6 +4,7 @@
 //! and exactly one JSON document on stdout with `--json`. Errors exit non-zero
 //! with one line on stderr.
 
+mod asynchit;
 mod bench;
 mod filebench;
 mod harness;

@@ -2,6 +2,7 @@
 
 use crate::key::ObjectBlockKey;
 use crate::metadata::MetadataCache;
+use crate::readahead::Readahead;
 use crate::store::CachedStore;
 use multiarc::Cache;
 use object_store::ObjectStore;
@@ -17,6 +18,9 @@ pub const DEFAULT_MAX_FETCH: u64 = 16 << 20;
 pub const DEFAULT_MAX_METADATA_ENTRIES: usize = 1 << 16;
 /// The default metadata TTL: 10 s.
 pub const DEFAULT_METADATA_TTL: Duration = Duration::from_secs(10);
+/// The default bound on sequential readahead: 8 MiB (measured; see the
+/// crate docs, *Readahead*).
+pub const DEFAULT_READAHEAD: u64 = 8 << 20;
 
 /// The settings a [`CachedStore`] reads with.
 #[derive(Clone, Debug)]
@@ -69,6 +73,7 @@ pub struct Builder<S> {
     l2: Option<(PathBuf, u64)>,
     block_size: u64,
     max_fetch_bytes: u64,
+    readahead: u64,
     metadata_ttl: Option<Duration>,
     max_metadata_entries: usize,
     namespace: Option<String>,
@@ -83,6 +88,7 @@ impl<S: ObjectStore> Builder<S> {
             l2: None,
             block_size: DEFAULT_BLOCK_SIZE,
             max_fetch_bytes: DEFAULT_MAX_FETCH,
+            readahead: DEFAULT_READAHEAD,
             metadata_ttl: Some(DEFAULT_METADATA_TTL),
             max_metadata_entries: DEFAULT_MAX_METADATA_ENTRIES,
             namespace: None,
@@ -117,6 +123,18 @@ impl<S: ObjectStore> Builder<S> {
     /// of one read (rounded down to whole blocks, at least one). Default 16 MiB.
     pub fn max_fetch_bytes(mut self, bytes: u64) -> Builder<S> {
         self.max_fetch_bytes = bytes;
+        self
+    }
+
+    /// The largest readahead window: a read that continues a sequential
+    /// stream through an object and misses fetches up to this many bytes
+    /// past its end in the same request (the window starts at twice the
+    /// read and doubles at each miss of the stream; see the crate docs,
+    /// *Readahead*). Rounded down to whole blocks; less than one block (0)
+    /// disables readahead. Default 8 MiB. Read-ahead blocks are cached
+    /// like the others, within [`Builder::max_bytes`].
+    pub fn readahead(mut self, max_bytes: u64) -> Builder<S> {
+        self.readahead = max_bytes;
         self
     }
 
@@ -189,6 +207,9 @@ impl<S: ObjectStore> Builder<S> {
             namespace: self.namespace.unwrap_or_else(|| self.inner.to_string()),
         };
         let metadata = MetadataCache::new(self.metadata_ttl, self.max_metadata_entries);
-        Ok(CachedStore::new(self.inner, cache, config, metadata))
+        let readahead = Readahead::new(self.readahead / self.block_size);
+        Ok(CachedStore::new(
+            self.inner, cache, config, metadata, readahead,
+        ))
     }
 }

@@ -59,7 +59,7 @@ pub(crate) async fn read_ranges<S: ObjectStore>(
             *span = span.start.min(lo)..span.end.max(hi);
         }
     }
-    let planned: Vec<(u64, Found)> = needed
+    let mut planned: Vec<(u64, Found)> = needed
         .keys()
         .map(|&block| {
             let key = identity.block(block);
@@ -73,6 +73,30 @@ pub(crate) async fn read_ranges<S: ObjectStore>(
             (block, found)
         })
         .collect();
+    // Readahead: for a sequential read whose last block is missing, the
+    // blocks past it that no tier holds and no one is loading, up to the
+    // stream's window, join its fetch. Their spans are empty: the read
+    // returns none of their bytes, it only caches them.
+    let ahead_from = needed.keys().next_back().map_or(0, |last| last + 1);
+    if let Some(span) = read_span(ranges) {
+        let missed = planned.last().is_some_and(|&(_, f)| f == Found::Missing);
+        let blocks = head.meta.size.div_ceil(block_size);
+        let ahead = state
+            .readahead
+            .advance(&identity, span, missed, block_size, blocks);
+        for block in ahead {
+            let key = identity.block(block);
+            if state.cache.contains(&key)
+                || state.cache.l2_contains(&key)
+                || state.cache.is_loading(&key)
+            {
+                break;
+            }
+            needed.insert(block, 0..0);
+            planned.push((block, Found::Missing));
+            Counters::add(&state.counters.readahead_blocks, 1);
+        }
+    }
     // Runs of adjacent missing blocks, each at most `max_fetch_blocks`.
     let mut runs: Vec<Range<u64>> = Vec::new();
     for &(block, found) in &planned {
@@ -111,11 +135,21 @@ pub(crate) async fn read_ranges<S: ObjectStore>(
             found,
             run,
         )
-        .map(move |r| r.map(|bytes| (block, (span.start, bytes))))
+        .map(move |r| match r {
+            Ok(bytes) => Ok(Some((block, (span.start, bytes)))),
+            // A block read ahead that failed alone (e.g. another's load
+            // of it failed) costs this read nothing.
+            Err(e) if block >= ahead_from => {
+                log::debug!("{location}: block {block} read ahead: {e}");
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        })
     });
     // Block -> (the offset of its span, the span's bytes).
     let blocks: BTreeMap<u64, (u64, Bytes)> = futures::stream::iter(loads)
         .buffered(LOADS_IN_FLIGHT)
+        .try_filter_map(|loaded| futures::future::ready(Ok(loaded)))
         .try_collect()
         .await?;
     Ok(ranges
@@ -134,6 +168,20 @@ pub(crate) async fn read_ranges<S: ObjectStore>(
             chunks
         })
         .collect())
+}
+
+/// The bytes from the first range's start to the last one's end, ignoring
+/// empty ranges (`None` if all are empty).
+fn read_span(ranges: &[Range<u64>]) -> Option<Range<u64>> {
+    ranges
+        .iter()
+        .filter(|r| r.start < r.end)
+        .fold(None, |span: Option<Range<u64>>, r| {
+            Some(match span {
+                None => r.clone(),
+                Some(s) => s.start.min(r.start)..s.end.max(r.end),
+            })
+        })
 }
 
 /// The length of `block` of an object of `size` bytes.

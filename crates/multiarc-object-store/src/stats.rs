@@ -59,6 +59,9 @@ counters! {
     coalesced_requests,
     /// Blocks fetched beyond the first of a coalesced GET (requests saved).
     coalesced_blocks,
+    /// Blocks added to a sequential read's fetch past its end (readahead;
+    /// part of `blocks_fetched` once fetched).
+    readahead_blocks,
     /// Block reads that waited for another reader's load of the same block
     /// instead of sending their own request (single flight).
     single_flight_waits,

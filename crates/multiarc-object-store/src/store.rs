@@ -5,6 +5,7 @@ use crate::error::{self, FetchError};
 use crate::key::{ObjectBlockKey, ObjectIdentity};
 use crate::metadata::{MetadataCache, ObjectHead};
 use crate::read;
+use crate::readahead::Readahead;
 use crate::stats::{CachedStoreStats, Counters};
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -48,6 +49,7 @@ pub(crate) struct State<S> {
     pub(crate) cache: Cache<ObjectBlockKey>,
     pub(crate) config: ReadConfig,
     pub(crate) counters: Counters,
+    pub(crate) readahead: Readahead,
     metadata: MetadataCache,
     /// Metadata fetches in flight, by location (with an id, so that only
     /// the fetch that registered an entry removes it).
@@ -66,6 +68,7 @@ impl<S: ObjectStore> CachedStore<S> {
         cache: Cache<ObjectBlockKey>,
         config: ReadConfig,
         metadata: MetadataCache,
+        readahead: Readahead,
     ) -> CachedStore<S> {
         CachedStore {
             state: Arc::new(State {
@@ -73,6 +76,7 @@ impl<S: ObjectStore> CachedStore<S> {
                 cache,
                 config,
                 counters: Counters::default(),
+                readahead,
                 metadata,
                 heads_in_flight: Mutex::new(HashMap::new()),
                 next_head_id: AtomicU64::new(0),

@@ -785,3 +785,42 @@ fn an_owned_handle_leaves_its_task() {
         drop(h);
     });
 }
+
+/// `is_loading` is true exactly while a load of the key is in flight (a
+/// hint for prefetchers: not while it is cached, nor after it was dropped).
+#[test]
+fn is_loading_tells_a_load_in_flight() {
+    in_both_modes(|mode| {
+        let cache = cache(mode);
+        assert!(!cache.is_loading(&9));
+        let go = Arc::new(Notify::new());
+        let mut f = Box::pin(cache.get_or_load_async(9, || {
+            let go = go.clone();
+            async move {
+                go.notified().await;
+                Ok::<_, std::io::Error>(data_of(9, 1))
+            }
+        }));
+        assert!(poll_once(&mut f).is_pending());
+        assert!(cache.is_loading(&9), "{mode:?}");
+        assert!(!cache.is_loading(&10), "{mode:?}");
+        go.notify_one();
+        match poll_once(&mut f) {
+            Poll::Ready(Ok(h)) => assert_eq!(*h, data_of(9, 1)[..]),
+            _ => panic!("{mode:?}: the load did not complete"),
+        }
+        drop(f);
+        assert!(!cache.is_loading(&9), "{mode:?}: cached, not loading");
+        assert!(cache.contains(&9));
+        cache.remove(&9);
+        let mut g = Box::pin(cache.get_or_load_async(9, || async {
+            std::future::pending::<()>().await;
+            Ok::<_, std::io::Error>(data_of(9, 2))
+        }));
+        assert!(poll_once(&mut g).is_pending());
+        assert!(cache.is_loading(&9), "{mode:?}");
+        drop(g);
+        assert!(!cache.is_loading(&9), "{mode:?}: the dropped load is over");
+        check_settled(&cache.stats());
+    });
+}

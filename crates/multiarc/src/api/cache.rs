@@ -284,6 +284,18 @@ impl<K: Key> Cache<K> {
             .is_some_and(|t| t.presence(key) == Presence::Cached)
     }
 
+    /// True if a load of `key` ([`Cache::get_or_load`] or
+    /// [`Cache::get_or_load_async`]) is in flight now, so that a caller
+    /// missing `key` would wait for it rather than load. Counts nothing. A
+    /// hint: the load may end, or another begin, right after it answers
+    /// (e.g. a prefetcher that skips keys someone is already loading).
+    pub fn is_loading(&self, key: &K) -> bool {
+        dispatch!(&self.shared, core => {
+            let hash = core.hash(key);
+            core.table.write(hash).per_stripe().find(key).is_some()
+        })
+    }
+
     /// Looks `key` up in memory only: never does I/O, even with a second
     /// tier (for callers that must not block on a device, and to tell the
     /// tiers apart). Otherwise as [`Cache::get`].

@@ -26,9 +26,10 @@
 //!   when it holds more than p, or T2 is empty) as CAR's clock of that
 //!   list does: a referenced one is kept, onto T2 with its bit cleared, an
 //!   unreferenced one let go of; a copy of the other list is kept as it is
-//!   (list and reference bit). Kept copies stay where they are, while the
-//!   keep budget (`ratio` units per new page) lasts; past it the hand lets
-//!   go of everything. The new pages fill the free units from the hand in
+//!   (list and reference bit), unless more than half the keep budget is
+//!   spent and it is unreferenced (then it is let go of). Kept copies stay
+//!   where they are, while the keep budget (`ratio` units per new page)
+//!   lasts; past it the hand lets go of everything. The new pages fill the free units from the hand in
 //!   order, and the log block (a fixed part and an entry per new page and
 //!   kept copy, in whole units) comes after them and every kept copy, in
 //!   free units; a copy is in the batch's way while the pages or the log
@@ -302,7 +303,10 @@ impl Model {
             }
             let c = self.on_device[&x];
             let shrink_t1 = t1 > self.dev_p || t2 == 0;
-            let judged = c.t2 != shrink_t1;
+            // Past half the budget, the other list's unreferenced copies
+            // are judged too.
+            let passed_half = 2 * plan.kept.len() as u64 > budget;
+            let judged = c.t2 != shrink_t1 || (passed_half && !c.referenced);
             if (plan.kept.len() as u64) < budget && (!judged || c.referenced) {
                 if judged && !c.t2 {
                     t1 -= 1;

@@ -11,7 +11,12 @@
 //! judges those of the list over its target as that list's clock would:
 //! one read back since it was written gets a second chance (onto T2), one
 //! not read back is let go of; the other list's copies are passed over as
-//! they are, reference bit and all (their clock has not reached them).
+//! they are, reference bit and all (their clock has not reached them),
+//! until half of what the hand may keep is spent: past that, those not
+//! read back are let go of too, and the rest of the budget goes to copies
+//! read back (before, a list over its target for long passed over the
+//! other list's copies until the budget ran out, and then let go of what
+//! followed, read back or not).
 //!
 //! A kept copy stays where it is: the batch's new buffers go into the gaps
 //! between kept copies, and its log block describes the kept copies again
@@ -138,7 +143,7 @@ impl<H> Planner<'_, H> {
             dropped: Vec::new(),
             kept: Vec::new(),
         };
-        let mut kept_bytes = 0;
+        let mut kept_bytes: u64 = 0;
         let mut cursor = start;
         for (key, rec) in candidates {
             let at = rec.unit() as u64 * UNIT;
@@ -156,12 +161,20 @@ impl<H> Planner<'_, H> {
             // was written gets its second chance (onto T2, its bit
             // cleared); one not read back is let go of. The other list's
             // copies are only passed over, reference bit and all (their
-            // own clock has not reached them). Kept copies stay where they
-            // are, described again by the new log block, while the budget
-            // lasts.
+            // own clock has not reached them), but not for more than half
+            // the budget: past that, a copy of the other list not read
+            // back is judged too (let go of). Else, while T1 stays over
+            // its target, the T2 copies would be passed over until the
+            // budget ran out and then let go of whatever their bit, read
+            // back or not; those went to B2, whose hits pushed p down and
+            // kept T1 over its target (`other_list_copies_not_read_back_
+            // are_judged_past_half_the_budget`). Kept copies stay where
+            // they are, described again by the new log block, while the
+            // budget lasts.
             let padded = rec.device_bytes();
             let shrink_t1 = t1 > p || t2 == 0;
-            let judged = rec.t2() != shrink_t1;
+            let passed_half = kept_bytes.saturating_mul(2) > budget;
+            let judged = rec.t2() != shrink_t1 || (passed_half && !rec.referenced());
             let keep = kept_bytes + padded <= budget && (!judged || rec.referenced());
             if keep {
                 kept_bytes += padded;
@@ -413,6 +426,52 @@ mod tests {
         // Into key 2's units; its log block ends where key 3 begins.
         assert_eq!(plan.placed, [units(3)]);
         assert_eq!(units(1) + plan.total, units(5));
+    }
+
+    #[test]
+    fn other_list_copies_not_read_back_are_judged_past_half_the_budget() {
+        // p = 0 and T1 not empty (key 9, far off): T1 is over its target
+        // and judged; the T2 copies in the way are the other list's. Keys
+        // 1-5 were not read back since they were written, 6 and 7 were.
+        let t2 = |key: u64, unit: u32, read_back: bool| (key, unit, 1, true, read_back);
+        let held = ring(
+            &[
+                t2(1, 1, false),
+                t2(2, 2, false),
+                t2(3, 3, false),
+                t2(4, 4, false),
+                t2(5, 5, false),
+                t2(6, 6, true),
+                t2(7, 8, true),
+                (9, 90, 1, false, false),
+            ],
+            0,
+        );
+        let budget = units(4);
+        let plan = planner(&held, 100).plan::<u64>(true, units(1), &[units(2)], budget, 0);
+        // Within half the budget, T2 copies are passed over, read back or
+        // not (1-3); past it, those not read back are let go of (4, 5),
+        // and the new buffer goes where they were, so the copy read back
+        // (6) is still passed over, bit and all. (Before, T2 copies were
+        // passed over until the budget was spent: 1-4 kept, and then 5 and
+        // 6 let go of, the copy read back with the one not.)
+        assert_eq!(
+            kept(&plan),
+            [(1, false), (2, false), (3, false), (6, false)],
+            "past half the budget, the other list's copies not read back are judged"
+        );
+        assert_eq!(keys(&plan.dropped), [4, 5]);
+        assert_eq!(plan.placed, [units(4)]);
+        assert_eq!(plan.log_at, units(7));
+        // The same ring with T1 within its target: T2's own clock judges
+        // from the first copy on (the new buffer, then the log block, take
+        // the units of 1-3).
+        let mut held = held;
+        held.lists.p = units(100);
+        let judged = planner(&held, 100).plan::<u64>(true, units(1), &[units(2)], budget, 0);
+        assert_eq!(keys(&judged.dropped), [1, 2, 3]);
+        assert_eq!(kept(&judged), []);
+        assert_eq!(judged.placed, [units(1)]);
     }
 
     #[test]

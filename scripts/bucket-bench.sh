@@ -25,6 +25,7 @@
 # stdout (or with --json one JSON document); progress on stderr. The work
 # directory (Garage's data, the caches, the L2) is under target/ on the
 # checkout's disk, not tmpfs; it is removed at exit unless --keep.
+# MULTIARC_BIN=PATH uses that binary instead of building one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -80,9 +81,13 @@ done
 python3 -c 'import pyarrow' 2>/dev/null || die "python3 has no pyarrow (pip install pyarrow)"
 [ -e /dev/fuse ] || die "no /dev/fuse on this machine"
 
-say "building the release binary"
-cargo build --release -q -p multiarc-cli
-bin=$root/target/release/multiarc
+if [ -n "${MULTIARC_BIN:-}" ]; then
+  bin=$MULTIARC_BIN
+else
+  say "building the release binary"
+  cargo build --release -q -p multiarc-cli
+  bin=$root/target/release/multiarc
+fi
 
 mkdir -p "$root/target"
 work=$(mktemp -d "$root/target/bucket-bench.XXXXXX")
@@ -215,6 +220,7 @@ mount_it() {
       mkdir -p "$work/s3fs-cache"
       s3fs bench "$mnt" -f -o ro -o passwd_file="$work/s3fs.passwd" -o url="$endpoint" \
         -o use_path_request_style -o endpoint=garage -o use_cache="$work/s3fs-cache" \
+        -o logfile="$work/s3fs-daemon.log" \
         2>>"$work/$kind.log" &
       ;;
   esac

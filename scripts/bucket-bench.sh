@@ -201,19 +201,19 @@ mount_it() {
   case "$kind" in
     multiarc)
       "$bin" mount s3://bench "$mnt" --endpoint "$endpoint" --region garage --read-only \
-        --max-bytes "$cache_bytes" --metadata-ttl "$ttl" --foreground 2>>"$work/$kind.log" &
+        --max-bytes "$cache_bytes" --metadata-ttl "$ttl" --foreground >>"$work/$kind.log" 2>&1 &
       ;;
     multiarc-l2)
       [ -z "$keepcache" ] && rm -f "$work/l2"
       "$bin" mount s3://bench "$mnt" --endpoint "$endpoint" --region garage --read-only \
         --max-bytes "$cache_bytes" --metadata-ttl "$ttl" --l2 "$work/l2" --l2-bytes "$l2_bytes" \
-        --foreground 2>>"$work/$kind.log" &
+        --foreground >>"$work/$kind.log" 2>&1 &
       ;;
     rclone)
       [ -z "$keepcache" ] && rm -rf "$work/rclone-cache"
       env -u AWS_CA_BUNDLE rclone mount :s3:bench "$mnt" --s3-provider Other --s3-env-auth \
         --s3-region garage --s3-endpoint "$endpoint" --read-only --vfs-cache-mode full \
-        --cache-dir "$work/rclone-cache" --vfs-cache-max-size "$cache_bytes" 2>>"$work/$kind.log" &
+        --cache-dir "$work/rclone-cache" --vfs-cache-max-size "$cache_bytes" >>"$work/$kind.log" 2>&1 &
       ;;
     s3fs)
       [ -z "$keepcache" ] && rm -rf "$work/s3fs-cache"
@@ -221,7 +221,7 @@ mount_it() {
       s3fs bench "$mnt" -f -o ro -o passwd_file="$work/s3fs.passwd" -o url="$endpoint" \
         -o use_path_request_style -o endpoint=garage -o use_cache="$work/s3fs-cache" \
         -o logfile="$work/s3fs-daemon.log" \
-        2>>"$work/$kind.log" &
+        >>"$work/$kind.log" 2>&1 &
       ;;
   esac
   daemon_pid=$!

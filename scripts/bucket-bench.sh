@@ -1,0 +1,373 @@
+#!/usr/bin/env bash
+# Issue 25's side-by-side benchmark: one bucket on a one-node Garage on
+# loopback, behind a proxy that adds the same latency to every request,
+# mounted in turn by multiarc (memory only), multiarc with an L2 file,
+# `rclone mount --vfs-cache-mode full` and s3fs (use_cache), each measured
+# alike:
+#   - sequential read of the large objects, cold (MB/s);
+#   - fio random reads (8 KiB and 1 MiB; 1, 2 and 8 jobs), cold (a fresh
+#     mount and empty caches) and warm (the file read whole first);
+#   - a Parquet query with pyarrow (hot columns of hot.parquet): cold, warm,
+#     then a full scan of big.parquet (larger than the cache), then the hot
+#     query again, with the store requests each sent (the proxy's count);
+#     for multiarc + L2 also after a remount over the same L2;
+#   - `ls -l` of a directory of many small objects (cold);
+#   - the daemon's RSS (VmHWM and VmRSS from /proc at the end).
+# Before every measured read the kernel's page cache of the file is dropped
+# (fadvise DONTNEED, no root needed), so a warm figure is the daemon's cache.
+#
+#   scripts/bucket-bench.sh [--quick] [--latency MS] [--runtime S]
+#       [--mounts multiarc,multiarc-l2,rclone,s3fs] [--metadata-ttl 60s]
+#       [--json] [--keep]
+#
+# Needs garage (2.5.0; ~/.cargo/bin), rclone, s3fs, fio, python3 with pyarrow,
+# fusermount3 and /dev/fuse. Builds the release multiarc. Prints a table on
+# stdout (or with --json one JSON document); progress on stderr. The work
+# directory (Garage's data, the caches, the L2) is under target/ on the
+# checkout's disk, not tmpfs; it is removed at exit unless --keep.
+# MULTIARC_BIN=PATH uses that binary instead of building one.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+helper=$root/scripts/bucket-bench-helper.py
+
+quick=0
+latency=20
+runtime=""
+mounts="multiarc,multiarc-l2,rclone,s3fs"
+ttl=60s
+json=0
+keep=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) quick=1; shift ;;
+    --latency) latency="$2"; shift 2 ;;
+    --runtime) runtime="$2"; shift 2 ;;
+    --mounts) mounts="$2"; shift 2 ;;
+    --metadata-ttl) ttl="$2"; shift 2 ;;
+    --json) json=1; shift ;;
+    --keep) keep=1; shift ;;
+    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "bucket-bench: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+[[ "$latency" =~ ^[0-9]+$ ]] || { echo "bucket-bench: --latency wants whole milliseconds, got $latency" >&2; exit 2; }
+for m in ${mounts//,/ }; do
+  case "$m" in multiarc|multiarc-l2|rclone|s3fs) ;; *) echo "bucket-bench: unknown mount $m (multiarc, multiarc-l2, rclone, s3fs)" >&2; exit 2 ;; esac
+done
+
+if [ $quick = 1 ]; then
+  large_n=2; large_size=$((16 << 20)); small_n=500
+  hot_rows=50000; big_rows=200000          # hot.parquet ~14 MiB, big.parquet ~51 MiB
+  cache_bytes=$((40 << 20)); l2_bytes=$((256 << 20))
+  fio_jobs="1,2,8"; runtime=${runtime:-2}
+else
+  large_n=4; large_size=$((256 << 20)); small_n=10000
+  hot_rows=400000; big_rows=2000000        # hot.parquet ~110 MiB, big.parquet ~530 MiB
+  cache_bytes=$((384 << 20)); l2_bytes=$((2 << 30))
+  fio_jobs="1,2,8"; runtime=${runtime:-10}
+fi
+
+say() { printf 'bucket-bench: %s\n' "$*" >&2; }
+die() { printf 'bucket-bench: %s\n' "$*" >&2; exit 1; }
+
+garage=$(command -v garage || echo "${CARGO_HOME:-$HOME/.cargo}/bin/garage")
+[ -x "$garage" ] || die "garage is not installed (cargo install --locked garage@2.5.0 --no-default-features --features bundled-libs,sqlite; .ci/run does it)"
+for tool in fio python3 fusermount3; do
+  command -v "$tool" >/dev/null || die "$tool is not installed"
+done
+[[ ",$mounts," == *,rclone,* ]] && { command -v rclone >/dev/null || die "rclone is not installed (apt-get install rclone)"; }
+[[ ",$mounts," == *,s3fs,* ]] && { command -v s3fs >/dev/null || die "s3fs is not installed (apt-get install s3fs)"; }
+python3 -c 'import pyarrow' 2>/dev/null || die "python3 has no pyarrow (pip install pyarrow)"
+[ -e /dev/fuse ] || die "no /dev/fuse on this machine"
+
+if [ -n "${MULTIARC_BIN:-}" ]; then
+  bin=$MULTIARC_BIN
+else
+  say "building the release binary"
+  cargo build --release -q -p multiarc-cli
+  bin=$root/target/release/multiarc
+fi
+
+mkdir -p "$root/target"
+work=$(mktemp -d "$root/target/bucket-bench.XXXXXX")
+mnt=$work/mnt
+mkdir -p "$mnt" "$work/data" "$work/garage"
+pids=()
+daemon_pid=""
+cleanup() {
+  set +e
+  fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -uz "$mnt" 2>/dev/null
+  [ -n "$daemon_pid" ] && kill "$daemon_pid" 2>/dev/null
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
+  if [ $keep = 0 ]; then rm -rf "$work"; else say "kept $work"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- Garage, one node ---------------------------------------------------
+s3_port=$(python3 "$helper" freeport); rpc_port=$(python3 "$helper" freeport)
+admin_port=$(python3 "$helper" freeport); proxy_port=$(python3 "$helper" freeport)
+cat > "$work/garage/garage.toml" <<EOF
+metadata_dir = "$work/garage/meta"
+data_dir = "$work/garage/data"
+db_engine = "sqlite"
+replication_factor = 1
+rpc_bind_addr = "127.0.0.1:$rpc_port"
+rpc_public_addr = "127.0.0.1:$rpc_port"
+rpc_secret = "$(python3 -c 'import os; print(os.urandom(32).hex())')"
+
+[s3_api]
+s3_region = "garage"
+api_bind_addr = "127.0.0.1:$s3_port"
+root_domain = ".s3.garage.localhost"
+
+[admin]
+api_bind_addr = "127.0.0.1:$admin_port"
+EOF
+g() { "$garage" -c "$work/garage/garage.toml" "$@"; }
+say "starting garage ($("$garage" --version 2>/dev/null | head -1)) on 127.0.0.1:$s3_port"
+RUST_LOG=warn "$garage" -c "$work/garage/garage.toml" server >"$work/garage/log" 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do
+  node=$(g node id -q 2>/dev/null | cut -d@ -f1) && [ -n "$node" ] && break
+  kill -0 "${pids[0]}" 2>/dev/null || die "garage exited at start: $(tail -3 "$work/garage/log")"
+  sleep 0.2
+done
+[ -n "${node:-}" ] || die "garage did not answer within 20 s"
+g layout assign -z dc1 -c 1G "$node" >/dev/null
+g layout apply --version 1 >/dev/null
+key_id=GK$(python3 -c 'import os; print(os.urandom(12).hex())')
+secret=$(python3 -c 'import os; print(os.urandom(32).hex())')
+for _ in $(seq 50); do
+  g key import --yes -n bench "$key_id" "$secret" >/dev/null 2>&1 && break
+  sleep 0.2
+done
+g bucket create bench >/dev/null
+g bucket allow --read --write --owner bench --key "$key_id" >/dev/null
+export AWS_ACCESS_KEY_ID=$key_id AWS_SECRET_ACCESS_KEY=$secret AWS_REGION=garage
+unset AWS_CA_BUNDLE AWS_PROFILE AWS_SESSION_TOKEN || true
+printf '%s:%s\n' "$key_id" "$secret" > "$work/s3fs.passwd"; chmod 600 "$work/s3fs.passwd"
+
+# --- the data set (uploaded straight to Garage, not through the proxy) --
+say "writing the data set: $large_n x $((large_size >> 20)) MiB, $small_n small objects, two Parquet files"
+mkdir -p "$work/data/large" "$work/data/small" "$work/data/parquet"
+for i in $(seq 0 $((large_n - 1))); do
+  head -c "$large_size" /dev/urandom > "$work/data/large/obj$i"
+done
+python3 - "$work/data/small" "$small_n" <<'EOF'
+import os, sys
+d, n = sys.argv[1], int(sys.argv[2])
+for i in range(n):
+    with open(os.path.join(d, f"f{i:05d}"), "wb") as f:
+        f.write(os.urandom(1024))
+EOF
+python3 "$helper" parquet "$work/data/parquet" "$hot_rows" "$big_rows"
+rc() { env -u AWS_CA_BUNDLE rclone --s3-provider Other --s3-env-auth --s3-region garage "$@"; }
+say "uploading with rclone"
+rc --s3-endpoint "http://127.0.0.1:$s3_port" copy --transfers 16 --checkers 16 \
+  "$work/data" :s3:bench/ 2>"$work/rclone-upload.log" || die "upload failed: $(tail -3 "$work/rclone-upload.log")"
+hot_size=$(stat -c %s "$work/data/parquet/hot.parquet")
+big_size=$(stat -c %s "$work/data/parquet/big.parquet")
+rm -rf "$work/data"
+
+# --- the latency proxy ---------------------------------------------------
+count_file=$work/requests
+python3 "$helper" proxy "$proxy_port" "$s3_port" "$latency" "$count_file" &
+pids+=($!)
+for _ in $(seq 50); do [ -s "$count_file" ] && break; sleep 0.1; done
+rtt_direct=$(python3 "$helper" rtt "$s3_port" 30)
+rtt_proxy=$(python3 "$helper" rtt "$proxy_port" 10)
+say "round trip: ${rtt_direct} ms to Garage, ${rtt_proxy} ms through the proxy (+${latency} ms a request)"
+endpoint=http://127.0.0.1:$proxy_port
+requests() { cat "$count_file"; }
+
+# --- mounting --------------------------------------------------------------
+mounted() { grep -q " $mnt " /proc/mounts; }
+unmount() {
+  if mounted; then fusermount3 -u "$mnt" 2>/dev/null || { sleep 1; fusermount3 -uz "$mnt"; }; fi
+  if [ -n "$daemon_pid" ]; then
+    for _ in $(seq 50); do kill -0 "$daemon_pid" 2>/dev/null || break; sleep 0.1; done
+    kill "$daemon_pid" 2>/dev/null || true
+    wait "$daemon_pid" 2>/dev/null || true
+    daemon_pid=""
+  fi
+}
+# mount KIND [keep]: a fresh mount (caches emptied unless "keep")
+mount_it() {
+  local kind=$1 keepcache=${2:-}
+  unmount
+  case "$kind" in
+    multiarc)
+      "$bin" mount s3://bench "$mnt" --endpoint "$endpoint" --region garage --read-only \
+        --max-bytes "$cache_bytes" --metadata-ttl "$ttl" --foreground >>"$work/$kind.log" 2>&1 &
+      ;;
+    multiarc-l2)
+      [ -z "$keepcache" ] && rm -f "$work/l2"
+      "$bin" mount s3://bench "$mnt" --endpoint "$endpoint" --region garage --read-only \
+        --max-bytes "$cache_bytes" --metadata-ttl "$ttl" --l2 "$work/l2" --l2-bytes "$l2_bytes" \
+        --foreground >>"$work/$kind.log" 2>&1 &
+      ;;
+    rclone)
+      [ -z "$keepcache" ] && rm -rf "$work/rclone-cache"
+      env -u AWS_CA_BUNDLE rclone mount :s3:bench "$mnt" --s3-provider Other --s3-env-auth \
+        --s3-region garage --s3-endpoint "$endpoint" --read-only --vfs-cache-mode full \
+        --cache-dir "$work/rclone-cache" --vfs-cache-max-size "$cache_bytes" >>"$work/$kind.log" 2>&1 &
+      ;;
+    s3fs)
+      [ -z "$keepcache" ] && rm -rf "$work/s3fs-cache"
+      mkdir -p "$work/s3fs-cache"
+      s3fs bench "$mnt" -f -o ro -o passwd_file="$work/s3fs.passwd" -o url="$endpoint" \
+        -o use_path_request_style -o endpoint=garage -o use_cache="$work/s3fs-cache" \
+        -o logfile="$work/s3fs-daemon.log" \
+        >>"$work/$kind.log" 2>&1 &
+      ;;
+  esac
+  daemon_pid=$!
+  for _ in $(seq 300); do
+    mounted && [ -e "$mnt/parquet" ] && return 0
+    kill -0 "$daemon_pid" 2>/dev/null || die "$kind exited at mount: $(tail -3 "$work/$kind.log")"
+    sleep 0.1
+  done
+  die "$kind did not mount within 30 s: $(tail -3 "$work/$kind.log")"
+}
+dontneed() { python3 "$helper" dontneed "$@" 2>/dev/null || true; }
+rss_kib() { awk -v k="$2" '$1 == k":" { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
+
+# fio job on FILE: prints "IOPS MB/s"; direct I/O where the mount takes it
+fio_direct=1
+fio_run() {
+  local file=$1 bs=$2 jobs=$3 out
+  out=$(fio --name=r --filename="$file" --rw=randread --bs="$bs" --numjobs="$jobs" \
+    --direct="$fio_direct" --invalidate=0 --ioengine=psync --time_based --runtime="$runtime" \
+    --group_reporting --output-format=json 2>>"$work/fio.log") || return 1
+  python3 -c 'import json,sys; r=json.load(sys.stdin)["jobs"][0]["read"]; print("%.0f %.1f" % (r["iops"], r["bw_bytes"]/1e6))' <<<"$out"
+}
+
+results=$work/results.jsonl
+: > "$results"
+emit() { printf '%s\n' "$1" >> "$results"; }
+
+for kind in ${mounts//,/ }; do
+  say "== $kind"
+  # sequential read, cold
+  mount_it "$kind"
+  files=()
+  for i in $(seq 0 $((large_n - 1))); do files+=("$mnt/large/obj$i"); done
+  r0=$(requests); t0=$(date +%s.%N)
+  cat "${files[@]}" > /dev/null
+  t1=$(date +%s.%N); r1=$(requests)
+  seq_mbs=$(python3 -c "print(round($large_n*$large_size/1e6/($t1-$t0),1))")
+  say "$kind: sequential cold $seq_mbs MB/s ($((r1 - r0)) requests)"
+  emit "{\"mount\":\"$kind\",\"test\":\"seq_cold\",\"mb_s\":$seq_mbs,\"requests\":$((r1 - r0))}"
+
+  # does the mount take O_DIRECT?
+  fio_direct=1
+  if ! fio --name=probe --filename="$mnt/large/obj0" --rw=read --bs=4k --size=64k --direct=1 \
+      --invalidate=0 --output-format=json >/dev/null 2>&1; then
+    fio_direct=0
+    say "$kind: O_DIRECT refused; fio runs buffered, page cache dropped before each run"
+  fi
+  emit "{\"mount\":\"$kind\",\"test\":\"direct_io\",\"direct\":$fio_direct}"
+
+  # fio: cold (fresh mount, a file not read yet) and warm (read whole first)
+  for bs in 8k 1m; do
+    for j in ${fio_jobs//,/ }; do
+      mount_it "$kind"
+      f=$mnt/large/obj$((large_n - 1))
+      r0=$(requests)
+      read -r iops mbs < <(fio_run "$f" "$bs" "$j" || echo "0 0")
+      r1=$(requests)
+      emit "{\"mount\":\"$kind\",\"test\":\"fio_cold\",\"bs\":\"$bs\",\"jobs\":$j,\"iops\":$iops,\"mb_s\":$mbs,\"requests\":$((r1 - r0))}"
+      cat "$f" > /dev/null
+      dontneed "$f"
+      r0=$(requests)
+      read -r iops2 mbs2 < <(fio_run "$f" "$bs" "$j" || echo "0 0")
+      r1=$(requests)
+      emit "{\"mount\":\"$kind\",\"test\":\"fio_warm\",\"bs\":\"$bs\",\"jobs\":$j,\"iops\":$iops2,\"mb_s\":$mbs2,\"requests\":$((r1 - r0))}"
+      say "$kind: fio $bs x$j cold $iops IOPS, warm $iops2 IOPS ($((r1 - r0)) requests warm)"
+    done
+  done
+
+  # Parquet: hot query cold, warm, full scan of big, hot query again
+  mount_it "$kind"
+  hot=$mnt/parquet/hot.parquet big=$mnt/parquet/big.parquet
+  pq_step() { # NAME FILE [COLS]
+    local name=$1 file=$2 cols=${3:-} r0 r1 secs
+    dontneed "$file"
+    r0=$(requests); secs=$(python3 "$helper" query "$file" $cols); r1=$(requests)
+    emit "{\"mount\":\"$kind\",\"test\":\"parquet\",\"step\":\"$name\",\"seconds\":$secs,\"requests\":$((r1 - r0))}"
+    say "$kind: parquet $name ${secs}s, $((r1 - r0)) requests"
+  }
+  pq_step hot_cold "$hot" a,b
+  pq_step hot_warm "$hot" a,b
+  pq_step big_scan "$big"
+  pq_step hot_after_scan "$hot" a,b
+  if [ "$kind" = multiarc-l2 ]; then
+    mount_it "$kind" keep
+    pq_step hot_after_remount "$hot" a,b
+  fi
+  emit "{\"mount\":\"$kind\",\"test\":\"rss\",\"hwm_kib\":$(rss_kib "$daemon_pid" VmHWM),\"rss_kib\":$(rss_kib "$daemon_pid" VmRSS)}"
+
+  # ls -l of the small objects, cold
+  mount_it "$kind"
+  r0=$(requests); t0=$(date +%s.%N)
+  n=$(ls -l "$mnt/small" | tail -n +2 | wc -l)
+  t1=$(date +%s.%N); r1=$(requests)
+  [ "$n" = "$small_n" ] || say "$kind: ls -l listed $n entries, not $small_n"
+  secs=$(python3 -c "print(round($t1-$t0,3))")
+  emit "{\"mount\":\"$kind\",\"test\":\"ls\",\"seconds\":$secs,\"entries\":$n,\"requests\":$((r1 - r0))}"
+  say "$kind: ls -l of $n objects ${secs}s ($((r1 - r0)) requests)"
+  unmount
+done
+
+meta=$(printf '{"quick":%s,"latency_ms":%s,"rtt_direct_ms":%s,"rtt_proxy_ms":%s,"large":[%s,%s],"small":%s,"hot_parquet_bytes":%s,"big_parquet_bytes":%s,"cache_bytes":%s,"l2_bytes":%s,"runtime_s":%s,"metadata_ttl":"%s","cpus":%s,"loadavg":"%s"}' \
+  "$quick" "$latency" "$rtt_direct" "$rtt_proxy" "$large_n" "$large_size" "$small_n" "$hot_size" "$big_size" \
+  "$cache_bytes" "$l2_bytes" "$runtime" "$ttl" "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)")
+python3 - "$results" "$json" "$meta" <<'EOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+meta = json.loads(sys.argv[3])
+if sys.argv[2] == "1":
+    print(json.dumps({"conditions": meta, "results": rows}))
+    sys.exit(0)
+mounts = list(dict.fromkeys(r["mount"] for r in rows))
+def get(m, **k):
+    for r in rows:
+        if r["mount"] == m and all(r.get(a) == b for a, b in k.items()):
+            return r
+    return None
+lines = []
+def row(label, f):
+    cells = []
+    for m in mounts:
+        try:
+            cells.append(f(m))
+        except (TypeError, KeyError):
+            cells.append("-")
+    lines.append("| " + label + " | " + " | ".join(cells) + " |")
+print(f"latency {meta['latency_ms']} ms a request (round trip {meta['rtt_direct_ms']} ms direct, "
+      f"{meta['rtt_proxy_ms']} ms through the proxy); large {meta['large'][0]} x {meta['large'][1] >> 20} MiB; "
+      f"cache {meta['cache_bytes'] >> 20} MiB; fio {meta['runtime_s']} s a run; quick={meta['quick']}")
+print()
+print("| | " + " | ".join(mounts) + " |")
+print("|---|" + "---|" * len(mounts))
+row("sequential cold, MB/s", lambda m: f"{get(m, test='seq_cold')['mb_s']:.1f}")
+row("fio O_DIRECT", lambda m: "yes" if get(m, test="direct_io")["direct"] else "no (buffered)")
+for t in ("fio_cold", "fio_warm"):
+    for bs in ("8k", "1m"):
+        for j in (1, 2, 8):
+            unit = "IOPS" if bs == "8k" else "MB/s"
+            key = "iops" if bs == "8k" else "mb_s"
+            row(f"{t.split('_')[1]} random {bs} x{j}, {unit}",
+                lambda m, t=t, bs=bs, j=j, key=key: f"{get(m, test=t, bs=bs, jobs=j)[key]:.0f}"
+                if key == "iops" else f"{get(m, test=t, bs=bs, jobs=j)[key]:.1f}")
+for step in ("hot_cold", "hot_warm", "big_scan", "hot_after_scan", "hot_after_remount"):
+    row(f"parquet {step.replace('_', ' ')}: s (requests)",
+        lambda m, step=step: "%.3f (%d)" % (get(m, test="parquet", step=step)["seconds"],
+                                            get(m, test="parquet", step=step)["requests"]))
+row("ls -l cold, s (requests)", lambda m: "%.2f (%d)" % (get(m, test="ls")["seconds"], get(m, test="ls")["requests"]))
+row("daemon RSS peak / end, MiB", lambda m: "%.0f / %.0f" % (get(m, test="rss")["hwm_kib"] / 1024, get(m, test="rss")["rss_kib"] / 1024))
+print("\n".join(lines))
+EOF

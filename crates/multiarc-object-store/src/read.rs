@@ -238,9 +238,14 @@ async fn load_block<'a, S: ObjectStore>(
 /// the second tier (read on the cache's I/O threads), or `loader`'s bytes,
 /// cached. Concurrent loads of one key, from any task or thread, run one
 /// loader; the others wait for it (single flight). Returns the block's
-/// length and a copy of its bytes `span` (`None` if the block is shorter).
+/// length and its bytes `span` (`None` if the block is shorter).
+///
+/// The bytes are not copied: the returned [`Bytes`] owns a hold on the
+/// cached block ([`multiarc::OwnedHandle`]), released when the last slice
+/// of it is dropped. A block evicted meanwhile stays in memory, outside the
+/// cache's budget, until then (as a page a reader still maps).
 async fn load_through_cache<F, Fut>(
-    cache: &Cache<ObjectBlockKey>,
+    cache: &Arc<Cache<ObjectBlockKey>>,
     key: ObjectBlockKey,
     span: Range<u64>,
     loader: F,
@@ -249,12 +254,13 @@ where
     F: FnOnce() -> Fut,
     Fut: Future<Output = Result<Vec<u8>, Arc<FetchError>>>,
 {
-    match cache.get_or_load_async(key, loader).await {
+    match Arc::clone(cache).get_or_load_async_owned(key, loader).await {
         Ok(block) => {
-            let bytes = block
-                .get(span.start as usize..span.end as usize)
-                .map(Bytes::copy_from_slice);
-            Ok((block.len(), bytes))
+            let len = block.len();
+            let span = span.start as usize..span.end as usize;
+            let bytes = (span.start <= span.end && span.end <= len)
+                .then(|| Bytes::from_owner(block).slice(span));
+            Ok((len, bytes))
         }
         Err(shared) => Err(Arc::clone(&shared)),
     }

@@ -46,7 +46,9 @@ pub(crate) struct State<S> {
     /// Shared with metadata fetches in flight (which hold no `State`, so
     /// that a fetch left in `heads_in_flight` makes no cycle).
     pub(crate) inner: Arc<S>,
-    pub(crate) cache: Cache<ObjectBlockKey>,
+    /// Shared with the [`bytes::Bytes`] that reads return: each owns a hold
+    /// on its block (see `read::load_through_cache`).
+    pub(crate) cache: Arc<Cache<ObjectBlockKey>>,
     pub(crate) config: ReadConfig,
     pub(crate) counters: Counters,
     pub(crate) readahead: Readahead,
@@ -73,7 +75,7 @@ impl<S: ObjectStore> CachedStore<S> {
         CachedStore {
             state: Arc::new(State {
                 inner: Arc::new(inner),
-                cache,
+                cache: Arc::new(cache),
                 config,
                 counters: Counters::default(),
                 readahead,

@@ -6,7 +6,9 @@
 //! - `randrw`, `randread`, `rangelock`: one file, many threads, per locking
 //!   mode (`crate::filebench`);
 //! - `l2`: random reads over a working set larger than memory, with a
-//!   second tier (`crate::l2bench`).
+//!   second tier (`crate::l2bench`);
+//! - `object`: Parquet queries through multiarc in front of an S3 store
+//!   (`crate::objbench`).
 //!
 //! `bench --workload NAME` is `bench NAME`: `main` rewrites the one into
 //! the other before clap parses ([`workload_flag_as_subcommand`]).
@@ -52,6 +54,10 @@ pub enum Workload {
     /// memory plus a second tier, backed by an O_DIRECT file: multiarc-l2,
     /// foyer-hybrid, multiarc (memory only), direct.
     L2,
+    /// Repeated Parquet queries through multiarc in front of an S3 store
+    /// (in-process, or --endpoint) with emulated latency: multiarc,
+    /// multiarc-l2, foyer-hybrid, none.
+    Object,
 }
 
 /// A locking mode of `--locking` (the library's [`Locking`], by name).
@@ -153,7 +159,7 @@ pub struct BenchArgs {
     #[command(subcommand)]
     workload: Option<WorkloadArgs>,
     /// The workload, as the subcommand NAME names it: cache, randrw,
-    /// randread, rangelock, l2 (`--workload randrw` is `bench randrw`).
+    /// randread, rangelock, l2, object (`--workload randrw` is `bench randrw`).
     #[arg(long = "workload", value_name = "NAME", value_parser = enum_arg::<Workload>("workload"))]
     workload_flag: Option<Workload>,
     #[command(flatten)]
@@ -177,6 +183,11 @@ enum WorkloadArgs {
     /// memory plus a second tier, backed by an O_DIRECT file: multiarc-l2,
     /// foyer-hybrid, multiarc (memory only), direct.
     L2(L2Args),
+    /// Repeated Parquet queries (hot columns, a full scan now and then)
+    /// through multiarc in front of an S3 store (in-process, or
+    /// --endpoint), each store request delayed by --store-latency: rows
+    /// multiarc, multiarc-l2, foyer-hybrid, none.
+    Object(Box<crate::objbench::ObjectArgs>),
 }
 
 /// The flags every workload takes.
@@ -636,6 +647,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         WorkloadArgs::Randread(args) => run_file(FileWorkload::RandRead, args),
         WorkloadArgs::Rangelock(args) => run_file(FileWorkload::RangeLock, args),
         WorkloadArgs::L2(args) => run_l2(args),
+        WorkloadArgs::Object(args) => crate::objbench::run(*args),
     }
 }
 

@@ -59,6 +59,8 @@ pub enum ObjectRow {
     None,
 }
 
+// A lean build (no `object` feature) parses the rows and uses none.
+#[cfg_attr(not(feature = "object"), allow(dead_code))]
 impl ObjectRow {
     /// Every row, in table order.
     pub const ALL: [ObjectRow; 4] = [
@@ -78,8 +80,7 @@ impl ObjectRow {
         }
     }
 
-    /// True for the rows with a second tier (which need `--dir`'s disk).
-    #[cfg_attr(not(feature = "object"), allow(dead_code))]
+    /// True for the rows with a second tier (which need `--l2-dir`'s disk).
     fn has_second_tier(self) -> bool {
         matches!(self, ObjectRow::MultiarcL2 | ObjectRow::FoyerHybrid)
     }

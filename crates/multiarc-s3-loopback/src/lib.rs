@@ -110,6 +110,12 @@ impl S3Loopback {
                                 continue;
                             }
                         };
+                        // Replies go out whole: without it, Nagle's
+                        // algorithm holds a reply's tail for the client's
+                        // delayed ACK (tens of ms per request).
+                        if let Err(e) = socket.set_nodelay(true) {
+                            log::debug!("s3 loopback {addr}: TCP_NODELAY: {e}");
+                        }
                         let service = service.clone();
                         connections.spawn(async move {
                             if let Err(e) = ConnBuilder::new(TokioExecutor::new())

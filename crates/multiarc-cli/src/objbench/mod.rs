@@ -117,7 +117,7 @@ pub struct ObjectArgs {
     #[arg(long, value_parser = count_arg, default_value = "3")]
     reps: usize,
     /// Queries per pass.
-    #[arg(long, value_parser = count_arg, default_value = "96")]
+    #[arg(long, value_parser = count_arg, default_value = "48")]
     queries: usize,
     /// Every Nth query is a full scan of the scan files (0: no scans).
     #[arg(long, default_value_t = 16)]
@@ -125,16 +125,20 @@ pub struct ObjectArgs {
     /// Hot files (their hot columns are the hot set).
     #[arg(long, value_parser = count_arg, default_value = "8")]
     hot_files: usize,
-    /// Scan files (read whole by a scan).
-    #[arg(long, value_parser = count_arg, default_value = "16")]
+    /// Scan files (read whole by a scan). By default a scan reads 4x the
+    /// memory: past ARC's ghost lists (2x), so a scan is a scan to it.
+    #[arg(long, value_parser = count_arg, default_value = "32")]
     scan_files: usize,
     /// Bytes of each Parquet file. Kept small by default: s3s-fs hashes the
     /// whole object on every GET, a cost that must stay small next to
     /// --store-latency.
     #[arg(long = "object-bytes", value_parser = size_arg, default_value = "1MiB")]
     file_bytes: u64,
-    /// The caches' block size.
-    #[arg(long, value_parser = size_arg, default_value = "256KiB")]
+    /// The caches' block size. 64 KiB, not CachedStore's 256 KiB default:
+    /// the default memory (8 MiB) then holds 128 blocks. At 256 KiB (32
+    /// blocks) multiarc loses the hot set to each scan (see
+    /// docs/BENCHMARKS.md).
+    #[arg(long, value_parser = size_arg, default_value = "64KiB")]
     block_size: u64,
     /// Memory of the caches (default: --hot-files x --object-bytes: the
     /// hot set fits, the hot set plus a scan does not).

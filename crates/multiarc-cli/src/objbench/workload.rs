@@ -22,6 +22,9 @@ use std::time::{Duration, Instant};
 /// Scan files read at once by a scan query.
 const SCAN_FILES_AT_ONCE: usize = 4;
 
+/// The footer size hint of the Parquet reader.
+const FOOTER_HINT: usize = 64 << 10;
+
 /// Ranged GETs that measure the store alone.
 const PROBE_GETS: u64 = 20;
 
@@ -314,7 +317,10 @@ async fn read_file(
     // callers' own readers; it is still the crate's reader over an
     // `ObjectStore`, and the one the issue names.
     let reader = parquet::arrow::async_reader::ParquetObjectReader::new(store, file.path.clone())
-        .with_file_size(file.size);
+        .with_file_size(file.size)
+        // The footer and the metadata in one read, as query engines ask
+        // (DataFusion's metadata_size_hint).
+        .with_footer_size_hint(FOOTER_HINT);
     let builder = ParquetRecordBatchStreamBuilder::new(reader)
         .await
         .with_context(|| format!("{}: reading its footer", file.path))?;

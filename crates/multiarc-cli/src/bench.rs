@@ -9,6 +9,8 @@
 //!   second tier (`crate::l2bench`);
 //! - `async-hit`: a cached block's hit through the async path against the
 //!   sync one (`crate::asynchit`).
+//! - `object`: Parquet queries through multiarc in front of an S3 store
+//!   (`crate::objbench`).
 //!
 //! `bench --workload NAME` is `bench NAME`: `main` rewrites the one into
 //! the other before clap parses ([`workload_flag_as_subcommand`]).
@@ -57,6 +59,10 @@ pub enum Workload {
     /// A cached block's hit through the async path against the sync one
     /// (and a whole cached-store read of it).
     AsyncHit,
+    /// Repeated Parquet queries through multiarc in front of an S3 store
+    /// (in-process, or --endpoint) with emulated latency: multiarc,
+    /// multiarc-l2, foyer-hybrid, none.
+    Object,
 }
 
 /// A locking mode of `--locking` (the library's [`Locking`], by name).
@@ -158,7 +164,8 @@ pub struct BenchArgs {
     #[command(subcommand)]
     workload: Option<WorkloadArgs>,
     /// The workload, as the subcommand NAME names it: cache, randrw,
-    /// randread, rangelock, l2, async-hit (`--workload randrw` is `bench randrw`).
+    /// randread, rangelock, l2, async-hit, object (`--workload randrw` is
+    /// `bench randrw`).
     #[arg(long = "workload", value_name = "NAME", value_parser = enum_arg::<Workload>("workload"))]
     workload_flag: Option<Workload>,
     #[command(flatten)]
@@ -186,6 +193,11 @@ enum WorkloadArgs {
     /// against a sync get, both with the copy, and a whole
     /// CachedStore::get_range hit; ns/op and the ratio to the sync get.
     AsyncHit(AsyncHitArgs),
+    /// Repeated Parquet queries (hot columns, a full scan now and then)
+    /// through multiarc in front of an S3 store (in-process, or
+    /// --endpoint), each store request delayed by --store-latency: rows
+    /// multiarc, multiarc-l2, foyer-hybrid, none.
+    Object(Box<crate::objbench::ObjectArgs>),
 }
 
 /// The flags every workload takes.
@@ -669,6 +681,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             repeat: args.repeat,
             json: args.json,
         }),
+        WorkloadArgs::Object(args) => crate::objbench::run(*args),
     }
 }
 
@@ -1117,7 +1130,7 @@ mod tests {
         assert_eq!(caches, peers);
         assert_eq!(
             crate::util::enum_names::<Workload>(),
-            ["cache", "randrw", "randread", "rangelock", "l2"]
+            ["cache", "randrw", "randread", "rangelock", "l2", "object"]
         );
         assert_eq!(crate::util::enum_names::<Mode>(), ["hold", "copy"]);
         for &l in LockingArg::value_variants() {

@@ -168,7 +168,7 @@ fn check(b: u64, bytes: &[u8]) {
     );
 }
 
-fn is_tmpfs(path: &Path) -> bool {
+pub(crate) fn is_tmpfs(path: &Path) -> bool {
     const TMPFS_MAGIC: rustix::fs::FsWord = 0x0102_1994;
     rustix::fs::statfs(path).is_ok_and(|st| st.f_type == TMPFS_MAGIC)
 }

@@ -13,6 +13,7 @@ mod lockbench;
 mod lockstat;
 mod logger;
 mod mount;
+mod objbench;
 mod peers;
 #[cfg(feature = "plot")]
 mod plot;
@@ -44,7 +45,8 @@ struct Cli {
 enum Command {
     /// Benchmarks: cached random reads against peer caches (the OpenZFS 5497
     /// workload; `bench` alone), one file's reads and writes per locking
-    /// mode (`bench randrw|randread|rangelock`), or a second tier (`bench l2`).
+    /// mode (`bench randrw|randread|rangelock`), a second tier (`bench l2`),
+    /// or Parquet queries over S3 (`bench object`).
     Bench(bench::BenchArgs),
     /// Lock benchmark: our futex locks against std, parking_lot and pthread mutexes.
     Lockbench(lockbench::LockbenchArgs),

@@ -6,8 +6,7 @@
 
 use async_trait::async_trait;
 use futures::stream::BoxStream;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto::Builder as ConnBuilder;
+use multiarc_s3_loopback::{Keys, S3Loopback};
 use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::path::Path;
 use object_store::{
@@ -20,22 +19,25 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::TcpListener;
 
 pub const ACCESS_KEY: &str = "multiarc-test-key";
 pub const SECRET_KEY: &str = "multiarc-test-secret";
 pub const BUCKET: &str = "bucket";
 
-/// An s3s-fs server over a temporary directory, serving until dropped.
+/// An s3s-fs server over a temporary directory, serving until dropped
+/// (the `multiarc-s3-loopback` crate's server).
 pub struct S3Server {
+    /// Dropped first (fields drop in order): the server stops before its
+    /// directory goes.
+    server: S3Loopback,
     pub endpoint: String,
     pub root: tempfile::TempDir,
-    task: tokio::task::JoinHandle<()>,
 }
 
-impl Drop for S3Server {
-    fn drop(&mut self) {
-        self.task.abort();
+impl S3Server {
+    /// The running server.
+    pub fn loopback(&self) -> &S3Loopback {
+        &self.server
     }
 }
 
@@ -43,32 +45,13 @@ impl Drop for S3Server {
 /// [`BUCKET`], and SigV4 authentication with [`ACCESS_KEY`].
 pub async fn start_server() -> S3Server {
     let root = tempfile::tempdir().expect("a temporary directory");
-    std::fs::create_dir(root.path().join(BUCKET)).expect("the bucket's directory");
-    let fs = s3s_fs::FileSystem::new(root.path()).expect("s3s-fs over the directory");
-    let service = {
-        let mut builder = s3s::service::S3ServiceBuilder::new(fs);
-        builder.set_auth(s3s::auth::SimpleAuth::from_single(ACCESS_KEY, SECRET_KEY));
-        builder.build()
-    };
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port");
-    let endpoint = format!("http://{}", listener.local_addr().expect("its address"));
-    let task = tokio::spawn(async move {
-        loop {
-            let Ok((socket, _)) = listener.accept().await else {
-                continue;
-            };
-            let service = service.clone();
-            tokio::spawn(async move {
-                let _ = ConnBuilder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(socket), service)
-                    .await;
-            });
-        }
-    });
+    let server = S3Loopback::start(root.path(), BUCKET, Keys::new(ACCESS_KEY, SECRET_KEY))
+        .await
+        .expect("an S3 server on loopback");
     S3Server {
-        endpoint,
+        endpoint: server.endpoint().to_string(),
+        server,
         root,
-        task,
     }
 }
 

@@ -1,0 +1,172 @@
+//! `multiarc bench --workload object`: repeated Parquet queries (the
+//! `parquet` crate's async reader over an `ObjectStore`) through multiarc
+//! in front of an S3 store, against foyer's hybrid cache in the same
+//! wrapper shape and the store alone.
+//!
+//! With no arguments it starts an S3 server in-process on loopback
+//! (`multiarc-s3-loopback`: s3s-fs over a temporary directory) and writes
+//! generated Parquet files to it; `--endpoint URL --bucket B` (credentials
+//! from `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY`) writes them to any
+//! S3 server instead. Every store request then waits `--store-latency`
+//! (default 20 ms) first, for every row alike: loopback is too fast to
+//! mean anything. Before the rows, the server is measured alone (ranged
+//! GETs of one data file without the added latency; s3s-fs hashes the
+//! whole object on every GET), and that cost is reported.
+//!
+//! The workload: `--queries` queries per pass, taken in order by `--tasks`
+//! concurrent tasks. Query `i` reads the hot columns (2 of 8) of hot file
+//! `i mod --hot-files`, except every `--scan-every`th, which reads every
+//! column of every scan file (4 files at a time). Each measurement (row,
+//! tasks, repetition) builds the row afresh and runs three phases: a cold
+//! pass, a warm pass (the same queries again; throughput, latency, store
+//! traffic, hit ratio), and a full scan followed by one hot query per hot
+//! file (the hit ratio after a scan). Rows are interleaved per repetition
+//! (order rotated), medians reported.
+//!
+//! Without the `object` feature the workload is an error saying so.
+
+#[cfg(feature = "object")]
+mod data;
+#[cfg(all(feature = "object", feature = "peers"))]
+mod foyer_store;
+#[cfg(feature = "object")]
+mod latency;
+#[cfg(feature = "object")]
+mod report;
+#[cfg(feature = "object")]
+mod rows;
+#[cfg(feature = "object")]
+mod workload;
+
+use crate::util::{count_arg, duration_arg, enum_arg, size_arg, thread_count_arg};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A row of `--rows`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ObjectRow {
+    /// `CachedStore`, memory only.
+    #[value(name = "multiarc")]
+    Multiarc,
+    /// `CachedStore` with a second tier (a file on the `--l2-dir` disk).
+    #[value(name = "multiarc-l2")]
+    MultiarcL2,
+    /// foyer's `HybridCache` as the block cache of the same wrapper shape.
+    #[value(name = "foyer-hybrid")]
+    FoyerHybrid,
+    /// The store itself.
+    #[value(name = "none")]
+    None,
+}
+
+// A lean build (no `object` feature) parses the rows and uses none.
+#[cfg_attr(not(feature = "object"), allow(dead_code))]
+impl ObjectRow {
+    /// Every row, in table order.
+    pub const ALL: [ObjectRow; 4] = [
+        ObjectRow::Multiarc,
+        ObjectRow::MultiarcL2,
+        ObjectRow::FoyerHybrid,
+        ObjectRow::None,
+    ];
+
+    /// The row's name in `--rows`, the table and the JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            ObjectRow::Multiarc => "multiarc",
+            ObjectRow::MultiarcL2 => "multiarc-l2",
+            ObjectRow::FoyerHybrid => "foyer-hybrid",
+            ObjectRow::None => "none",
+        }
+    }
+
+    /// True for the rows with a second tier (which need `--l2-dir`'s disk).
+    fn has_second_tier(self) -> bool {
+        matches!(self, ObjectRow::MultiarcL2 | ObjectRow::FoyerHybrid)
+    }
+}
+
+/// The object workload's flags.
+#[derive(clap::Args, Debug)]
+pub struct ObjectArgs {
+    /// An S3 endpoint (e.g. http://127.0.0.1:3900) instead of the
+    /// in-process server; needs --bucket, and credentials in
+    /// AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (AWS_REGION, default
+    /// us-east-1). The data set is written under --prefix.
+    #[arg(long, value_name = "URL")]
+    endpoint: Option<String>,
+    /// The bucket at --endpoint.
+    #[arg(long)]
+    bucket: Option<String>,
+    /// Where in the bucket the data set goes.
+    #[arg(long, default_value = "multiarc-objbench")]
+    prefix: String,
+    /// Time added before every store request (GET or HEAD), for every row
+    /// alike: an object store's time to first byte.
+    #[arg(long, value_parser = duration_arg, default_value = "20ms")]
+    store_latency: Duration,
+    /// Rows (comma-separated): multiarc, multiarc-l2, foyer-hybrid, none
+    /// (default: all this build has).
+    #[arg(long, value_parser = enum_arg::<ObjectRow>("object row"), value_delimiter = ',')]
+    rows: Option<Vec<ObjectRow>>,
+    /// Concurrent query tasks (comma-separated).
+    #[arg(long, value_parser = thread_count_arg, value_delimiter = ',', default_value = "1,2,32")]
+    tasks: Vec<usize>,
+    /// Repetitions: each runs every row once (order rotated by one per
+    /// repetition); each row's median is reported.
+    #[arg(long, value_parser = count_arg, default_value = "3")]
+    reps: usize,
+    /// Queries per pass.
+    #[arg(long, value_parser = count_arg, default_value = "48")]
+    queries: usize,
+    /// Every Nth query is a full scan of the scan files (0: no scans).
+    #[arg(long, default_value_t = 16)]
+    scan_every: usize,
+    /// Hot files (their hot columns are the hot set).
+    #[arg(long, value_parser = count_arg, default_value = "8")]
+    hot_files: usize,
+    /// Scan files (read whole by a scan). By default a scan reads 4x the
+    /// memory: past ARC's ghost lists (2x), so a scan is a scan to it.
+    #[arg(long, value_parser = count_arg, default_value = "32")]
+    scan_files: usize,
+    /// Bytes of each Parquet file. Kept small by default: s3s-fs hashes the
+    /// whole object on every GET, a cost that must stay small next to
+    /// --store-latency.
+    #[arg(long = "object-bytes", value_parser = size_arg, default_value = "1MiB")]
+    file_bytes: u64,
+    /// The caches' block size. 64 KiB, not CachedStore's 256 KiB default:
+    /// the default memory (8 MiB) then holds 128 blocks. At 256 KiB (32
+    /// blocks) multiarc loses the hot set to each scan (see
+    /// docs/BENCHMARKS.md).
+    #[arg(long, value_parser = size_arg, default_value = "64KiB")]
+    block_size: u64,
+    /// Memory of the caches (default: --hot-files x --object-bytes: the
+    /// hot set fits, the hot set plus a scan does not).
+    #[arg(long = "cache-memory", value_parser = size_arg)]
+    memory: Option<u64>,
+    /// The second tier (multiarc-l2's L2, foyer-hybrid's disk).
+    #[arg(long, value_parser = size_arg, default_value = "256MiB")]
+    l2_bytes: u64,
+    /// Where the second tiers' files go (a disk filesystem, not tmpfs;
+    /// default: the current directory); removed afterwards.
+    #[arg(long = "l2-dir")]
+    dir: Option<PathBuf>,
+    /// Print one JSON document on stdout instead of tables.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs the object workload.
+#[cfg(feature = "object")]
+pub fn run(args: ObjectArgs) -> anyhow::Result<()> {
+    workload::run(args)
+}
+
+/// Without the `object` feature: an error saying so.
+#[cfg(not(feature = "object"))]
+pub fn run(_args: ObjectArgs) -> anyhow::Result<()> {
+    anyhow::bail!(
+        "--workload object: this multiarc was built without the `object` feature \
+         (no S3 client); rebuild with default features to run it"
+    )
+}

@@ -1130,7 +1130,15 @@ mod tests {
         assert_eq!(caches, peers);
         assert_eq!(
             crate::util::enum_names::<Workload>(),
-            ["cache", "randrw", "randread", "rangelock", "l2", "async-hit", "object"]
+            [
+                "cache",
+                "randrw",
+                "randread",
+                "rangelock",
+                "l2",
+                "async-hit",
+                "object"
+            ]
         );
         assert_eq!(crate::util::enum_names::<Mode>(), ["hold", "copy"]);
         for &l in LockingArg::value_variants() {

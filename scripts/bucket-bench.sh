@@ -92,7 +92,7 @@ fi
 mkdir -p "$root/target"
 work=$(mktemp -d "$root/target/bucket-bench.XXXXXX")
 mnt=$work/mnt
-mkdir -p "$mnt" "$work/data" "$work/garage"
+mkdir -p "$mnt" "$work/data"
 pids=()
 daemon_pid=""
 cleanup() {
@@ -106,47 +106,14 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# --- Garage, one node ---------------------------------------------------
-s3_port=$(python3 "$helper" freeport); rpc_port=$(python3 "$helper" freeport)
-admin_port=$(python3 "$helper" freeport); proxy_port=$(python3 "$helper" freeport)
-cat > "$work/garage/garage.toml" <<EOF
-metadata_dir = "$work/garage/meta"
-data_dir = "$work/garage/data"
-db_engine = "sqlite"
-replication_factor = 1
-rpc_bind_addr = "127.0.0.1:$rpc_port"
-rpc_public_addr = "127.0.0.1:$rpc_port"
-rpc_secret = "$(python3 -c 'import os; print(os.urandom(32).hex())')"
-
-[s3_api]
-s3_region = "garage"
-api_bind_addr = "127.0.0.1:$s3_port"
-root_domain = ".s3.garage.localhost"
-
-[admin]
-api_bind_addr = "127.0.0.1:$admin_port"
-EOF
-g() { "$garage" -c "$work/garage/garage.toml" "$@"; }
-say "starting garage ($("$garage" --version 2>/dev/null | head -1)) on 127.0.0.1:$s3_port"
-RUST_LOG=warn "$garage" -c "$work/garage/garage.toml" server >"$work/garage/log" 2>&1 &
-pids+=($!)
-for _ in $(seq 100); do
-  node=$(g node id -q 2>/dev/null | cut -d@ -f1) && [ -n "$node" ] && break
-  kill -0 "${pids[0]}" 2>/dev/null || die "garage exited at start: $(tail -3 "$work/garage/log")"
-  sleep 0.2
-done
-[ -n "${node:-}" ] || die "garage did not answer within 20 s"
-g layout assign -z dc1 -c 1G "$node" >/dev/null
-g layout apply --version 1 >/dev/null
-key_id=GK$(python3 -c 'import os; print(os.urandom(12).hex())')
-secret=$(python3 -c 'import os; print(os.urandom(32).hex())')
-for _ in $(seq 50); do
-  g key import --yes -n bench "$key_id" "$secret" >/dev/null 2>&1 && break
-  sleep 0.2
-done
-g bucket create bench >/dev/null
-g bucket allow --read --write --owner bench --key "$key_id" >/dev/null
-export AWS_ACCESS_KEY_ID=$key_id AWS_SECRET_ACCESS_KEY=$secret AWS_REGION=garage
+# --- Garage, one node (scripts/garage-up.sh: a bucket and a key) ---------
+proxy_port=$(python3 "$helper" freeport)
+say "starting garage"
+garage_env=$("$root/scripts/garage-up.sh" "$work/garage" bench) || die "garage did not start (scripts/garage-up.sh above)"
+eval "$garage_env"
+pids+=("$GARAGE_PID")
+s3_port=${GARAGE_ENDPOINT##*:}
+key_id=$AWS_ACCESS_KEY_ID secret=$AWS_SECRET_ACCESS_KEY
 unset AWS_CA_BUNDLE AWS_PROFILE AWS_SESSION_TOKEN || true
 printf '%s:%s\n' "$key_id" "$secret" > "$work/s3fs.passwd"; chmod 600 "$work/s3fs.passwd"
 

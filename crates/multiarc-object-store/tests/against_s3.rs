@@ -175,9 +175,9 @@ async fn block_reads_equal_the_objects_bytes() {
     assert_eq!((got.size, got.e_tag), (want.size, want.e_tag));
 
     // Every byte read twice over: the second pass is all hits.
-    let before = store.inner().counts.gets();
+    let before = store.inner().counts().gets();
     same_get(&raw, &store, &path, None).await;
-    assert_eq!(store.inner().counts.gets(), before);
+    assert_eq!(store.inner().counts().gets(), before);
     let stats = store.stats();
     assert!(stats.memory_hits > 0, "{stats:?}");
 }
@@ -202,7 +202,7 @@ async fn concurrent_readers_of_a_block_make_one_request() {
     for r in readers {
         assert_eq!(r.await.unwrap().unwrap(), &data[10..BLOCK as usize - 10]);
     }
-    assert_eq!(store.inner().counts.gets(), 1, "{:?}", store.stats());
+    assert_eq!(store.inner().counts().gets(), 1, "{:?}", store.stats());
     let stats = store.stats();
     assert_eq!(stats.block_requests, 1);
     assert_eq!(
@@ -258,7 +258,7 @@ async fn concurrent_readers_of_cold_metadata_make_one_head() {
     for r in readers {
         assert_eq!(r.await.unwrap().unwrap(), 100);
     }
-    assert_eq!(store.inner().counts.heads(), 1);
+    assert_eq!(store.inner().counts().heads(), 1);
     assert_eq!(store.stats().metadata_waits, 7);
 }
 
@@ -270,7 +270,7 @@ async fn adjacent_missing_blocks_come_in_one_request() {
     let data = pattern(20 * BLOCK as usize, 4);
     let path = Path::from("scan");
     put(&raw, &path, &data).await;
-    let counts = &store.inner().counts;
+    let counts = store.inner().counts();
     // Blocks 1..4: one GET.
     let got = store
         .get_range(&path, BLOCK + 1..4 * BLOCK - 1)
@@ -578,11 +578,11 @@ async fn the_l2_serves_blocks_after_a_restart_and_never_a_changed_objects() {
     store.cache().l2_wait_rebuild();
     let got = store.get(&same).await.unwrap().bytes().await.unwrap();
     assert_eq!(got, s1);
-    assert_eq!(store.inner().counts.gets(), 0, "{:?}", store.stats());
+    assert_eq!(store.inner().counts().gets(), 0, "{:?}", store.stats());
     assert_eq!(store.stats().l2_hits, 13, "{:?}", store.stats());
     let got = store.get(&changed).await.unwrap().bytes().await.unwrap();
     assert_eq!(got, c2);
-    assert_eq!(store.inner().counts.gets(), 1);
+    assert_eq!(store.inner().counts().gets(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -712,13 +712,13 @@ mod parquet_reader {
         }
         // Everything was read once already: the same queries again send
         // no block request to the store.
-        let before = store.inner().counts.gets();
+        let before = store.inner().counts().gets();
         for (columns, groups) in &queries {
             let want = query(raw.clone(), &path, columns, groups.clone()).await;
             let got = query(cached_dyn.clone(), &path, columns, groups.clone()).await;
             assert_eq!(got.0, want.0);
         }
-        assert_eq!(store.inner().counts.gets(), before, "{:?}", store.stats());
+        assert_eq!(store.inner().counts().gets(), before, "{:?}", store.stats());
         assert!(store.stats().memory_hits > 0);
     }
 
@@ -754,9 +754,8 @@ mod parquet_reader {
             "file {size} bytes; s3s-fs alone (this build): {:.2} ms per 64 KiB GET",
             started.elapsed().as_secs_f64() * 1000.0 / 20.0
         );
-        let mut recorder = CountingStore::new(s3_client(&server), Duration::ZERO);
-        recorder.log = Some(Default::default());
-        let recorder = Arc::new(recorder);
+        let recorder =
+            Arc::new(CountingStore::new(s3_client(&server), Duration::ZERO).recording_ranges());
         let queries: Vec<(Vec<usize>, Option<Vec<usize>>)> = vec![
             (vec![1], Some(vec![2])),
             (vec![2], Some(vec![1, 3])),
@@ -766,15 +765,14 @@ mod parquet_reader {
         for (columns, groups) in &queries {
             query(recorder.clone(), &path, columns, groups.clone()).await;
         }
-        let calls = recorder.log.as_ref().unwrap().lock().unwrap().clone();
+        let calls = recorder.recorded_ranges();
         let asked: u64 = calls.iter().flatten().map(|r| r.end - r.start).sum();
         println!("{} reads asking {asked} bytes in all", calls.len());
         // Replayed over an in-memory store: s3s-fs hashes the whole object
         // on every GET, a cost that would swamp the emulated latency here.
         let emulated = || {
-            let mut s = CountingStore::new(Arc::clone(&memory), Duration::from_millis(20));
-            s.bytes_per_sec = Some(100_000_000);
-            s
+            CountingStore::new(Arc::clone(&memory), Duration::from_millis(20))
+                .with_transfer_rate(Some(100_000_000))
         };
         async fn replay(store: &dyn ObjectStore, path: &Path, calls: &[Vec<Range<u64>>]) -> f64 {
             let started = Instant::now();
@@ -785,7 +783,7 @@ mod parquet_reader {
         }
         let none = emulated();
         let ms = replay(&none, &path, &calls).await;
-        println!("none: {ms:.0} ms per pass, {} GETs", none.counts.gets());
+        println!("none: {ms:.0} ms per pass, {} GETs", none.counts().gets());
         println!("block size | cold ms | warm ms | GETs | bytes fetched");
         for block_size in [
             64u64 << 10,
@@ -810,7 +808,7 @@ mod parquet_reader {
             println!(
                 "{:>7} KiB | {cold:>7.0} | {warm:>7.1} | {:>4} | {}",
                 block_size >> 10,
-                store.inner().counts.gets(),
+                store.inner().counts().gets(),
                 stats.store_bytes
             );
         }

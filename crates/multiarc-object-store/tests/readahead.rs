@@ -66,7 +66,10 @@ async fn a_sequential_scan_makes_far_fewer_requests_with_readahead() {
     assert!(scan(&with, &path, size, 1000).await == data);
 
     let (off, on) = (without.stats(), with.stats());
-    let (gets_off, gets_on) = (without.inner().counts.gets(), with.inner().counts.gets());
+    let (gets_off, gets_on) = (
+        without.inner().counts().gets(),
+        with.inner().counts().gets(),
+    );
     // Without: one GET per block. With: windows of 2, 4, ... 64 blocks.
     assert_eq!(gets_off, blocks, "{off:?}");
     assert_eq!(off.readahead_blocks, 0);
@@ -82,7 +85,7 @@ async fn a_sequential_scan_makes_far_fewer_requests_with_readahead() {
     assert!(on.readahead_blocks > blocks / 2, "{on:?}");
     // Read again: all from memory.
     assert!(scan(&with, &path, size, 1000).await == data);
-    assert_eq!(with.inner().counts.gets(), gets_on);
+    assert_eq!(with.inner().counts().gets(), gets_on);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -108,7 +111,7 @@ async fn random_reads_fetch_no_extra_block() {
     let stats = store.stats();
     assert_eq!(stats.readahead_blocks, 0, "{stats:?}");
     assert_eq!(stats.blocks_fetched, read.len() as u64, "{stats:?}");
-    assert_eq!(store.inner().counts.gets(), read.len() as u64);
+    assert_eq!(store.inner().counts().gets(), read.len() as u64);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -165,14 +168,14 @@ async fn a_block_someone_is_loading_is_not_read_ahead_again() {
         );
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
-    let gets = store.inner().counts.gets();
+    let gets = store.inner().counts().gets();
     let got = store
         .get_range(&path, 23 * BLOCK..23 * BLOCK + 10)
         .await
         .unwrap();
     assert_eq!(got, &data[23 * BLOCK as usize..23 * BLOCK as usize + 10]);
     stream.await.unwrap().unwrap();
-    assert_eq!(store.inner().counts.gets(), gets, "{:?}", store.stats());
+    assert_eq!(store.inner().counts().gets(), gets, "{:?}", store.stats());
     let stats = store.stats();
     assert_eq!(stats.readahead_blocks, 2, "{stats:?}");
     assert!(stats.single_flight_waits >= 1, "{stats:?}");
@@ -242,8 +245,8 @@ async fn measure_readahead() {
     println!("transfer | readahead | seconds | MB/s | GETs");
     for rate in [None, Some(100_000_000u64)] {
         for readahead in [0u64, 1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20] {
-            let mut emulated = CountingStore::new(Arc::clone(&memory), Duration::from_millis(20));
-            emulated.bytes_per_sec = rate;
+            let emulated = CountingStore::new(Arc::clone(&memory), Duration::from_millis(20))
+                .with_transfer_rate(rate);
             let store = CachedStore::builder(emulated)
                 .max_bytes(256 << 20)
                 .readahead(readahead)
@@ -258,7 +261,7 @@ async fn measure_readahead() {
                 rate.map_or("none".to_string(), |r| format!("{} MB/s", r / 1_000_000)),
                 readahead >> 20,
                 size as f64 / seconds / 1e6,
-                store.inner().counts.gets()
+                store.inner().counts().gets()
             );
         }
     }

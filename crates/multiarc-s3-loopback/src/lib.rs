@@ -28,6 +28,9 @@
 
 #![warn(missing_docs)]
 
+mod counting_store;
+pub use counting_store::{CountingStore, ReadCounts, ReadTraffic};
+
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder as ConnBuilder;
 use std::io;

@@ -30,8 +30,6 @@ mod data;
 #[cfg(all(feature = "object", feature = "peers"))]
 mod foyer_store;
 #[cfg(feature = "object")]
-mod latency;
-#[cfg(feature = "object")]
 mod report;
 #[cfg(feature = "object")]
 mod rows;

@@ -1,25 +1,25 @@
 //! The object workload's results: one per (row, tasks), each figure the
 //! median of its repetitions; printed as a table or one JSON document.
 
-use super::latency::StoreTraffic;
 use super::rows::BlockReads;
 use super::ObjectRow;
 use crate::harness::{machine, Machine};
 use crate::util::{outln, text_table};
+use multiarc_s3_loopback::ReadTraffic;
 use serde::Serialize;
 use std::time::Duration;
 
 /// What one measurement saw, phase by phase.
 pub(super) struct Phases {
     pub(super) cold_latencies: Vec<f64>,
-    pub(super) cold_traffic: StoreTraffic,
+    pub(super) cold_traffic: ReadTraffic,
     pub(super) warm_latencies: Vec<f64>,
     pub(super) warm_elapsed: Duration,
-    pub(super) warm_traffic: StoreTraffic,
+    pub(super) warm_traffic: ReadTraffic,
     pub(super) warm_reads: BlockReads,
     /// After a full scan, one hot query per hot file: the store traffic,
     /// the block reads, and how many queries (none without scan files).
-    pub(super) after_scan: Option<(StoreTraffic, BlockReads, usize)>,
+    pub(super) after_scan: Option<(ReadTraffic, BlockReads, usize)>,
 }
 
 /// One measurement.

@@ -1,12 +1,12 @@
 //! Each row's store, built afresh for a measurement: the S3 client behind
-//! the emulated latency ([`LatencyStore`]), and in front of it multiarc's
+//! the emulated latency ([`CountingStore`]), and in front of it multiarc's
 //! `CachedStore`, foyer's hybrid cache in the same wrapper shape, or
 //! nothing.
 
-use super::latency::{LatencyStore, StoreCounts, StoreTraffic};
 use super::ObjectRow;
 use anyhow::Context;
 use multiarc_object_store::CachedStore;
+use multiarc_s3_loopback::{CountingStore, ReadCounts, ReadTraffic};
 use object_store::aws::AmazonS3;
 use object_store::ObjectStore;
 use std::path::{Path, PathBuf};
@@ -51,7 +51,7 @@ impl BlockReads {
     }
 }
 
-type Multiarc = CachedStore<LatencyStore<AmazonS3>>;
+type Multiarc = CachedStore<CountingStore<AmazonS3>>;
 
 /// The row's cache, to read its counters.
 enum Cache {
@@ -67,7 +67,7 @@ enum Cache {
 /// A row ready to query.
 pub(super) struct BuiltRow {
     pub(super) store: Arc<dyn ObjectStore>,
-    traffic: Arc<StoreCounts>,
+    traffic: Arc<ReadCounts>,
     cache: Cache,
     /// The row's second-tier files, removed on drop.
     _dir: Option<WorkDir>,
@@ -75,7 +75,7 @@ pub(super) struct BuiltRow {
 
 impl BuiltRow {
     /// Requests and bytes that reached the store so far.
-    pub(super) fn traffic(&self) -> StoreTraffic {
+    pub(super) fn traffic(&self) -> ReadTraffic {
         self.traffic.snapshot()
     }
 
@@ -150,7 +150,7 @@ pub(super) async fn build(
     base: &Path,
     run: usize,
 ) -> anyhow::Result<BuiltRow> {
-    let inner = LatencyStore::new(client, latency);
+    let inner = CountingStore::new(client, latency);
     let traffic = inner.counts();
     let dir = if row.has_second_tier() {
         let dir = base.join(format!(

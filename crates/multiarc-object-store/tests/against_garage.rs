@@ -1,17 +1,19 @@
 //! `CachedStore` against Garage, an S3 server run in production (one node
 //! on 127.0.0.1, started by the test; skipped where the `garage` binary is
-//! absent, unless `CI` is set): Garage honours `If-Match`, and reduced
-//! versions of `against_s3.rs`'s block-read and rewrite checks hold
-//! against it. The several-processes test is `several_nodes.rs`.
+//! absent, unless `CI` is set): Garage honours `If-Match`, the block-read
+//! checks that `against_s3.rs` runs on s3s-fs hold against it (shared, in
+//! `block_reads/`), and so do reduced versions of its rewrite checks. The
+//! several-processes test is `several_nodes.rs`.
 
+mod block_reads;
 mod garage_common;
 
+use block_reads::{kind, put};
 use garage_common::{identify, start_garage, version_bytes, S3Target};
 use multiarc_object_store::{Builder, CachedStore};
 use object_store::aws::AmazonS3;
 use object_store::path::Path;
-use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutPayload};
-use std::ops::Range;
+use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,24 +33,6 @@ fn cached(
     .expect("a cached store")
 }
 
-async fn put(store: &impl ObjectStore, path: &Path, data: Vec<u8>) {
-    store.put(path, PutPayload::from(data)).await.expect("put");
-}
-
-/// The kind of an object_store error, for comparisons.
-fn kind(e: &object_store::Error) -> &'static str {
-    use object_store::Error as E;
-    match e {
-        E::Generic { .. } => "Generic",
-        E::NotFound { .. } => "NotFound",
-        E::Precondition { .. } => "Precondition",
-        E::NotModified { .. } => "NotModified",
-        E::PermissionDenied { .. } => "PermissionDenied",
-        E::Unauthenticated { .. } => "Unauthenticated",
-        _ => "other",
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn garage_honours_if_match_and_a_cached_read_follows_a_rewrite() {
     let Some(garage) = start_garage(1) else {
@@ -58,7 +42,7 @@ async fn garage_honours_if_match_and_a_cached_read_follows_a_rewrite() {
     let raw = target.client();
     let path = Path::from("if-match/object");
     let size = 6 * BLOCK + 100;
-    put(&raw, &path, version_bytes(0, 1, 0..size)).await;
+    put(&raw, &path, &version_bytes(0, 1, 0..size)).await;
     let old = raw.head(&path).await.unwrap().e_tag.expect("an ETag");
     // Metadata trusted forever: only the block fetches can notice a change.
     let store = cached(&target, |b| b.metadata_forever());
@@ -66,7 +50,7 @@ async fn garage_honours_if_match_and_a_cached_read_follows_a_rewrite() {
     assert_eq!(identify(&got, 0, 0..BLOCK), Ok(1));
 
     // The same size, other bytes: only the ETag tells the versions apart.
-    put(&raw, &path, version_bytes(0, 2, 0..size)).await;
+    put(&raw, &path, &version_bytes(0, 2, 0..size)).await;
     let new = raw.head(&path).await.unwrap().e_tag.expect("an ETag");
     assert_ne!(old, new);
     for range in [None, Some(GetRange::Bounded(BLOCK..2 * BLOCK))] {
@@ -96,35 +80,6 @@ async fn garage_honours_if_match_and_a_cached_read_follows_a_rewrite() {
     assert_eq!(identify(&whole, 0, 0..size), Ok(2));
 }
 
-/// `get_opts` with `range` through both stores: the same bytes and range,
-/// or errors of the same kind.
-async fn same_get(
-    raw: &impl ObjectStore,
-    cached: &impl ObjectStore,
-    path: &Path,
-    range: Option<GetRange>,
-) {
-    let options = GetOptions::new().with_range(range.clone());
-    let want = match raw.get_opts(path, options.clone()).await {
-        Ok(r) => Ok((r.range.clone(), r.bytes().await.expect("raw bytes"))),
-        Err(e) => Err(kind(&e)),
-    };
-    let got = match cached.get_opts(path, options).await {
-        Ok(r) => Ok((r.range.clone(), r.bytes().await.expect("cached bytes"))),
-        Err(e) => Err(kind(&e)),
-    };
-    let summary = |r: &Result<(Range<u64>, bytes::Bytes), &str>| match r {
-        Ok((range, bytes)) => format!("Ok({range:?}, {} bytes)", bytes.len()),
-        Err(kind) => format!("Err({kind})"),
-    };
-    assert!(
-        got == want,
-        "range {range:?}: {} where Garage gave {}",
-        summary(&got),
-        summary(&want)
-    );
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn block_reads_equal_garages_bytes() {
     let Some(garage) = start_garage(1) else {
@@ -135,49 +90,10 @@ async fn block_reads_equal_garages_bytes() {
     let store = cached(&target, |b| b);
     let size = 10 * BLOCK + 123;
     let path = Path::from("data/object.bin");
-    put(&raw, &path, version_bytes(1, 1, 0..size)).await;
+    let data = version_bytes(1, 1, 0..size);
+    put(&raw, &path, &data).await;
 
-    let mut ranges: Vec<GetRange> = vec![
-        GetRange::Bounded(0..1),
-        GetRange::Bounded(0..BLOCK),
-        GetRange::Bounded(BLOCK - 1..BLOCK + 1),
-        GetRange::Bounded(3 * BLOCK + 7..7 * BLOCK - 5),
-        GetRange::Bounded(size - 1..size),
-        GetRange::Bounded(0..size),
-        GetRange::Bounded(5..size + 1000),
-        GetRange::Offset(2 * BLOCK + 3),
-        GetRange::Suffix(100),
-    ];
-    let mut x = 2024u64;
-    for _ in 0..12 {
-        x = x
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        let start = (x >> 20) % size;
-        let len = 1 + (x >> 40) % (3 * BLOCK);
-        ranges.push(GetRange::Bounded(start..start + len));
-    }
-    for range in ranges {
-        same_get(&raw, &store, &path, Some(range)).await;
-    }
-    same_get(&raw, &store, &path, None).await;
-
-    let ranges: Vec<Range<u64>> = vec![9 * BLOCK..size, 0..10, 2 * BLOCK - 1..2 * BLOCK + 1];
-    let got = store.get_ranges(&path, &ranges).await.unwrap();
-    for (r, bytes) in ranges.iter().zip(&got) {
-        assert_eq!(bytes[..], version_bytes(1, 1, r.clone())[..], "{r:?}");
-    }
-    let (want, got) = (
-        raw.head(&path).await.unwrap(),
-        store.head(&path).await.unwrap(),
-    );
-    assert_eq!((got.size, got.e_tag), (want.size, want.e_tag));
-
-    // Everything was read once: a second whole read sends no request.
-    let before = store.stats().store_requests;
-    let whole = store.get(&path).await.unwrap().bytes().await.unwrap();
-    assert_eq!(identify(&whole, 1, 0..size), Ok(1));
-    assert_eq!(store.stats().store_requests, before, "{:?}", store.stats());
+    block_reads::reads_equal_the_objects_bytes(&raw, &store, &path, &data, BLOCK, 12, 2024).await;
 
     // Errors keep their kind: a missing object, bad credentials.
     let missing = Path::from("data/missing");
@@ -206,12 +122,12 @@ async fn a_rewritten_object_is_read_whole_from_garage() {
     let store = cached(&target, |b| b.metadata_ttl(ttl));
     let size = 8 * BLOCK;
     let path = Path::from("table/part-0");
-    put(&raw, &path, version_bytes(2, 1, 0..size)).await;
+    put(&raw, &path, &version_bytes(2, 1, 0..size)).await;
     // Half of v1 cached, then v2 written behind the cache's back.
     let half = 0..size / 2;
     let got = store.get_range(&path, half.clone()).await.unwrap();
     assert_eq!(identify(&got, 2, half.clone()), Ok(1));
-    put(&raw, &path, version_bytes(2, 2, 0..size)).await;
+    put(&raw, &path, &version_bytes(2, 2, 0..size)).await;
     // Within the TTL the other half must come from v1, which Garage no
     // longer serves: the read starts again, on v2.
     let got = store.get(&path).await.unwrap().bytes().await.unwrap();
@@ -231,7 +147,7 @@ async fn a_rewritten_object_is_read_whole_from_garage() {
         let (raw, path) = (target.client(), path.clone());
         tokio::spawn(async move {
             for version in 3..15u16 {
-                put(&raw, &path, version_bytes(2, version, 0..size)).await;
+                put(&raw, &path, &version_bytes(2, version, 0..size)).await;
                 tokio::time::sleep(Duration::from_millis(15)).await;
             }
         })

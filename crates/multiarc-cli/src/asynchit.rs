@@ -25,7 +25,7 @@
 //! in an order rotated by one per repetition; each row's median ns/op over
 //! the repetitions is reported, with its ratio to `sync-get`.
 
-use crate::harness::{machine, Machine};
+use crate::harness::{machine, Bar, Machine};
 use crate::util::text_table;
 use anyhow::{bail, Context as _};
 use multiarc::Cache;
@@ -141,8 +141,14 @@ fn median(v: &[f64]) -> f64 {
     }
 }
 
-/// One block size: every row's ns/op samples, in `ROWS` order.
-fn measure(block_size: u64, seconds: f64, repeat: usize) -> anyhow::Result<Vec<Vec<f64>>> {
+/// One block size: every row's ns/op samples, in `ROWS` order; each row
+/// run counted on `bar`.
+fn measure(
+    block_size: u64,
+    seconds: f64,
+    repeat: usize,
+    bar: &Bar,
+) -> anyhow::Result<Vec<Vec<f64>>> {
     let len = usize::try_from(block_size).context("--block-size too large")?;
     let cache = Cache::<u64>::builder()
         .max_bytes((block_size * 4).max(1 << 20))
@@ -169,6 +175,12 @@ fn measure(block_size: u64, seconds: f64, repeat: usize) -> anyhow::Result<Vec<V
     for rep in 0..repeat {
         for i in 0..ROWS.len() {
             let row = (i + rep) % ROWS.len();
+            bar.doing(format!(
+                "{} blocks, repetition {}/{repeat}, {}",
+                crate::util::human_bytes(block_size),
+                rep + 1,
+                ROWS[row]
+            ));
             let ns = match ROWS[row] {
                 "sync-get" => time_ops(seconds, || {
                     let block = cache.get(&key).context("the warm block is missing")?;
@@ -198,6 +210,7 @@ fn measure(block_size: u64, seconds: f64, repeat: usize) -> anyhow::Result<Vec<V
                 })?,
             };
             samples[row].push(ns);
+            bar.runs_done(1);
         }
     }
     if buf != data {
@@ -227,9 +240,10 @@ pub fn run(args: AsyncHitArgs) -> anyhow::Result<()> {
     }
     let mut results = Vec::new();
     let mut target = Vec::new();
+    let runs = args.block_sizes.len() * args.repeat * ROWS.len();
+    let bar = Bar::new("bench async-hit", runs, args.json);
     for &block_size in &args.block_sizes {
-        log::info!("async-hit: {block_size}-byte blocks");
-        let samples = measure(block_size, args.seconds, args.repeat)?;
+        let samples = measure(block_size, args.seconds, args.repeat, &bar)?;
         let sync = median(&samples[0]);
         for (row, samples) in ROWS.iter().zip(samples) {
             let ns = median(&samples);
@@ -248,6 +262,7 @@ pub fn run(args: AsyncHitArgs) -> anyhow::Result<()> {
             met: async_ratio <= TARGET_RATIO,
         });
     }
+    bar.finish(&format!("{runs} runs"));
     if args.json {
         let report = AsyncHitReport {
             machine: machine(),

@@ -1,9 +1,9 @@
 //! The measurement harness of `multiarc bench` (the cache workload in
 //! `bench.rs`, the file workloads in `filebench.rs`): the machine a report
 //! was measured on, timed runs of N threads for S seconds, medians, the
-//! order rows run in within a repetition, and the progress bar (which the
-//! other long commands, `lockbench`, `replay`, `poison` and `scan`, show
-//! too).
+//! order rows run in within a repetition, and the progress on stderr (a
+//! bar on a terminal, plain lines otherwise), which the other long
+//! commands, `lockbench`, `replay`, `poison` and `scan`, show too.
 //!
 //! It depends on neither benchmark: `bench` -> `filebench` -> `harness`,
 //! and `bench` -> `harness`.
@@ -14,6 +14,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// The machine a report was measured on (the `machine` object of the JSON).
@@ -42,60 +43,78 @@ pub fn machine() -> Machine {
     }
 }
 
-/// A benchmark's progress: a bar on stderr counting its runs (or another
-/// unit: [`Bar::counting`]), with what runs now beside it. Hidden (every call a no-op) with `--json` or when
-/// stderr is not a terminal (a log or a pipe gets no progress at all). It
-/// is redrawn only when told (no ticking thread to disturb the runs).
+/// A benchmark's progress on stderr, counting its runs (or another unit:
+/// [`Bar::counting`]), with what runs now beside it. On a terminal, an
+/// indicatif bar, redrawn only when told (no ticking thread to disturb the
+/// runs). With `--json` or when stderr is not a terminal (a log, a pipe),
+/// plain lines instead ([`ProgressLines`]), which a log keeps and which
+/// never touch stdout.
 pub struct Bar {
+    /// The terminal's bar; hidden with `--json` or off a terminal.
     bar: ProgressBar,
+    /// Where the bar is hidden: the same progress as lines.
+    lines: Option<Mutex<ProgressLines>>,
     started: Instant,
 }
 
 impl Bar {
-    /// A bar of `total` runs named `name` (`bench`, `bench randrw`);
-    /// hidden when `json` or when stderr is not a terminal.
+    /// Progress of `total` runs named `name` (`bench`, `bench randrw`): a
+    /// bar on a terminal, lines with `json` or off a terminal.
     pub fn new(name: &str, total: usize, json: bool) -> Bar {
         Bar::counting(name, total as u64, "runs", json)
     }
 
-    /// A bar of `total` `unit`s (`reads`, `requests`, `policies`) named
-    /// `name`; hidden when `json` or when stderr is not a terminal.
+    /// Progress of `total` `unit`s (`reads`, `requests`, `policies`)
+    /// named `name`: a bar on a terminal, lines with `json` or off a
+    /// terminal.
     pub fn counting(name: &str, total: u64, unit: &str, json: bool) -> Bar {
-        let bar = if json || !std::io::stderr().is_terminal() {
-            ProgressBar::hidden()
-        } else {
-            let bar =
-                ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr_with_hz(4));
-            let style = ProgressStyle::with_template(&format!(
-                "{{prefix}} {{bar:30.cyan/blue}} {{human_pos}}/{{human_len}} {unit} [{{elapsed}}, eta {{eta}}] {{wide_msg}}"
-            ))
-            .expect("a valid progress template")
-            .progress_chars("=> ");
-            bar.set_style(style);
-            bar.set_prefix(name.to_string());
-            bar
-        };
+        if json || !std::io::stderr().is_terminal() {
+            return Bar {
+                bar: ProgressBar::hidden(),
+                lines: Some(Mutex::new(ProgressLines::new(name, total, unit))),
+                started: Instant::now(),
+            };
+        }
+        let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr_with_hz(4));
+        let style = ProgressStyle::with_template(&format!(
+            "{{prefix}} {{bar:30.cyan/blue}} {{human_pos}}/{{human_len}} {unit} [{{elapsed}}, eta {{eta}}] {{wide_msg}}"
+        ))
+        .expect("a valid progress template")
+        .progress_chars("=> ");
+        bar.set_style(style);
+        bar.set_prefix(name.to_string());
         Bar {
             bar,
+            lines: None,
             started: Instant::now(),
+        }
+    }
+
+    /// The lines' state, when progress goes out as lines.
+    fn with_lines(&self, f: impl FnOnce(&mut ProgressLines)) {
+        if let Some(lines) = &self.lines {
+            f(&mut lines.lock_unpoisoned());
         }
     }
 
     /// Shows what runs now (`moka, 8 threads, Hold`).
     pub fn doing(&self, what: String) {
+        self.with_lines(|l| l.doing(&what));
         self.bar.set_message(what);
     }
 
     /// Counts `n` runs done.
     pub fn runs_done(&self, n: usize) {
         self.bar.inc(n as u64);
+        self.with_lines(|l| l.set_done(l.done + n as u64));
     }
 
-    /// A bar that never shows (for callers that report no progress).
+    /// Progress that never shows (for callers that report none).
     #[cfg(test)]
     pub fn hidden() -> Bar {
         Bar {
             bar: ProgressBar::hidden(),
+            lines: None,
             started: Instant::now(),
         }
     }
@@ -103,30 +122,35 @@ impl Bar {
     /// The total, once known (`replay` counts its trace first).
     pub fn set_total(&self, total: u64) {
         self.bar.set_length(total);
+        self.with_lines(|l| l.total = total);
     }
 
     /// How many units are done.
     pub fn set_done(&self, done: u64) {
         self.bar.set_position(done);
+        self.with_lines(|l| l.set_done(done));
     }
 
-    /// Prints `line` above the bar, to stay (nothing when hidden).
+    /// Prints `line` above the bar (or as a line of its own), to stay.
     pub fn println(&self, line: String) {
+        self.with_lines(|l| l.print(&line));
         self.bar.println(line);
     }
 
-    /// Removes the bar and, on a terminal, leaves one line: `{name}: {what}
-    /// in N s`.
+    /// Removes the bar and leaves one line: `{name}: {what} in N s`.
     pub fn finish(&self, what: &str) {
+        let seconds = self.started.elapsed().as_secs_f64();
+        if let Some(lines) = &self.lines {
+            let lines = lines.lock_unpoisoned();
+            lines.print(&format!("{}: {what} in {seconds:.0} s", lines.name));
+            return;
+        }
         if self.bar.is_hidden() {
             return;
         }
         let prefix = self.bar.prefix();
         self.bar.finish_and_clear();
-        eprintln!(
-            "{prefix}: {what} in {:.0} s",
-            self.started.elapsed().as_secs_f64()
-        );
+        eprintln!("{prefix}: {what} in {seconds:.0} s");
     }
 }
 
@@ -137,6 +161,85 @@ impl Drop for Bar {
         if !self.bar.is_finished() {
             self.bar.finish_and_clear();
         }
+    }
+}
+
+/// Progress as plain lines on stderr (`bench object: 3/24 runs, 41 s:
+/// repetition 2/5, multiarc-l2, 32 tasks`): one when a new step starts,
+/// at most one a second; while a step runs, one every ten seconds as its
+/// count moves. None before the first unit is done or a second has gone,
+/// so that a command failing at its start leaves its one error line only.
+struct ProgressLines {
+    name: String,
+    unit: String,
+    total: u64,
+    done: u64,
+    what: String,
+    started: Instant,
+    /// When the last progress line went out.
+    last: Option<Instant>,
+}
+
+impl ProgressLines {
+    /// The least time between two lines for a new step, and for a count.
+    const STEP_GAP: Duration = Duration::from_secs(1);
+    const COUNT_GAP: Duration = Duration::from_secs(10);
+
+    fn new(name: &str, total: u64, unit: &str) -> ProgressLines {
+        ProgressLines {
+            name: name.to_string(),
+            unit: unit.to_string(),
+            total,
+            done: 0,
+            what: String::new(),
+            started: Instant::now(),
+            last: None,
+        }
+    }
+
+    fn doing(&mut self, what: &str) {
+        what.clone_into(&mut self.what);
+        self.show_after(Self::STEP_GAP);
+    }
+
+    fn set_done(&mut self, done: u64) {
+        self.done = done;
+        self.show_after(Self::COUNT_GAP);
+    }
+
+    /// Prints the progress line if none went out for `gap` (before the
+    /// first line: if a unit is done, or `gap` has gone since the start).
+    fn show_after(&mut self, gap: Duration) {
+        let now = Instant::now();
+        let quiet = match self.last {
+            Some(last) => now.duration_since(last) < gap,
+            None => self.done == 0 && now.duration_since(self.started) < gap,
+        };
+        if quiet {
+            return;
+        }
+        self.last = Some(now);
+        let line = self.line(now.duration_since(self.started));
+        self.print(&line);
+    }
+
+    /// `{name}: {done}/{total} {unit}, {elapsed} s: {what}` (no `/total`
+    /// while it is unknown, no `: what` before the first step).
+    fn line(&self, elapsed: Duration) -> String {
+        let mut line = format!("{}: {}", self.name, self.done);
+        if self.total > 0 {
+            line.push_str(&format!("/{}", self.total));
+        }
+        line.push_str(&format!(" {}, {:.0} s", self.unit, elapsed.as_secs_f64()));
+        if !self.what.is_empty() {
+            line.push_str(": ");
+            line.push_str(&self.what);
+        }
+        line
+    }
+
+    fn print(&self, line: &str) {
+        eprintln!("{line}");
     }
 }
 
@@ -304,6 +407,47 @@ mod tests {
     fn medians_take_the_middle_run() {
         assert_eq!(*median_by(&mut [3.0, 1.0, 2.0], |x| *x), 2.0);
         assert_eq!(*median_by(&mut [4.0, 1.0, 3.0, 2.0], |x| *x), 3.0);
+    }
+
+    #[test]
+    fn progress_lines_say_the_count_the_time_and_the_step() {
+        let mut lines = ProgressLines::new("bench object", 24, "runs");
+        assert_eq!(
+            lines.line(Duration::from_secs(3)),
+            "bench object: 0/24 runs, 3 s"
+        );
+        lines.doing("repetition 2/5, multiarc-l2, 32 tasks");
+        lines.set_done(3);
+        assert_eq!(
+            lines.line(Duration::from_millis(41_400)),
+            "bench object: 3/24 runs, 41 s: repetition 2/5, multiarc-l2, 32 tasks"
+        );
+        let mut unknown = ProgressLines::new("replay", 0, "requests");
+        unknown.set_done(7);
+        assert_eq!(unknown.line(Duration::ZERO), "replay: 7 requests, 0 s");
+    }
+
+    #[test]
+    fn progress_lines_start_with_the_first_unit_done_then_at_most_one_a_second() {
+        let mut lines = ProgressLines::new("bench", 3, "runs");
+        // A failure at the start: no line before its error.
+        lines.doing("first");
+        assert_eq!(lines.last, None);
+        lines.set_done(1);
+        let first = lines.last.expect("the first run done is shown at once");
+        lines.doing("second");
+        lines.set_done(2);
+        // Within the gaps: nothing new went out.
+        assert_eq!(lines.last, Some(first));
+        let a_second_ago = first.checked_sub(ProgressLines::STEP_GAP).unwrap();
+        lines.last = Some(a_second_ago);
+        lines.doing("third");
+        assert!(lines.last.unwrap() > a_second_ago);
+        // A second after the start, a step shows without a unit done.
+        let mut slow = ProgressLines::new("bench", 3, "runs");
+        slow.started = a_second_ago;
+        slow.doing("writing");
+        assert!(slow.last.is_some());
     }
 
     #[test]

@@ -556,3 +556,64 @@ fn the_workload_flag_and_the_subcommand_run_the_same_workload() {
         );
     }
 }
+
+/// Off a terminal (here stderr is a pipe), progress goes to stderr as
+/// plain lines, `--json` or not: from the first run done, and the closing
+/// count; stdout stays one JSON document.
+#[test]
+fn progress_goes_to_a_redirected_stderr_as_lines_and_stdout_stays_one_json_document() {
+    let runs: [(&[&str], &str); 2] = [
+        (
+            &[
+                "bench",
+                "--file-bytes",
+                "256KiB",
+                "--seconds",
+                "0.02",
+                "--threads",
+                "1",
+                "--repeat",
+                "1",
+                "--caches",
+                "multiarc",
+                "--modes",
+                "hold",
+                "--json",
+            ],
+            "bench",
+        ),
+        (
+            &[
+                "bench",
+                "async-hit",
+                "--block-size",
+                "4KiB",
+                "--seconds",
+                "0.002",
+                "--repeat",
+                "1",
+                "--json",
+            ],
+            "bench async-hit",
+        ),
+    ];
+    for (args, name) in runs {
+        let out = multiarc(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{args:?}: {err}");
+        let doc: Result<serde_json::Value, _> = serde_json::from_slice(&out.stdout);
+        assert!(doc.is_ok(), "{args:?}: stdout is not one JSON document");
+        let first = format!("{name}: 1/");
+        assert!(
+            err.lines()
+                .any(|l| l.starts_with(&first) && l.contains(" runs, ")),
+            "{args:?}: no progress line starting {first:?} in {err:?}"
+        );
+        assert!(
+            err.lines()
+                .any(|l| l.starts_with(&format!("{name}: ")) && l.contains(" runs in ")),
+            "{args:?}: no closing line in {err:?}"
+        );
+        assert!(!err.contains('\r') && !err.contains('\x1b'), "{err:?}");
+    }
+}

@@ -185,3 +185,31 @@ fn an_unreachable_endpoint_and_bad_flags_give_one_clear_line() {
     assert!(!out.status.success());
     assert!(err.contains("AWS_ACCESS_KEY_ID"), "{err}");
 }
+
+/// With stderr redirected (a pipe, not a terminal) the run says what it
+/// does on stderr, in plain lines, while stdout stays one JSON document.
+#[test]
+fn a_redirected_run_shows_progress_lines_on_stderr_and_one_json_document_on_stdout() {
+    let mut args = TINY.to_vec();
+    args.extend(["--rows", "none", "--tasks", "1", "--json"]);
+    let out = multiarc(&args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let doc: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("one JSON document on stdout");
+    assert_eq!(doc["results"].as_array().map(Vec::len), Some(1), "{doc}");
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with("bench object: 1/1 runs, ") && l.ends_with(", none, 1 tasks")),
+        "no progress line in {err:?}"
+    );
+    assert!(
+        err.lines().any(|l| l.starts_with("the store alone: ")),
+        "{err:?}"
+    );
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with("bench object: 1 runs in ")),
+        "no closing line in {err:?}"
+    );
+}

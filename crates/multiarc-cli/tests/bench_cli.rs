@@ -193,25 +193,28 @@ fn bad_arguments_fail_with_one_clear_line() {
     }
 }
 
+/// A cache bench of a fraction of a second (add `--caches` and more).
+const QUICK_BENCH: [&str; 9] = [
+    "bench",
+    "--file-bytes",
+    "256KiB",
+    "--seconds",
+    "0.02",
+    "--threads",
+    "1",
+    "--repeat",
+    "1",
+];
+
 /// A peer row works in a build with the `peers` feature; in one without
 /// it (`--no-default-features`) it is refused in one line saying so.
 #[test]
 fn peer_rows_need_the_peers_feature() {
     for cache in ["quick_cache", "moka", "mutex-lru"] {
-        let out = multiarc(&[
-            "bench",
-            "--file-bytes",
-            "256KiB",
-            "--seconds",
-            "0.02",
-            "--threads",
-            "1",
-            "--repeat",
-            "1",
-            "--caches",
-            &format!("multiarc,{cache}"),
-            "--json",
-        ]);
+        let caches = format!("multiarc,{cache}");
+        let mut args = QUICK_BENCH.to_vec();
+        args.extend(["--caches", &caches, "--json"]);
+        let out = multiarc(&args);
         let err = String::from_utf8_lossy(&out.stderr);
         if cfg!(feature = "peers") {
             assert!(out.status.success(), "{cache}: {err}");
@@ -562,41 +565,25 @@ fn the_workload_flag_and_the_subcommand_run_the_same_workload() {
 /// count; stdout stays one JSON document.
 #[test]
 fn progress_goes_to_a_redirected_stderr_as_lines_and_stdout_stays_one_json_document() {
-    let runs: [(&[&str], &str); 2] = [
-        (
-            &[
-                "bench",
-                "--file-bytes",
-                "256KiB",
-                "--seconds",
-                "0.02",
-                "--threads",
-                "1",
-                "--repeat",
-                "1",
-                "--caches",
-                "multiarc",
-                "--modes",
-                "hold",
-                "--json",
-            ],
-            "bench",
-        ),
-        (
-            &[
-                "bench",
-                "async-hit",
-                "--block-size",
-                "4KiB",
-                "--seconds",
-                "0.002",
-                "--repeat",
-                "1",
-                "--json",
-            ],
-            "bench async-hit",
-        ),
+    let mut bench = QUICK_BENCH.to_vec();
+    bench.extend(["--caches", "multiarc", "--modes", "hold"]);
+    let tables = multiarc(&bench);
+    let err = String::from_utf8_lossy(&tables.stderr);
+    assert!(tables.status.success(), "{err}");
+    assert!(err.contains("bench: 1/1 runs, "), "{err:?}");
+    bench.push("--json");
+    let async_hit = [
+        "bench",
+        "async-hit",
+        "--block-size",
+        "4KiB",
+        "--seconds",
+        "0.002",
+        "--repeat",
+        "1",
+        "--json",
     ];
+    let runs: [(&[&str], &str); 2] = [(&bench, "bench"), (&async_hit, "bench async-hit")];
     for (args, name) in runs {
         let out = multiarc(args);
         let err = String::from_utf8_lossy(&out.stderr);

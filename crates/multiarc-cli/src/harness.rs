@@ -165,10 +165,11 @@ impl Drop for Bar {
 }
 
 /// Progress as plain lines on stderr (`bench object: 3/24 runs, 41 s:
-/// repetition 2/5, multiarc-l2, 32 tasks`): one when a new step starts,
-/// at most one a second; while a step runs, one every ten seconds as its
-/// count moves. None before the first unit is done or a second has gone,
-/// so that a command failing at its start leaves its one error line only.
+/// repetition 2/5, multiarc-l2, 32 tasks`: the count done, then what runs
+/// now): one as a step starts, at most one a second; while a long step
+/// runs, one every ten seconds as its count moves. No step line before the
+/// first unit is done or a second has gone, so that a command failing at
+/// its start leaves its one error line only.
 struct ProgressLines {
     name: String,
     unit: String,
@@ -197,23 +198,33 @@ impl ProgressLines {
         }
     }
 
+    /// A step starts: a line if none went out for a second (the first
+    /// line: once a unit is done, or a second after the start).
     fn doing(&mut self, what: &str) {
         what.clone_into(&mut self.what);
-        self.show_after(Self::STEP_GAP);
+        let first_after = if self.done > 0 {
+            Duration::ZERO
+        } else {
+            Self::STEP_GAP
+        };
+        self.show_after(Self::STEP_GAP, first_after);
     }
 
+    /// The count moves: a line if none went out for ten seconds (the
+    /// first: ten seconds after the start). A step that ends is not shown
+    /// here: the next one's line says it is done.
     fn set_done(&mut self, done: u64) {
         self.done = done;
-        self.show_after(Self::COUNT_GAP);
+        self.show_after(Self::COUNT_GAP, Self::COUNT_GAP);
     }
 
-    /// Prints the progress line if none went out for `gap` (before the
-    /// first line: if a unit is done, or `gap` has gone since the start).
-    fn show_after(&mut self, gap: Duration) {
+    /// Prints the progress line if none went out for `gap`, or, before the
+    /// first line, if `first_after` has gone since the start.
+    fn show_after(&mut self, gap: Duration, first_after: Duration) {
         let now = Instant::now();
         let quiet = match self.last {
             Some(last) => now.duration_since(last) < gap,
-            None => self.done == 0 && now.duration_since(self.started) < gap,
+            None => now.duration_since(self.started) < first_after,
         };
         if quiet {
             return;
@@ -428,26 +439,36 @@ mod tests {
     }
 
     #[test]
-    fn progress_lines_start_with_the_first_unit_done_then_at_most_one_a_second() {
+    fn progress_lines_start_with_the_step_after_the_first_unit_done() {
         let mut lines = ProgressLines::new("bench", 3, "runs");
         // A failure at the start: no line before its error.
         lines.doing("first");
         assert_eq!(lines.last, None);
+        // The end of a short step shows nothing; the next step does.
         lines.set_done(1);
-        let first = lines.last.expect("the first run done is shown at once");
+        assert_eq!(lines.last, None);
         lines.doing("second");
+        let first = lines.last.expect("the step after a run done is shown");
         lines.set_done(2);
+        lines.doing("third");
         // Within the gaps: nothing new went out.
         assert_eq!(lines.last, Some(first));
-        let a_second_ago = first.checked_sub(ProgressLines::STEP_GAP).unwrap();
-        lines.last = Some(a_second_ago);
-        lines.doing("third");
-        assert!(lines.last.unwrap() > a_second_ago);
-        // A second after the start, a step shows without a unit done.
+        let ten_seconds_ago = first.checked_sub(ProgressLines::COUNT_GAP).unwrap();
+        lines.last = Some(ten_seconds_ago);
+        lines.set_done(3);
+        assert!(lines.last.unwrap() > ten_seconds_ago);
+        // A second after the start, a step shows with no unit done yet.
         let mut slow = ProgressLines::new("bench", 3, "runs");
-        slow.started = a_second_ago;
+        slow.started = first.checked_sub(ProgressLines::STEP_GAP).unwrap();
         slow.doing("writing");
         assert!(slow.last.is_some());
+        // Ten seconds after the start, a count shows (a long first pass).
+        let mut long = ProgressLines::new("replay", 0, "requests");
+        long.set_done(1 << 18);
+        assert_eq!(long.last, None);
+        long.started = ten_seconds_ago;
+        long.set_done(2 << 18);
+        assert!(long.last.is_some());
     }
 
     #[test]

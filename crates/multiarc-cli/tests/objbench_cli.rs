@@ -191,16 +191,16 @@ fn an_unreachable_endpoint_and_bad_flags_give_one_clear_line() {
 #[test]
 fn a_redirected_run_shows_progress_lines_on_stderr_and_one_json_document_on_stdout() {
     let mut args = TINY.to_vec();
-    args.extend(["--rows", "none", "--tasks", "1", "--json"]);
+    args.extend(["--rows", "none", "--tasks", "1,2", "--json"]);
     let out = multiarc(&args);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     let doc: serde_json::Value =
         serde_json::from_slice(&out.stdout).expect("one JSON document on stdout");
-    assert_eq!(doc["results"].as_array().map(Vec::len), Some(1), "{doc}");
+    assert_eq!(doc["results"].as_array().map(Vec::len), Some(2), "{doc}");
     assert!(
         err.lines()
-            .any(|l| l.starts_with("bench object: 1/1 runs, ") && l.ends_with(", none, 1 tasks")),
+            .any(|l| l.starts_with("bench object: 1/2 runs, ") && l.ends_with(", none, 2 tasks")),
         "no progress line in {err:?}"
     );
     assert!(
@@ -209,7 +209,7 @@ fn a_redirected_run_shows_progress_lines_on_stderr_and_one_json_document_on_stdo
     );
     assert!(
         err.lines()
-            .any(|l| l.starts_with("bench object: 1 runs in ")),
+            .any(|l| l.starts_with("bench object: 2 runs in ")),
         "no closing line in {err:?}"
     );
 }

@@ -359,13 +359,19 @@ where
                 let mut rng = multiarc_sim::workload::rng(0x5EED ^ (t as u64) << 32 ^ run << 16);
                 let mut buf = vec![0u8; block];
                 let (mut n, mut missed) = (0u64, 0u64);
-                while !stop.load(Ordering::Relaxed) {
+                // At least one batch per thread, even when the machine is so
+                // busy that the stop comes before this thread first runs: a
+                // run that counted nothing would report a rate of zero.
+                loop {
                     for _ in 0..64 {
                         if !op(t, rand::Rng::next_u64(&mut rng), &mut buf) {
                             missed += 1;
                         }
                     }
                     n += 64;
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
                 }
                 std::hint::black_box(&buf);
                 (n, missed)

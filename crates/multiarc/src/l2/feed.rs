@@ -129,10 +129,9 @@ impl FeedThread {
     /// a quarter of what the last feed looked at (`reach`), so that
     /// eviction never reaches buffers no feed has seen (it looks every
     /// `BUSY_TICK` while eviction moves, every `TICK` while it is idle);
-    /// and
-    /// while eviction still drops buffers the tier could have held (the
-    /// feed is behind), it feeds again at once after a feed that wrote
-    /// anything, as fast as the device writes.
+    /// and while eviction still drops buffers the tier could have held
+    /// (the feed is behind), it feeds again at once after a feed that
+    /// wrote anything, as fast as the device writes.
     pub(crate) fn start<K: Key>(
         tier: Arc<Tier<K>>,
         arc: Arc<dyn ArcTails<K>>,

@@ -657,3 +657,88 @@ fn rebuild_measurement() {
     drop(cache);
     let _ = std::fs::remove_file(&path);
 }
+
+/// A hot set, then scans four times the size of memory that repeat and fit
+/// in the second tier, with the hot set read between them (the object
+/// store's Parquet workload, in blocks). Returns how many of the hot keys
+/// memory holds right after the last scan, and the cache's figures.
+fn hot_set_after_repeated_scans(cache: &Cache<u64>) -> (usize, Stats) {
+    const HOT: std::ops::Range<u64> = 0..16;
+    const SCAN: std::ops::Range<u64> = 1000..1256;
+    let load = |k: u64| {
+        let h = cache
+            .get_or_load(k, || Ok::<_, ()>(data_of(k, 0, BLOCK)))
+            .unwrap();
+        assert!(*h == data_of(k, 0, BLOCK)[..], "wrong bytes for key {k}");
+    };
+    for _ in 0..4 {
+        HOT.for_each(load);
+    }
+    for _ in 0..6 {
+        SCAN.for_each(load);
+        for _ in 0..4 {
+            HOT.for_each(load);
+        }
+    }
+    SCAN.for_each(load);
+    (HOT.filter(|k| cache.contains(k)).count(), cache.stats())
+}
+
+/// Scans that repeat and fit in the second tier: by default each block read
+/// back counts as a ghost hit of the list that fed it (history), which
+/// raises `p` to its top and pushes the hot set out of memory (issue 24's
+/// multiarc-l2 row served the hot set 0% from memory after a scan). With
+/// `l2_readback_as_new` a block read back whose ghost memory has forgotten
+/// is a new block to memory (MRU, `p` left alone), as a miss would be
+/// without the tier, and memory keeps the hot set as it does alone.
+#[test]
+fn scans_read_back_from_the_device_push_the_hot_set_out_unless_read_back_as_new() {
+    for mode in [HitMode::Lazy, HitMode::Eager] {
+        let memory_only = Cache::<u64>::builder()
+            .max_bytes(256 << 10)
+            .hit_mode(mode)
+            .inline_eviction(true)
+            .sublists(1)
+            .build()
+            .unwrap();
+        let (kept, s) = hot_set_after_repeated_scans(&memory_only);
+        assert_eq!(
+            kept, 16,
+            "{mode:?}: setup: memory alone keeps the hot set through the scans: {s:?}"
+        );
+        let path = device(&format!("hot-set-{mode:?}"));
+        let as_history = builder_with(&path, 256 << 10, 16 << 20, mode, true, 1);
+        let (kept, s) = hot_set_after_repeated_scans(&as_history);
+        assert!(
+            s.l2_hits >= 256,
+            "{mode:?}: setup: the repeated scans are read back from the device: {s:?}"
+        );
+        assert!(
+            kept < 16 && s.p == s.c,
+            "{mode:?}: read back as history, the scans raise p to c and push hot keys out \
+             ({kept} of 16 kept): {s:?}"
+        );
+        drop(as_history);
+        let as_new = Cache::<u64>::builder()
+            .max_bytes(256 << 10)
+            .hit_mode(mode)
+            .inline_eviction(true)
+            .sublists(1)
+            .l2(&path, 16 << 20)
+            .l2_write_max(128 << 10)
+            .l2_headroom(2)
+            .l2_rebuild(false)
+            .l2_readback_as_new(true)
+            .build()
+            .unwrap();
+        let (kept, s) = hot_set_after_repeated_scans(&as_new);
+        assert!(
+            s.l2_hits >= 256,
+            "{mode:?}: setup: the repeated scans are read back from the device: {s:?}"
+        );
+        assert_eq!(
+            kept, 16,
+            "{mode:?}: read back as new, memory keeps the hot set through the scans: {s:?}"
+        );
+    }
+}

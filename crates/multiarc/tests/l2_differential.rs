@@ -7,7 +7,8 @@
 //! plainest form (lists as queues, the device as a vector of units):
 //! - memory is the paper's ARC over pages (Megiddo & Modha, Figure 4),
 //!   with one addition: a miss of a page that only the device still holds
-//!   (its ghost is gone) counts as a ghost hit of the list it was fed from;
+//!   (its ghost is gone) counts as a ghost hit of the list it was fed from
+//!   (with `l2_readback_as_new`, it is a new page: onto T1, p unchanged);
 //! - the feed: on a miss that finds memory full, once a batch's worth of
 //!   pages has been inserted since the last feed, it looks `headroom` batches
 //!   up the LRU ends of both lists, first the one REPLACE would take from
@@ -118,6 +119,8 @@ struct Model {
     headroom: usize,
     /// Pages inserted since the last feed.
     unfed: usize,
+    /// A page read back with no ghost left is a new page (not a ghost hit).
+    readback_as_new: bool,
 }
 
 impl Model {
@@ -142,6 +145,7 @@ impl Model {
             batch,
             headroom: 2,
             unfed: 0,
+            readback_as_new: false,
         }
     }
 
@@ -394,7 +398,13 @@ impl Model {
                 // The copy is read before the insert feeds (and the feed
                 // may overwrite it).
                 let copy = self.on_device.get(&x).copied();
-                let as_ghost = copy.map(|c| if c.mfu { List::B2 } else { List::B1 });
+                let as_ghost = copy.filter(|_| !self.readback_as_new).map(|c| {
+                    if c.mfu {
+                        List::B2
+                    } else {
+                        List::B1
+                    }
+                });
                 self.feed(as_ghost.map_or(self.p, |l| self.adapted_p(l, false)));
                 if let Some(as_ghost) = as_ghost {
                     self.ghost_hit(x, as_ghost, false);
@@ -448,11 +458,19 @@ fn run(name: &str, trace: &[u64], memory_pages: usize, device_bytes: u64) {
             memory_pages,
             device_bytes,
             ratio,
+            false,
         );
     }
 }
 
-fn run_with(name: &str, trace: &[u64], memory_pages: usize, device_bytes: u64, ratio: u64) {
+fn run_with(
+    name: &str,
+    trace: &[u64],
+    memory_pages: usize,
+    device_bytes: u64,
+    ratio: u64,
+    readback_as_new: bool,
+) {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("l2-tests");
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(format!("differential-{name}"));
@@ -469,6 +487,7 @@ fn run_with(name: &str, trace: &[u64], memory_pages: usize, device_bytes: u64, r
         .l2_headroom(2)
         .l2_keep_ratio(ratio)
         .l2_rebuild(false)
+        .l2_readback_as_new(readback_as_new)
         .build()
         .unwrap();
     let ring_units = device_bytes / BLOCK as u64 - 1;
@@ -478,6 +497,7 @@ fn run_with(name: &str, trace: &[u64], memory_pages: usize, device_bytes: u64, r
         (write_max / BLOCK as u64) as usize,
         ratio,
     );
+    model.readback_as_new = readback_as_new;
     let mut agree = 0usize;
     let mut hits = [0usize; 2];
     let mut model_hits = [0usize; 2];
@@ -583,6 +603,16 @@ fn tiers_follow_the_model_on_zipf() {
 fn tiers_follow_the_model_on_scans_over_a_hot_set() {
     let trace = common::scan_mixed(40_000, 300, 3_000, 5);
     run("scan", &trace, 200, 4096 + 1700 * BLOCK as u64);
+}
+
+/// `l2_readback_as_new`: a page read back with no ghost left is a new page.
+#[test]
+fn tiers_follow_the_model_with_pages_read_back_as_new() {
+    let device = 4096 + 1700 * BLOCK as u64;
+    let scans = common::scan_mixed(40_000, 300, 3_000, 5);
+    run_with("scan-as-new", &scans, 200, device, 32, true);
+    let zipf = common::zipf(40_000, 4_000, 0.9, 11);
+    run_with("zipf-as-new", &zipf, 200, device, 32, true);
 }
 
 /// A loop a little larger than both tiers, interleaved with Zipf requests:

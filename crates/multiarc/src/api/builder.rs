@@ -330,6 +330,20 @@ impl<K: PersistentKey> Builder<K> {
         self
     }
 
+    /// How a block read back from the second tier comes back to memory
+    /// when memory has forgotten it (no ghost left). false (the default):
+    /// as history, a hit of the ghost list of the list it was fed from
+    /// (as OpenZFS counts an L2-only header), which adapts the MRU/MFU
+    /// split and enters MFU. true: as a new block, onto MRU with the split
+    /// left alone, as a miss would be without the tier; then scans that
+    /// repeat and fit in the tier do not push the hot set out of memory.
+    /// It can cost hit ratio where the tier serves most hits (the ARC
+    /// traces: see docs/BENCHMARKS.md).
+    pub fn l2_readback_as_new(mut self, as_new: bool) -> Builder<K> {
+        self.l2_mut().device.readback_as_new = as_new;
+        self
+    }
+
     /// `l2arc_rebuild_enabled`: find what the device holds on start
     /// (default true); false starts it empty.
     pub fn l2_rebuild(mut self, rebuild: bool) -> Builder<K> {

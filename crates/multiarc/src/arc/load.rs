@@ -12,6 +12,7 @@ use super::insert::insert_entry;
 use super::key::Key;
 use super::policy::GhostHit;
 use super::stats::Event;
+use super::tier::TierRead;
 use crate::mem::sync::Ordering;
 use crate::mem::EntryPtr;
 use std::sync::Arc;
@@ -75,12 +76,8 @@ where
         // The second tier first: its copy is the cached bytes, verified.
         let (load, l2_origin) = match core.tier.as_deref().and_then(|t| t.read(&key)) {
             Some(read) => {
-                let origin = if read.mfu {
-                    GhostHit::Mfu
-                } else {
-                    GhostHit::Mru
-                };
-                (Ok(read.data), Some(origin))
+                let origin = l2_origin(&read);
+                (Ok(read.data), origin)
             }
             None => match loader.take() {
                 Some(loader) => {
@@ -98,6 +95,25 @@ where
         };
         return finish_load::<K, M, V, E>(core, &key, hash, &pending, guard, load, l2_origin)
             .map_err(Some);
+    }
+}
+
+/// What a copy read back from the second tier says of the key's history,
+/// for its insert when memory no longer remembers the key (its ghost is
+/// gone; a ghost still there is a ghost hit as without the tier). By
+/// default the copy is history: a hit of the ghost list of the list it was
+/// fed from (OpenZFS's L2-only header), so it adapts `p` and enters MFU.
+/// That keeps T1 large where the tier's hits are many, which the feed
+/// needs to copy new blocks before eviction drops them (the ARC traces'
+/// hit ratios depend on it). With `l2_readback_as_new`, it is a new block
+/// to memory, as a miss without the tier: onto MRU, `p` left alone, so
+/// that scans that repeat and fit in the tier do not raise `p` to its top
+/// and push the hot set out of memory (issue 24's Parquet scans).
+pub(super) fn l2_origin(read: &TierRead) -> Option<GhostHit> {
+    match (read.as_new, read.mfu) {
+        (true, _) => None,
+        (false, true) => Some(GhostHit::Mfu),
+        (false, false) => Some(GhostHit::Mru),
     }
 }
 

@@ -19,8 +19,7 @@ use super::hit_mode::HitModeImpl;
 use super::inflight::{LoadResult, Pending};
 use super::io_pool::IoPool;
 use super::key::Key;
-use super::load::{finish_load, AbandonOnDrop};
-use super::policy::GhostHit;
+use super::load::{finish_load, l2_origin, AbandonOnDrop};
 use super::stats::Event;
 use super::tier::{Presence, TierRead};
 use crate::mem::sync::Ordering;
@@ -110,12 +109,8 @@ where
         let guard = AbandonOnDrop::new(core, hash, &pending);
         let (load, l2_origin) = match read_tier(core, io, &key).await {
             Some(read) => {
-                let origin = if read.mfu {
-                    GhostHit::Mfu
-                } else {
-                    GhostHit::Mru
-                };
-                (Ok(read.data), Some(origin))
+                let origin = l2_origin(&read);
+                (Ok(read.data), origin)
             }
             None => {
                 let loader = loader.take().expect("a caller loads at most once");

@@ -32,6 +32,9 @@ pub(crate) struct TierRead {
     /// It was fed from the MFU list (for the ARC's ghost adaptation when
     /// its ghost is gone).
     pub(crate) mfu: bool,
+    /// It comes back as a new block when memory has no ghost of it
+    /// (`Builder::l2_readback_as_new`).
+    pub(crate) as_new: bool,
 }
 
 /// How eviction accounts a live buffer it drops (OpenZFS's

@@ -26,6 +26,11 @@ pub(crate) struct DeviceConfig {
     /// buffers in a batch (default 32; 0: the hand lets go of everything
     /// it reaches, as OpenZFS's does).
     pub(crate) keep_ratio: u64,
+    /// A copy read back whose key memory has forgotten (no ghost) comes
+    /// back to memory as a new block, onto MRU with `p` left alone, as a
+    /// miss would without the tier (default false: it counts as a hit of
+    /// the ghost list of the list it was fed from).
+    pub(crate) readback_as_new: bool,
 }
 
 /// What the feed writes and when: what `feed.rs` uses (and the tier, for
@@ -64,6 +69,7 @@ impl DeviceConfig {
             direct: true,
             rebuild: true,
             keep_ratio: 32,
+            readback_as_new: false,
         }
     }
 

@@ -314,6 +314,7 @@ impl<K: Key> Tier<K> {
         Some(TierRead {
             data: b.bytes()[..len].to_vec(),
             mfu: rec.mfu(),
+            as_new: self.device_config.readback_as_new,
         })
     }
 

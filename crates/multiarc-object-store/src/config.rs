@@ -105,10 +105,13 @@ impl<S: ObjectStore> Builder<S> {
     /// Adds a second tier of `bytes` on the file or block device at `path`
     /// ([`multiarc::Builder::l2`]): blocks evicted from memory are kept
     /// there and found again after a restart. A block read back from it
-    /// whose ghost memory has forgotten comes back as a new block
-    /// ([`multiarc::Builder::l2_readback_as_new`]), so that full scans
-    /// that repeat and fit in the L2 leave the hot set in memory
-    /// ([`Builder::configure_cache`] can set it back).
+    /// counts as a ghost hit of the list it was fed from, as in OpenZFS:
+    /// full scans that repeat and fit in the L2 are then served from the
+    /// L2 and may push the hot set from memory to the L2 (still no store
+    /// request). [`Builder::configure_cache`] with
+    /// [`multiarc::Builder::l2_readback_as_new`] keeps the hot set in
+    /// memory instead, at the price of more store requests while the L2
+    /// feed trails eviction (measured in docs/BENCHMARKS.md, issue 24).
     pub fn l2(mut self, path: impl Into<PathBuf>, bytes: u64) -> Builder<S> {
         self.l2 = Some((path.into(), bytes));
         self
@@ -199,9 +202,7 @@ impl<S: ObjectStore> Builder<S> {
         }
         let mut cache = Cache::<ObjectBlockKey>::builder().max_bytes(max_bytes);
         if let Some((path, bytes)) = self.l2 {
-            // Scans that repeat and fit in the L2 must not push the hot
-            // set out of memory (`multiarc::Builder::l2_readback_as_new`).
-            cache = cache.l2(path, bytes).l2_readback_as_new(true);
+            cache = cache.l2(path, bytes);
         }
         if let Some(configure) = self.configure {
             cache = configure(cache);

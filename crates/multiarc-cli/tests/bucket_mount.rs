@@ -412,6 +412,47 @@ fn a_second_mount_sees_a_rewritten_object_at_its_next_open_after_the_ttl() {
 }
 
 #[test]
+fn fstat_after_an_open_that_finds_a_new_version_shows_its_size() {
+    if !have_fuse("fstat_after_an_open_that_finds_a_new_version_shows_its_size") {
+        return;
+    }
+    let server = start_server();
+    let v1 = pattern(100_000, 1);
+    let v2 = pattern(300_000, 2);
+    put(&server, "d/grows", v1.clone());
+    let dir = Dir::new("fstat");
+    let m = Mount::start(&server, &dir, "mnt", &["--metadata-ttl", "4s"]);
+    // The kernel's entry and attributes, the mount's name and the cached
+    // store's version of the object: all from before `t0`.
+    assert!(fs::read(m.path("d/grows")).unwrap() == v1);
+    let t0 = Instant::now();
+    // A listing halfway through the TTL confirms the name (old size) in
+    // the mount's table; the cached store's version keeps its age.
+    std::thread::sleep(Duration::from_millis(2000));
+    assert_eq!(names(&m.path("d")), ["grows"]);
+    put(&server, "d/grows", v2.clone());
+    // Past the TTL: the kernel's entry expired, so the open looks the name
+    // up again, which the table answers (old size, cached anew for a TTL);
+    // the open itself finds the cached store's version expired and gets
+    // the new one.
+    std::thread::sleep(Duration::from_millis(4500).saturating_sub(t0.elapsed()));
+    let f = File::open(m.path("d/grows")).unwrap();
+    assert_eq!(
+        f.metadata().unwrap().len(),
+        v2.len() as u64,
+        "fstat after an open of the new version shows the old size"
+    );
+    let mut seen = Vec::new();
+    std::io::Read::read_to_end(&mut &f, &mut seen).unwrap();
+    assert!(seen == v2, "the open did not read the new version");
+    assert_eq!(
+        fs::metadata(m.path("d/grows")).unwrap().len(),
+        v2.len() as u64
+    );
+    assert!(m.stat("bucket_attr_invalidations") >= 1);
+}
+
+#[test]
 fn a_missing_bucket_or_unreachable_endpoint_is_one_line_and_nothing_mounted() {
     if !have_fuse("a_missing_bucket_or_unreachable_endpoint_is_one_line_and_nothing_mounted") {
         return;

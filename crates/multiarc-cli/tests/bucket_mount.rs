@@ -10,8 +10,8 @@
 
 #![cfg(feature = "bucket")]
 
-// The in-process server; shared with multiarc-bucket's tests until the
-// multiarc-s3-loopback crate replaces both.
+// The in-process server (multiarc-s3-loopback's) and its client; shared
+// with multiarc-bucket's tests.
 #[path = "../../multiarc-bucket/tests/support/mod.rs"]
 mod support;
 
@@ -842,3 +842,4 @@ fn after_a_remount_or_a_sigkill_warm_reads_come_from_the_l2_and_rewritten_object
         ready_times[1].3,
     );
 }
+

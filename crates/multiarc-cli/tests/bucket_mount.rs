@@ -843,3 +843,155 @@ fn after_a_remount_or_a_sigkill_warm_reads_come_from_the_l2_and_rewritten_object
     );
 }
 
+/// The daemon's resident memory, KiB (`VmRSS`).
+fn rss_kib(pid: u32) -> u64 {
+    fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Not in CI: writes an L2 file of `MULTIARC_L2_GIB` GiB (default 8; in
+/// `MULTIARC_L2_DIR`, default the temporary directory) and removes it.
+/// Run it with `cargo test --release -p multiarc-cli --test bucket_mount --
+/// --ignored --nocapture a_mount_over_a_full_l2`.
+///
+/// The L2 is filled through the library, in the mount's format (the
+/// cached store's blocks of 64 KiB, the mount's namespace), from objects
+/// in memory; then the mount starts over it three times: after the
+/// library closed it, after a clean unmount, and after a SIGKILL. Each
+/// time the mount must be ready (its control file answers) in seconds, and
+/// its L2 index must come back (the bytes the L2 holds) in seconds.
+#[test]
+#[ignore = "writes an 8 GiB file; run by hand (see the doc comment)"]
+fn a_mount_over_a_full_l2_of_8_gib_is_ready_in_seconds_also_after_a_sigkill() {
+    use multiarc_object_store::CachedStore;
+    use object_store::memory::InMemory;
+    let test = "a_mount_over_a_full_l2_of_8_gib_is_ready_in_seconds_also_after_a_sigkill";
+    if !have_fuse(test) {
+        return;
+    }
+    let gib: u64 = std::env::var("MULTIARC_L2_GIB")
+        .ok()
+        .map(|v| v.parse().expect("MULTIARC_L2_GIB: whole GiB"))
+        .unwrap_or(8);
+    let l2_bytes = gib << 30;
+    let server = start_server();
+    let small = pattern(1 << 20, 5);
+    put(&server, "small", small.clone());
+    let dir = match std::env::var_os("MULTIARC_L2_DIR") {
+        Some(base) => {
+            let d = PathBuf::from(base).join(format!("multiarc-l2-full-{}", std::process::id()));
+            fs::create_dir_all(&d).unwrap();
+            Dir(d)
+        }
+        None => Dir::new("l2full"),
+    };
+    let l2 = dir.0.join("cache.l2");
+
+    // Fill: objects of 16 MiB (one buffer shared by all, in memory), read
+    // through a cached store of 512 MiB whose feed writes fast; paced so
+    // that the feed keeps up (a block evicted before it is fed is lost).
+    const OBJECT: u64 = 16 << 20;
+    let filled = {
+        let memory = InMemory::new();
+        let payload = PutPayload::from(pattern(OBJECT as usize, 6));
+        let objects = (l2_bytes + l2_bytes / 8) / OBJECT;
+        let store = CachedStore::builder(memory)
+            .max_bytes(512 << 20)
+            .block_size(64 << 10)
+            .readahead(0)
+            .namespace(format!("{} {BUCKET}", server.endpoint))
+            .l2(&l2, l2_bytes)
+            .configure_cache(|b| {
+                b.l2_write_max(256 << 20)
+                    .l2_feed_interval(Duration::from_millis(50))
+                    .l2_feed_min_interval(Duration::from_millis(10))
+            })
+            .build()
+            .expect("the filler's cached store");
+        let l2_size = |store: &CachedStore<InMemory>| {
+            store
+                .cache()
+                .stats()
+                .to_pairs()
+                .into_iter()
+                .find_map(|(k, v)| (k == "l2_size").then_some(v))
+                .unwrap()
+        };
+        let started = Instant::now();
+        rt().block_on(async {
+            for i in 0..objects {
+                let path = StorePath::from(format!("fill/o{i:05}"));
+                store.inner().put(&path, payload.clone()).await.unwrap();
+                let got = store.get_range(&path, 0..OBJECT).await.unwrap();
+                assert_eq!(got.len() as u64, OBJECT);
+                let read = (i + 1) * OBJECT;
+                let deadline = Instant::now() + Duration::from_secs(30);
+                while l2_size(&store) + (384 << 20) < read.min(l2_bytes)
+                    && Instant::now() < deadline
+                {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                if l2_size(&store) >= l2_bytes - l2_bytes / 32 {
+                    break;
+                }
+            }
+        });
+        let filled = l2_size(&store);
+        let _ = writeln!(
+            std::io::stderr(),
+            "{test}: filled an L2 of {gib} GiB with {filled} bytes in {:?}",
+            started.elapsed()
+        );
+        filled
+    };
+    assert!(
+        filled >= l2_bytes / 10 * 9,
+        "the filler left {filled} bytes in an L2 of {l2_bytes}"
+    );
+
+    let l2_path = l2.to_str().unwrap().to_string();
+    let l2_size_arg = format!("{gib}GiB");
+    let opts = [
+        "--l2",
+        l2_path.as_str(),
+        "--l2-bytes",
+        l2_size_arg.as_str(),
+        "--max-bytes",
+        "256MiB",
+    ];
+    for after in ["the library closed it", "a clean unmount", "a SIGKILL"] {
+        let started = Instant::now();
+        let mut m = Mount::start(&server, &dir, "mnt", &opts);
+        let ready = started.elapsed();
+        let back = wait_stat(&m, "l2_size", filled / 10 * 9, Duration::from_secs(120));
+        let rebuilt = started.elapsed();
+        assert!(fs::read(m.path("small")).unwrap() == small);
+        let pid = m.child.as_ref().unwrap().id();
+        let row = format!(
+            "after {after}: ready in {ready:?}, L2 index back ({back} bytes) in {rebuilt:?}, \
+             l2_rebuild_ms {}, l2_rebuild_blocks {}, RSS {} MiB",
+            m.stat("l2_rebuild_ms"),
+            m.stat("l2_rebuild_blocks"),
+            rss_kib(pid) / 1024
+        );
+        let _ = writeln!(std::io::stderr(), "{test}: {row}");
+        assert!(back >= filled / 10 * 9, "{row}");
+        assert!(ready < Duration::from_secs(10), "{row}");
+        assert!(rebuilt < Duration::from_secs(30), "{row}");
+        if after == "a clean unmount" {
+            // The next start follows a SIGKILL.
+            let mut child = m.child.take().unwrap();
+            child.kill().unwrap();
+            child.wait().unwrap();
+            let _ = Command::new("fusermount3").arg("-uz").arg(&m.mnt).status();
+        } else {
+            m.unmount();
+        }
+    }
+    drop(server);
+    let _ = fs::remove_file(&l2);
+}

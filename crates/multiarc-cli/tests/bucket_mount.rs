@@ -898,7 +898,8 @@ fn a_mount_over_a_full_l2_of_8_gib_is_ready_in_seconds_also_after_a_sigkill() {
     let filled = {
         let memory = InMemory::new();
         let payload = PutPayload::from(pattern(OBJECT as usize, 6));
-        let objects = (l2_bytes + l2_bytes / 8) / OBJECT;
+        // Enough to fill it twice over, should the feed miss some blocks.
+        let objects = 2 * l2_bytes / OBJECT;
         let store = CachedStore::builder(memory)
             .max_bytes(512 << 20)
             .block_size(64 << 10)
@@ -926,14 +927,14 @@ fn a_mount_over_a_full_l2_of_8_gib_is_ready_in_seconds_also_after_a_sigkill() {
             for i in 0..objects {
                 let path = StorePath::from(format!("fill/o{i:05}"));
                 store.inner().put(&path, payload.clone()).await.unwrap();
+                let before = l2_size(&store);
                 let got = store.get_range(&path, 0..OBJECT).await.unwrap();
                 assert_eq!(got.len() as u64, OBJECT);
-                let read = (i + 1) * OBJECT;
-                let deadline = Instant::now() + Duration::from_secs(30);
-                while l2_size(&store) + (384 << 20) < read.min(l2_bytes)
-                    && Instant::now() < deadline
-                {
-                    tokio::time::sleep(Duration::from_millis(20)).await;
+                // Until the feed has written about this object's worth
+                // (or a while has passed: the hand may overwrite).
+                let deadline = Instant::now() + Duration::from_secs(3);
+                while l2_size(&store) < before + OBJECT / 2 && Instant::now() < deadline {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
                 }
                 if l2_size(&store) >= l2_bytes - l2_bytes / 32 {
                     break;

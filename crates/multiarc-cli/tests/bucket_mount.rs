@@ -12,9 +12,11 @@
 
 // The in-process server (multiarc-s3-loopback's) and its client; shared
 // with multiarc-bucket's tests.
+mod mount_support;
 #[path = "../../multiarc-bucket/tests/support/mod.rs"]
 mod support;
 
+use mount_support::{have_fuse, in_path, is_mounted, unmount_and_reap, wait_until_ready};
 use object_store::path::Path as StorePath;
 use object_store::{ObjectStoreExt, PutPayload};
 use std::fs::{self, File, OpenOptions};
@@ -27,24 +29,6 @@ use std::time::{Duration, Instant};
 use support::{pattern, s3_client, start_server, S3Server, ACCESS_KEY, BUCKET, SECRET_KEY};
 
 const BIN: &str = env!("CARGO_BIN_EXE_multiarc");
-
-fn in_path(name: &str) -> bool {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path).any(|d| d.join(name).is_file())
-}
-
-/// Whether FUSE is usable here; prints a SKIP line if not.
-fn have_fuse(test: &str) -> bool {
-    if Path::new("/dev/fuse").exists() && in_path("fusermount3") {
-        return true;
-    }
-    let msg = format!("SKIP: {test}: /dev/fuse or fusermount3 not available (install fuse3)");
-    if std::env::var_os("MULTIARC_REQUIRE_FUSE").is_some_and(|v| v == "1") {
-        panic!("{msg} (MULTIARC_REQUIRE_FUSE=1)");
-    }
-    let _ = writeln!(std::io::stderr(), "{msg}");
-    false
-}
 
 fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -100,14 +84,6 @@ impl Drop for Dir {
     }
 }
 
-fn is_mounted(mnt: &Path) -> bool {
-    let canon = mnt.canonicalize().unwrap_or_else(|_| mnt.to_path_buf());
-    fs::read_to_string("/proc/self/mountinfo")
-        .unwrap_or_default()
-        .lines()
-        .any(|l| l.split(' ').nth(4) == canon.to_str())
-}
-
 /// `multiarc mount s3://bucket MNT --foreground`; unmounted at drop.
 struct Mount {
     mnt: PathBuf,
@@ -150,18 +126,7 @@ impl Mount {
             log,
             child: Some(child),
         };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !m.mnt.join(".multiarc/arcstats").is_file() {
-            if let Some(status) = m.child.as_mut().unwrap().try_wait().unwrap() {
-                panic!("multiarc mount exited with {status}: {}", m.log_text());
-            }
-            assert!(
-                Instant::now() < deadline,
-                "not mounted in 20 s: {}",
-                m.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_until_ready(&m.mnt, m.child.as_mut().unwrap(), &m.log);
         m
     }
 
@@ -184,36 +149,9 @@ impl Mount {
     }
 
     fn unmount(&mut self) {
-        let Some(mut child) = self.child.take() else {
-            return;
-        };
-        for _ in 0..50 {
-            if !is_mounted(&self.mnt) {
-                break;
-            }
-            let ok = Command::new("fusermount3")
-                .arg("-u")
-                .arg(&self.mnt)
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success());
-            if ok {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
+        if let Some(mut child) = self.child.take() {
+            unmount_and_reap(&self.mnt, &mut child, Duration::from_secs(20));
         }
-        if is_mounted(&self.mnt) {
-            let _ = Command::new("fusermount3")
-                .arg("-uz")
-                .arg(&self.mnt)
-                .status();
-        }
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
     }
 }
 

@@ -3,6 +3,7 @@
 
 use crate::error::{store_errno, Errno};
 use crate::inodes::{Inodes, Node, Remote};
+use crate::prefetch::{chunks, Sequential};
 use crate::upload::Upload;
 use crate::{BucketConfig, Kind};
 use bytes::Bytes;
@@ -12,7 +13,7 @@ use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore, ObjectStoreExt
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 /// A file's or directory's attributes, as the kernel is told them.
@@ -49,8 +50,11 @@ pub struct DirEntry {
 enum Handle {
     /// A file open for reading: the version it opened (its metadata as
     /// the store gave it), which its reads serve (or fail with `ESTALE` once
-    /// the store has another).
-    Read(ObjectMeta),
+    /// the store has another), and how it is being read (for prefetch).
+    Read {
+        meta: ObjectMeta,
+        sequential: Mutex<Sequential>,
+    },
     /// A file open for writing, and the process that opened it (whose
     /// close uploads it).
     Write {
@@ -72,7 +76,13 @@ struct Counters {
     deletes: AtomicU64,
     stale_opens: AtomicU64,
     cached_reads_while_failing: AtomicU64,
+    attr_invalidations: AtomicU64,
+    prefetch_requests: AtomicU64,
+    prefetch_bytes: AtomicU64,
 }
+
+/// What tells the kernel to forget a file's cached attributes.
+type AttrInvalidator = Box<dyn Fn(u64) + Send + Sync>;
 
 /// A bucket (or a prefix of one) as a filesystem. See the crate docs for
 /// its semantics. Every method blocks on the filesystem's own runtime: call
@@ -86,6 +96,7 @@ pub struct BucketFs<S: ObjectStore> {
     next_fh: AtomicU64,
     counters: Counters,
     started: SystemTime,
+    on_stale_attr: OnceLock<AttrInvalidator>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -136,7 +147,16 @@ impl<S: ObjectStore> BucketFs<S> {
             next_fh: AtomicU64::new(1),
             counters: Counters::default(),
             started: SystemTime::now(),
+            on_stale_attr: OnceLock::new(),
         })
+    }
+
+    /// Sets what tells the kernel to drop the attributes it caches of an
+    /// inode (a FUSE adapter: an inode invalidation), called when an open
+    /// finds a version whose size or mtime differ from what the kernel
+    /// was told. Once; a second call is ignored.
+    pub fn on_stale_attr(&self, invalidate: impl Fn(u64) + Send + Sync + 'static) {
+        let _ = self.on_stale_attr.set(Box::new(invalidate));
     }
 
     /// The cached store the filesystem reads through.
@@ -187,6 +207,18 @@ impl<S: ObjectStore> BucketFs<S> {
         }
     }
 
+    /// The attributes of `ino` as given to the kernel (which caches them
+    /// for the TTL): a file's size and mtime are noted, for
+    /// [`BucketFs::open`] to see whether the kernel's copy went stale.
+    fn tell(&self, inodes: &mut Inodes, ino: u64) -> Result<Attr, Errno> {
+        let node = inodes.get_mut(ino).ok_or(Errno::ENOENT)?;
+        let attr = self.attr(ino, node);
+        if node.kind == Kind::File {
+            node.told = Some((attr.size, attr.mtime));
+        }
+        Ok(attr)
+    }
+
     fn store_error(&self, what: &str, e: &object_store::Error) -> Errno {
         if !matches!(e, object_store::Error::NotFound { .. }) {
             self.counters.store_errors.fetch_add(1, Ordering::Relaxed);
@@ -216,7 +248,7 @@ impl<S: ObjectStore> BucketFs<S> {
             if let Some(ino) = inodes.child(parent, name) {
                 let node = inodes.get(ino).ok_or(Errno::ENOENT)?;
                 if self.fresh(node) {
-                    let attr = self.attr(ino, node);
+                    let attr = self.tell(&mut inodes, ino)?;
                     if let Some(node) = inodes.get_mut(ino) {
                         node.lookups += 1;
                     }
@@ -265,8 +297,7 @@ impl<S: ObjectStore> BucketFs<S> {
                 if let Some(ino) = inodes.child(parent, name) {
                     if let Some(node) = inodes.get_mut(ino).filter(|n| n.is_local()) {
                         node.lookups += 1;
-                        let node = inodes.get(ino).ok_or(Errno::ENOENT)?;
-                        return Ok(self.attr(ino, node));
+                        return self.tell(&mut inodes, ino);
                     }
                 }
                 inodes.detach(parent, name);
@@ -276,8 +307,7 @@ impl<S: ObjectStore> BucketFs<S> {
         let node = inodes.get_mut(ino).ok_or(Errno::ENOENT)?;
         node.checked = Some(Instant::now());
         node.lookups += 1;
-        let node = inodes.get(ino).ok_or(Errno::ENOENT)?;
-        Ok(self.attr(ino, node))
+        self.tell(&mut inodes, ino)
     }
 
     /// The kernel dropped `n` references to `ino`.
@@ -289,10 +319,10 @@ impl<S: ObjectStore> BucketFs<S> {
     /// the TTL has passed.
     pub fn getattr(&self, ino: u64) -> Result<Attr, Errno> {
         let path = {
-            let inodes = lock(&self.inodes);
+            let mut inodes = lock(&self.inodes);
             let node = inodes.get(ino).ok_or(Errno::ENOENT)?;
             if node.kind == Kind::Directory || self.fresh(node) {
-                return Ok(self.attr(ino, node));
+                return self.tell(&mut inodes, ino);
             }
             node.path.clone()
         };
@@ -304,8 +334,7 @@ impl<S: ObjectStore> BucketFs<S> {
         let node = inodes.get_mut(ino).ok_or(Errno::ENOENT)?;
         node.remote = Some(remote_of(&meta));
         node.checked = Some(Instant::now());
-        let node = inodes.get(ino).ok_or(Errno::ENOENT)?;
-        Ok(self.attr(ino, node))
+        self.tell(&mut inodes, ino)
     }
 
     /// `setattr`: times are accepted and ignored (objects have only the
@@ -316,7 +345,7 @@ impl<S: ObjectStore> BucketFs<S> {
         if mode_or_owner {
             return Err(Errno::EPERM);
         }
-        let inodes = lock(&self.inodes);
+        let mut inodes = lock(&self.inodes);
         let node = inodes.get(ino).ok_or(Errno::ENOENT)?;
         if let Some(size) = size {
             if node.kind == Kind::Directory {
@@ -331,7 +360,7 @@ impl<S: ObjectStore> BucketFs<S> {
                 return Err(Errno::EPERM);
             }
         }
-        Ok(self.attr(ino, node))
+        self.tell(&mut inodes, ino)
     }
 
     /// Lists `ino` (a `/`-delimited listing of its prefix, plus the names
@@ -473,11 +502,28 @@ impl<S: ObjectStore> BucketFs<S> {
         }
         let meta = match self.runtime.block_on(self.store.head(&path)) {
             Ok(meta) => {
-                let mut inodes = lock(&self.inodes);
-                if let Some(node) = inodes.get_mut(ino) {
-                    node.remote = Some(remote_of(&meta));
+                let remote = remote_of(&meta);
+                let mut stale = false;
+                if let Some(node) = lock(&self.inodes).get_mut(ino) {
+                    // The kernel holds the old size for up to a TTL (an
+                    // `fstat` after this open would show it): have it ask.
+                    stale = node
+                        .told
+                        .is_some_and(|told| told != (remote.size, remote.mtime));
+                    if stale {
+                        node.told = None;
+                    }
+                    node.remote = Some(remote);
                     node.checked = Some(Instant::now());
                     node.opened = Some(meta.clone());
+                }
+                if stale {
+                    self.counters
+                        .attr_invalidations
+                        .fetch_add(1, Ordering::Relaxed);
+                    if let Some(invalidate) = self.on_stale_attr.get() {
+                        invalidate(ino);
+                    }
                 }
                 meta
             }
@@ -499,7 +545,10 @@ impl<S: ObjectStore> BucketFs<S> {
                 }
             }
         };
-        Ok(self.insert_handle(Handle::Read(meta)))
+        Ok(self.insert_handle(Handle::Read {
+            meta,
+            sequential: Mutex::new(Sequential::default()),
+        }))
     }
 
     fn start_upload(&self, ino: u64, path: Path, owner: u32) -> Result<u64, Errno> {
@@ -530,7 +579,7 @@ impl<S: ObjectStore> BucketFs<S> {
     /// of the handle's version is still served.
     pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Bytes, Errno> {
         let handle = self.handle(fh)?;
-        let Handle::Read(meta) = &*handle else {
+        let Handle::Read { meta, sequential } = &*handle else {
             return Err(Errno::EBADF);
         };
         let (path, e_tag) = (&meta.location, &meta.e_tag);
@@ -538,6 +587,8 @@ impl<S: ObjectStore> BucketFs<S> {
         if offset >= end {
             return Ok(Bytes::new());
         }
+        let ahead = lock(sequential).advance(offset..end, meta.size, self.config.prefetch_bytes);
+        self.prefetch(meta, ahead);
         let options = GetOptions {
             range: Some(GetRange::Bounded(offset..end)),
             if_match: e_tag.clone(),
@@ -575,6 +626,45 @@ impl<S: ObjectStore> BucketFs<S> {
             return Err(Errno::EIO);
         }
         Ok(bytes)
+    }
+
+    /// Fetches `range` of the version `meta` describes into the cache in
+    /// the background: chunks of [`BucketConfig::prefetch_chunk`] bytes,
+    /// each a task of the runtime (one ranged GET of the blocks not cached,
+    /// conditional on the ETag). Failures are only logged: a read that
+    /// needs those bytes fetches them itself.
+    fn prefetch(&self, meta: &ObjectMeta, range: std::ops::Range<u64>) {
+        let block_size = self.store.block_size();
+        for chunk in chunks(range, self.config.prefetch_chunk, block_size) {
+            let last = (chunk.end - 1) / block_size;
+            let cached = (chunk.start / block_size..=last).all(|block| {
+                let key = self.store.block_key(&meta.location, meta, block);
+                let cache = self.store.cache();
+                cache.contains(&key) || cache.l2_contains(&key) || cache.is_loading(&key)
+            });
+            if cached {
+                continue;
+            }
+            self.counters
+                .prefetch_requests
+                .fetch_add(1, Ordering::Relaxed);
+            self.counters
+                .prefetch_bytes
+                .fetch_add(chunk.end - chunk.start, Ordering::Relaxed);
+            let store = Arc::clone(&self.store);
+            let (path, e_tag) = (meta.location.clone(), meta.e_tag.clone());
+            self.runtime.spawn(async move {
+                let options = GetOptions {
+                    range: Some(GetRange::Bounded(chunk.clone())),
+                    if_match: e_tag,
+                    ..GetOptions::default()
+                };
+                let fetched = async { store.get_opts(&path, options).await?.bytes().await };
+                if let Err(e) = fetched.await {
+                    log::debug!("{path}: prefetching {chunk:?}: {e}");
+                }
+            });
+        }
     }
 
     /// Bytes `start..end` of the version `meta` describes, from the blocks
@@ -624,9 +714,8 @@ impl<S: ObjectStore> BucketFs<S> {
             ino
         };
         let fh = self.start_upload(ino, path, owner)?;
-        let inodes = lock(&self.inodes);
-        let node = inodes.get(ino).ok_or(Errno::ENOENT)?;
-        Ok((self.attr(ino, node), fh))
+        let attr = self.tell(&mut lock(&self.inodes), ino)?;
+        Ok((attr, fh))
     }
 
     /// Appends `data` at `offset` to a file open for writing (`EINVAL`
@@ -791,8 +880,7 @@ impl<S: ObjectStore> BucketFs<S> {
         let node = inodes.get_mut(ino).ok_or(Errno::ENOENT)?;
         node.local_dir = true;
         node.lookups += 1;
-        let node = inodes.get(ino).ok_or(Errno::ENOENT)?;
-        Ok(self.attr(ino, node))
+        self.tell(&mut inodes, ino)
     }
 
     /// Removes a directory that holds nothing (in the store or here).
@@ -847,6 +935,9 @@ impl<S: ObjectStore> BucketFs<S> {
             ("bucket_deletes", load(&c.deletes)),
             ("bucket_store_errors", load(&c.store_errors)),
             ("bucket_stale_opens", load(&c.stale_opens)),
+            ("bucket_attr_invalidations", load(&c.attr_invalidations)),
+            ("bucket_prefetch_requests", load(&c.prefetch_requests)),
+            ("bucket_prefetch_bytes", load(&c.prefetch_bytes)),
             (
                 "bucket_cached_reads_while_failing",
                 load(&c.cached_reads_while_failing),

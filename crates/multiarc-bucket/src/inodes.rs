@@ -47,6 +47,10 @@ pub(crate) struct Node {
     /// The object's metadata as the last open got it from the store: what
     /// an open falls back to while the store cannot be reached.
     pub(crate) opened: Option<ObjectMeta>,
+    /// A file's size and mtime as last given to the kernel (which caches
+    /// them for the TTL): an open that finds them changed tells the kernel
+    /// to ask again. `None`: not given, or asked to ask again.
+    pub(crate) told: Option<(u64, SystemTime)>,
     /// The kernel's references (lookups not yet forgotten).
     pub(crate) lookups: u64,
 }
@@ -79,6 +83,7 @@ impl Inodes {
                 writing: None,
                 local_dir: true,
                 opened: None,
+                told: None,
                 lookups: 1,
             },
         );
@@ -128,6 +133,7 @@ impl Inodes {
                 writing: None,
                 local_dir: false,
                 opened: None,
+                told: None,
                 lookups: 0,
             },
         );

@@ -32,12 +32,24 @@
 //!   block fetch that finds the ETag changed), reads through handles opened
 //!   on the old one fail with `ESTALE`: reopen the file. With a TTL of
 //!   zero, every read checks the version with a HEAD.
+//!   An open that finds a size or mtime other than what the kernel was
+//!   told has the kernel drop its cached attributes
+//!   ([`BucketFs::on_stale_attr`]), so `fstat` on the new handle shows the
+//!   new version's size at once, not after the TTL.
 //! - **Another node's write** is seen at this node's next open once the
 //!   TTL has passed since this node last checked the object (at most TTL
 //!   plus a HEAD's round trip after the write completed). A file written
 //!   through this mount is seen by its next open here at once.
 //! - **Listings** are at most a TTL old for lookups; `readdir` lists anew
 //!   each time a directory is opened.
+//!
+//! # Sequential reads
+//!
+//! Once a handle's reads follow one another, the window past them
+//! ([`BucketConfig::prefetch_bytes`]) is fetched in the background as
+//! several ranged GETs at once ([`BucketConfig::prefetch_chunk`] each),
+//! topped up as the reads advance; a read that reaches a chunk in flight
+//! waits for it. A read elsewhere stops it.
 //!
 //! # Writes
 //!
@@ -80,6 +92,7 @@
 mod error;
 mod fs;
 mod inodes;
+mod prefetch;
 mod s3;
 mod upload;
 
@@ -118,6 +131,14 @@ pub struct BucketConfig {
     pub part_size: usize,
     /// Parts of one file uploaded at once, at most. Default 4.
     pub parts_in_flight: usize,
+    /// Bytes prefetched past a handle's reads once they are sequential, in
+    /// the background (see the crate docs); 0 disables it. Default 16 MiB.
+    /// The cached store's own readahead (which makes a read wait for its
+    /// window) is best disabled beside it.
+    pub prefetch_bytes: u64,
+    /// The size of each ranged GET of a prefetch (the window's chunks are
+    /// fetched at once). Default 2 MiB.
+    pub prefetch_chunk: u64,
     /// The runtime's worker threads. Default 2.
     pub runtime_threads: usize,
     /// Owner of every file and directory.
@@ -139,6 +160,8 @@ impl Default for BucketConfig {
             allow_delete: false,
             part_size: 8 << 20,
             parts_in_flight: 4,
+            prefetch_bytes: 16 << 20,
+            prefetch_chunk: 2 << 20,
             runtime_threads: 2,
             uid: 0,
             gid: 0,

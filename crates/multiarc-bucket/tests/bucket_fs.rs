@@ -430,3 +430,41 @@ fn an_unreachable_store_is_eio_and_a_missing_bucket_one_clear_line() {
     let other = walk(&fs, "other").unwrap();
     assert_eq!(read_all(&fs, other, 4096).unwrap(), b"later");
 }
+
+fn stat(fs: &BucketFs<AmazonS3>, name: &str) -> u64 {
+    fs.stats()
+        .into_iter()
+        .find_map(|(k, v)| (k == name).then_some(v))
+        .unwrap_or_else(|| panic!("no {name} in the statistics"))
+}
+
+#[test]
+fn sequential_reads_prefetch_in_chunks_and_random_reads_do_not() {
+    let server = start_server();
+    let size = 6 << 20;
+    let data = pattern(size, 9);
+    put(&server, "seq", data.clone());
+    put(&server, "rand", data.clone());
+    let config = BucketConfig {
+        prefetch_bytes: 2 << 20,
+        prefetch_chunk: 512 << 10,
+        ..BucketConfig::default()
+    };
+    let fs = mount(&server, "", config);
+    let seq = walk(&fs, "seq").unwrap();
+    assert!(read_all(&fs, seq, 128 << 10).unwrap() == data);
+    // Chunks of 512 KiB: several GETs for each window of 2 MiB.
+    let requests = stat(&fs, "bucket_prefetch_requests");
+    assert!(requests >= 4, "{requests} prefetch requests");
+    assert!(stat(&fs, "bucket_prefetch_bytes") >= 2 << 20);
+    // Random reads: no prefetch.
+    let rand = walk(&fs, "rand").unwrap();
+    let fh = fs.open(rand, libc::O_RDONLY, OWNER).unwrap();
+    for block in [40u64, 3, 77, 12, 60, 0, 25] {
+        let at = block * 65536;
+        let got = fs.read(fh, at, 8192).unwrap();
+        assert!(got[..] == data[at as usize..at as usize + 8192]);
+    }
+    fs.release(fh).unwrap();
+    assert_eq!(stat(&fs, "bucket_prefetch_requests"), requests);
+}

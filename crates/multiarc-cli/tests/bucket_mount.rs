@@ -10,11 +10,13 @@
 
 #![cfg(feature = "bucket")]
 
-// The in-process server; shared with multiarc-bucket's tests until the
-// multiarc-s3-loopback crate replaces both.
+// The in-process server (multiarc-s3-loopback's) and its client; shared
+// with multiarc-bucket's tests.
+mod mount_support;
 #[path = "../../multiarc-bucket/tests/support/mod.rs"]
 mod support;
 
+use mount_support::{have_fuse, in_path, is_mounted, unmount_and_reap, wait_until_ready};
 use object_store::path::Path as StorePath;
 use object_store::{ObjectStoreExt, PutPayload};
 use std::fs::{self, File, OpenOptions};
@@ -27,24 +29,6 @@ use std::time::{Duration, Instant};
 use support::{pattern, s3_client, start_server, S3Server, ACCESS_KEY, BUCKET, SECRET_KEY};
 
 const BIN: &str = env!("CARGO_BIN_EXE_multiarc");
-
-fn in_path(name: &str) -> bool {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path).any(|d| d.join(name).is_file())
-}
-
-/// Whether FUSE is usable here; prints a SKIP line if not.
-fn have_fuse(test: &str) -> bool {
-    if Path::new("/dev/fuse").exists() && in_path("fusermount3") {
-        return true;
-    }
-    let msg = format!("SKIP: {test}: /dev/fuse or fusermount3 not available (install fuse3)");
-    if std::env::var_os("MULTIARC_REQUIRE_FUSE").is_some_and(|v| v == "1") {
-        panic!("{msg} (MULTIARC_REQUIRE_FUSE=1)");
-    }
-    let _ = writeln!(std::io::stderr(), "{msg}");
-    false
-}
 
 fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -100,14 +84,6 @@ impl Drop for Dir {
     }
 }
 
-fn is_mounted(mnt: &Path) -> bool {
-    let canon = mnt.canonicalize().unwrap_or_else(|_| mnt.to_path_buf());
-    fs::read_to_string("/proc/self/mountinfo")
-        .unwrap_or_default()
-        .lines()
-        .any(|l| l.split(' ').nth(4) == canon.to_str())
-}
-
 /// `multiarc mount s3://bucket MNT --foreground`; unmounted at drop.
 struct Mount {
     mnt: PathBuf,
@@ -150,18 +126,7 @@ impl Mount {
             log,
             child: Some(child),
         };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !m.mnt.join(".multiarc/arcstats").is_file() {
-            if let Some(status) = m.child.as_mut().unwrap().try_wait().unwrap() {
-                panic!("multiarc mount exited with {status}: {}", m.log_text());
-            }
-            assert!(
-                Instant::now() < deadline,
-                "not mounted in 20 s: {}",
-                m.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_until_ready(&m.mnt, m.child.as_mut().unwrap(), &m.log);
         m
     }
 
@@ -184,36 +149,9 @@ impl Mount {
     }
 
     fn unmount(&mut self) {
-        let Some(mut child) = self.child.take() else {
-            return;
-        };
-        for _ in 0..50 {
-            if !is_mounted(&self.mnt) {
-                break;
-            }
-            let ok = Command::new("fusermount3")
-                .arg("-u")
-                .arg(&self.mnt)
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success());
-            if ok {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
+        if let Some(mut child) = self.child.take() {
+            unmount_and_reap(&self.mnt, &mut child, Duration::from_secs(20));
         }
-        if is_mounted(&self.mnt) {
-            let _ = Command::new("fusermount3")
-                .arg("-uz")
-                .arg(&self.mnt)
-                .status();
-        }
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
     }
 }
 
@@ -409,6 +347,47 @@ fn a_second_mount_sees_a_rewritten_object_at_its_next_open_after_the_ttl() {
     std::thread::sleep(Duration::from_millis(1300));
     assert!(names(&reader.mnt).contains(&"fresh".to_string()));
     assert_eq!(fs::read(reader.path("fresh")).unwrap(), b"made on a");
+}
+
+#[test]
+fn fstat_after_an_open_that_finds_a_new_version_shows_its_size() {
+    if !have_fuse("fstat_after_an_open_that_finds_a_new_version_shows_its_size") {
+        return;
+    }
+    let server = start_server();
+    let v1 = pattern(100_000, 1);
+    let v2 = pattern(300_000, 2);
+    put(&server, "d/grows", v1.clone());
+    let dir = Dir::new("fstat");
+    let m = Mount::start(&server, &dir, "mnt", &["--metadata-ttl", "4s"]);
+    // The kernel's entry and attributes, the mount's name and the cached
+    // store's version of the object: all from before `t0`.
+    assert!(fs::read(m.path("d/grows")).unwrap() == v1);
+    let t0 = Instant::now();
+    // A listing halfway through the TTL confirms the name (old size) in
+    // the mount's table; the cached store's version keeps its age.
+    std::thread::sleep(Duration::from_millis(2000));
+    assert_eq!(names(&m.path("d")), ["grows"]);
+    put(&server, "d/grows", v2.clone());
+    // Past the TTL: the kernel's entry expired, so the open looks the name
+    // up again, which the table answers (old size, cached anew for a TTL);
+    // the open itself finds the cached store's version expired and gets
+    // the new one.
+    std::thread::sleep(Duration::from_millis(4500).saturating_sub(t0.elapsed()));
+    let f = File::open(m.path("d/grows")).unwrap();
+    assert_eq!(
+        f.metadata().unwrap().len(),
+        v2.len() as u64,
+        "fstat after an open of the new version shows the old size"
+    );
+    let mut seen = Vec::new();
+    std::io::Read::read_to_end(&mut &f, &mut seen).unwrap();
+    assert!(seen == v2, "the open did not read the new version");
+    assert_eq!(
+        fs::metadata(m.path("d/grows")).unwrap().len(),
+        v2.len() as u64
+    );
+    assert!(m.stat("bucket_attr_invalidations") >= 1);
 }
 
 #[test]
@@ -800,4 +779,158 @@ fn after_a_remount_or_a_sigkill_warm_reads_come_from_the_l2_and_rewritten_object
         ready_times[1].2,
         ready_times[1].3,
     );
+}
+
+/// The daemon's resident memory, KiB (`VmRSS`).
+fn rss_kib(pid: u32) -> u64 {
+    fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Not in CI: writes an L2 file of `MULTIARC_L2_GIB` GiB (default 8; in
+/// `MULTIARC_L2_DIR`, default the temporary directory) and removes it.
+/// Run it with `cargo test --release -p multiarc-cli --test bucket_mount --
+/// --ignored --nocapture a_mount_over_a_full_l2`.
+///
+/// The L2 is filled through the library, in the mount's format (the
+/// cached store's blocks of 64 KiB, the mount's namespace), from objects
+/// in memory; then the mount starts over it three times: after the
+/// library closed it, after a clean unmount, and after a SIGKILL. Each
+/// time the mount must be ready (its control file answers) in seconds, and
+/// its L2 index must come back (the bytes the L2 holds) in seconds.
+#[test]
+#[ignore = "writes an 8 GiB file; run by hand (see the doc comment)"]
+fn a_mount_over_a_full_l2_of_8_gib_is_ready_in_seconds_also_after_a_sigkill() {
+    use multiarc_object_store::CachedStore;
+    use object_store::memory::InMemory;
+    let test = "a_mount_over_a_full_l2_of_8_gib_is_ready_in_seconds_also_after_a_sigkill";
+    if !have_fuse(test) {
+        return;
+    }
+    let gib: u64 = std::env::var("MULTIARC_L2_GIB")
+        .ok()
+        .map(|v| v.parse().expect("MULTIARC_L2_GIB: whole GiB"))
+        .unwrap_or(8);
+    let l2_bytes = gib << 30;
+    let server = start_server();
+    let small = pattern(1 << 20, 5);
+    put(&server, "small", small.clone());
+    let dir = match std::env::var_os("MULTIARC_L2_DIR") {
+        Some(base) => {
+            let d = PathBuf::from(base).join(format!("multiarc-l2-full-{}", std::process::id()));
+            fs::create_dir_all(&d).unwrap();
+            Dir(d)
+        }
+        None => Dir::new("l2full"),
+    };
+    let l2 = dir.0.join("cache.l2");
+
+    // Fill: objects of 16 MiB (one buffer shared by all, in memory), read
+    // through a cached store of 512 MiB whose feed writes fast; paced so
+    // that the feed keeps up (a block evicted before it is fed is lost).
+    const OBJECT: u64 = 16 << 20;
+    let filled = {
+        let memory = InMemory::new();
+        let payload = PutPayload::from(pattern(OBJECT as usize, 6));
+        // Enough to fill it twice over, should the feed miss some blocks.
+        let objects = 2 * l2_bytes / OBJECT;
+        let store = CachedStore::builder(memory)
+            .max_bytes(512 << 20)
+            .block_size(64 << 10)
+            .readahead(0)
+            .namespace(format!("{} {BUCKET}", server.endpoint))
+            .l2(&l2, l2_bytes)
+            .configure_cache(|b| {
+                b.l2_write_max(256 << 20)
+                    .l2_feed_interval(Duration::from_millis(50))
+                    .l2_feed_min_interval(Duration::from_millis(10))
+            })
+            .build()
+            .expect("the filler's cached store");
+        let l2_size = |store: &CachedStore<InMemory>| {
+            store
+                .cache()
+                .stats()
+                .to_pairs()
+                .into_iter()
+                .find_map(|(k, v)| (k == "l2_size").then_some(v))
+                .unwrap()
+        };
+        let started = Instant::now();
+        rt().block_on(async {
+            for i in 0..objects {
+                let path = StorePath::from(format!("fill/o{i:05}"));
+                store.inner().put(&path, payload.clone()).await.unwrap();
+                let before = l2_size(&store);
+                let got = store.get_range(&path, 0..OBJECT).await.unwrap();
+                assert_eq!(got.len() as u64, OBJECT);
+                // Until the feed has written about this object's worth
+                // (or a while has passed: the hand may overwrite).
+                let deadline = Instant::now() + Duration::from_secs(3);
+                while l2_size(&store) < before + OBJECT / 2 && Instant::now() < deadline {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                if l2_size(&store) >= l2_bytes - l2_bytes / 32 {
+                    break;
+                }
+            }
+        });
+        let filled = l2_size(&store);
+        let _ = writeln!(
+            std::io::stderr(),
+            "{test}: filled an L2 of {gib} GiB with {filled} bytes in {:?}",
+            started.elapsed()
+        );
+        filled
+    };
+    assert!(
+        filled >= l2_bytes / 10 * 9,
+        "the filler left {filled} bytes in an L2 of {l2_bytes}"
+    );
+
+    let l2_path = l2.to_str().unwrap().to_string();
+    let l2_size_arg = format!("{gib}GiB");
+    let opts = [
+        "--l2",
+        l2_path.as_str(),
+        "--l2-bytes",
+        l2_size_arg.as_str(),
+        "--max-bytes",
+        "256MiB",
+    ];
+    for after in ["the library closed it", "a clean unmount", "a SIGKILL"] {
+        let started = Instant::now();
+        let mut m = Mount::start(&server, &dir, "mnt", &opts);
+        let ready = started.elapsed();
+        let back = wait_stat(&m, "l2_size", filled / 10 * 9, Duration::from_secs(120));
+        let rebuilt = started.elapsed();
+        assert!(fs::read(m.path("small")).unwrap() == small);
+        let pid = m.child.as_ref().unwrap().id();
+        let row = format!(
+            "after {after}: ready in {ready:?}, L2 index back ({back} bytes) in {rebuilt:?}, \
+             l2_rebuild_ms {}, l2_rebuild_blocks {}, RSS {} MiB",
+            m.stat("l2_rebuild_ms"),
+            m.stat("l2_rebuild_blocks"),
+            rss_kib(pid) / 1024
+        );
+        let _ = writeln!(std::io::stderr(), "{test}: {row}");
+        assert!(back >= filled / 10 * 9, "{row}");
+        assert!(ready < Duration::from_secs(10), "{row}");
+        assert!(rebuilt < Duration::from_secs(30), "{row}");
+        if after == "a clean unmount" {
+            // The next start follows a SIGKILL.
+            let mut child = m.child.take().unwrap();
+            child.kill().unwrap();
+            child.wait().unwrap();
+            let _ = Command::new("fusermount3").arg("-uz").arg(&m.mnt).status();
+        } else {
+            m.unmount();
+        }
+    }
+    drop(server);
+    let _ = fs::remove_file(&l2);
 }

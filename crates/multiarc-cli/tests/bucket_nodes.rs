@@ -17,18 +17,19 @@
 
 #[path = "../../multiarc-object-store/tests/garage_common/mod.rs"]
 mod garage_common;
+mod mount_support;
 
 use garage_common::{identify, start_garage, version_bytes, S3Target};
+use mount_support::{have_fuse, unmount_and_reap, wait_until_ready};
 use object_store::path::Path as StorePath;
 use object_store::{ObjectStoreExt, PutPayload};
 use std::fs::{self, File};
-use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_multiarc");
 
@@ -36,24 +37,6 @@ const BIN: &str = env!("CARGO_BIN_EXE_multiarc");
 const FILES: u8 = 3;
 /// The metadata TTL of every mount.
 const TTL_MS: u64 = 300;
-
-fn in_path(name: &str) -> bool {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path).any(|d| d.join(name).is_file())
-}
-
-/// Whether FUSE is usable here; prints a SKIP line if not.
-fn have_fuse(test: &str) -> bool {
-    if Path::new("/dev/fuse").exists() && in_path("fusermount3") {
-        return true;
-    }
-    let msg = format!("SKIP: {test}: /dev/fuse or fusermount3 not available (install fuse3)");
-    if std::env::var_os("MULTIARC_REQUIRE_FUSE").is_some_and(|v| v == "1") {
-        panic!("{msg} (MULTIARC_REQUIRE_FUSE=1)");
-    }
-    let _ = writeln!(std::io::stderr(), "{msg}");
-    false
-}
 
 /// The size of version `version` of file `file`: a whole number of words,
 /// different for every version (so a length names its version too), and
@@ -107,18 +90,7 @@ impl Mount {
             .spawn()
             .expect("starting multiarc mount");
         let mut m = Mount { mnt, log, child };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !m.mnt.join(".multiarc/arcstats").is_file() {
-            if let Some(status) = m.child.try_wait().unwrap() {
-                panic!("multiarc mount exited with {status}: {}", m.log_text());
-            }
-            assert!(
-                Instant::now() < deadline,
-                "not mounted in 20 s: {}",
-                m.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_until_ready(&m.mnt, &mut m.child, &m.log);
         m
     }
 
@@ -133,29 +105,7 @@ impl Mount {
 
 impl Drop for Mount {
     fn drop(&mut self) {
-        for _ in 0..50 {
-            let ok = Command::new("fusermount3")
-                .arg("-u")
-                .arg(&self.mnt)
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success());
-            if ok {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while self.child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = Command::new("fusermount3")
-            .arg("-uz")
-            .arg(&self.mnt)
-            .stderr(Stdio::null())
-            .status();
+        unmount_and_reap(&self.mnt, &mut self.child, Duration::from_secs(10));
     }
 }
 

@@ -29,7 +29,10 @@
 #![warn(missing_docs)]
 
 mod counting_store;
+mod restartable;
+
 pub use counting_store::{CountingStore, ReadCounts, ReadTraffic};
+pub use restartable::RestartableS3;
 
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder as ConnBuilder;
@@ -77,6 +80,18 @@ impl S3Loopback {
     /// called on a tokio runtime with I/O enabled; the server's tasks run
     /// on it.
     pub async fn start(root: &Path, bucket: &str, keys: Keys) -> io::Result<S3Loopback> {
+        S3Loopback::start_on(root, bucket, keys, SocketAddr::from(([127, 0, 0, 1], 0))).await
+    }
+
+    /// As [`S3Loopback::start`], listening on `addr` (port 0: one the
+    /// system chooses); for instance the address of a server stopped
+    /// before, to serve its clients again.
+    pub async fn start_on(
+        root: &Path,
+        bucket: &str,
+        keys: Keys,
+        addr: SocketAddr,
+    ) -> io::Result<S3Loopback> {
         let invalid = |what: String| io::Error::new(io::ErrorKind::InvalidInput, what);
         if bucket.is_empty() || bucket.contains('/') || bucket.starts_with('.') {
             return Err(invalid(format!("{bucket:?} is not a bucket name")));
@@ -95,7 +110,7 @@ impl S3Loopback {
             ));
             builder.build()
         };
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let (stop, mut stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {

@@ -35,7 +35,7 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
 /// The default metadata TTL of a bucket mount (mountpoint-s3's too).
@@ -127,6 +127,9 @@ fn serve(
         .max_bytes(args.max_bytes)
         .block_size(block_size)
         .metadata_ttl(ttl)
+        // `BucketFs` prefetches sequential reads in the background, several
+        // GETs at once; the store's readahead would make reads wait.
+        .readahead(0)
         // One L2 file must never serve another endpoint's bucket of the
         // same name.
         .namespace(format!("{endpoint} {}", source.bucket));
@@ -147,6 +150,19 @@ fn serve(
     };
     let root = source.root().unwrap_or_default();
     let fs = BucketFs::new(cached, root, config).context("starting the store's runtime")?;
+    // An open that finds a new version tells the kernel to drop the
+    // attributes it caches (the old size), through the session's notifier
+    // (set once the session exists; opens come only after that).
+    let notifier: Arc<OnceLock<fuser::Notifier>> = Arc::new(OnceLock::new());
+    let for_fs = Arc::clone(&notifier);
+    fs.on_stale_attr(move |ino| {
+        if let Some(notifier) = for_fs.get() {
+            // Attributes only (a negative offset): the data is direct I/O.
+            if let Err(e) = notifier.inval_inode(INodeNo(ino), -1, 0) {
+                log::debug!("invalidating the attributes of inode {ino}: {e}");
+            }
+        }
+    });
     let fsname = format!("multiarc:{source}");
     let msg = format!(
         "mounted {source} on {} (endpoint {endpoint}, cache {} bytes, {block_size}-byte blocks, \
@@ -172,6 +188,7 @@ fn serve(
         block_size: block_size as u32,
     };
     let session = start_session(mount, &mountpoint, &fsname, args, &extra, ready, msg)?;
+    let _ = notifier.set(session.notifier());
     let served = session.run();
     if served.is_err() && mount_points().contains(&mountpoint) {
         let _ = unmount(&mountpoint);

@@ -1,0 +1,123 @@
+//! Prefetch of a file read sequentially: the window past a handle's reads
+//! is fetched in the background, as several ranged GETs at once, while the
+//! reader consumes what came before.
+//!
+//! FUSE with direct I/O hands the filesystem one read at a time per reader,
+//! with no kernel readahead. A readahead that rides on a read's own miss
+//! makes that read wait for its whole window, and leaves the store idle
+//! while the reader consumes it. Here, once a handle's reads follow one
+//! another (the second read that starts where the last one ended), the
+//! window past the read is split in chunks fetched concurrently by tasks of
+//! the filesystem's runtime, through the cached store (blocks cached,
+//! single-flight: a read reaching a chunk in flight waits for it instead of
+//! fetching it again; each GET conditional on the handle's ETag). The window
+//! is topped up whenever less than half of it is left ahead of the reads.
+//! A read elsewhere resets it: random reads never prefetch.
+
+use std::ops::Range;
+
+/// A handle's sequential reading.
+#[derive(Debug, Default)]
+pub(crate) struct Sequential {
+    /// Where the last read ended.
+    end: u64,
+    /// Reads in a row that started where the one before ended.
+    run: u32,
+    /// Where the prefetch reaches (exclusive).
+    ahead: u64,
+}
+
+impl Sequential {
+    /// Records a read of `span` of an object of `size` bytes and returns
+    /// the bytes to prefetch now (empty for none): with a window of
+    /// `window` bytes, once the reads are sequential and less than half the
+    /// window is left ahead of this one.
+    pub(crate) fn advance(&mut self, span: Range<u64>, size: u64, window: u64) -> Range<u64> {
+        if span.start == self.end && span.start > 0 {
+            self.run = self.run.saturating_add(1);
+        } else {
+            self.run = 0;
+            self.ahead = 0;
+        }
+        self.end = span.end;
+        if self.run == 0 || window == 0 {
+            return 0..0;
+        }
+        let from = self.ahead.max(span.end);
+        let to = span.end.saturating_add(window).min(size);
+        if from >= to || from - span.end >= window / 2 {
+            return 0..0;
+        }
+        self.ahead = to;
+        from..to
+    }
+}
+
+/// `range` cut in pieces of at most `chunk` bytes, ending on multiples of
+/// `align` (the cached store's blocks) where they can.
+pub(crate) fn chunks(range: Range<u64>, chunk: u64, align: u64) -> Vec<Range<u64>> {
+    let chunk = (chunk / align).max(1) * align;
+    let mut out = Vec::new();
+    let mut at = range.start;
+    while at < range.end {
+        let end = ((at / chunk + 1) * chunk).min(range.end);
+        out.push(at..end);
+        at = end;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const M: u64 = 1 << 20;
+
+    #[test]
+    fn sequential_reads_prefetch_a_window_topped_up_at_half() {
+        let mut s = Sequential::default();
+        // The first read, and a first read at 0: nothing yet.
+        assert_eq!(s.advance(0..M, 100 * M, 8 * M), 0..0);
+        // The second in a row: the window past it.
+        assert_eq!(s.advance(M..2 * M, 100 * M, 8 * M), 2 * M..10 * M);
+        // More than half the window left ahead: nothing.
+        assert_eq!(s.advance(2 * M..3 * M, 100 * M, 8 * M), 0..0);
+        assert_eq!(s.advance(3 * M..6 * M, 100 * M, 8 * M), 0..0);
+        // Half or less left: topped up from where it reached.
+        assert_eq!(s.advance(6 * M..7 * M, 100 * M, 8 * M), 10 * M..15 * M);
+        // Never past the object's end.
+        assert_eq!(s.advance(7 * M..95 * M, 100 * M, 8 * M), 95 * M..100 * M);
+        assert_eq!(s.advance(95 * M..100 * M, 100 * M, 8 * M), 0..0);
+    }
+
+    #[test]
+    fn a_read_elsewhere_resets_and_random_reads_never_prefetch() {
+        let mut s = Sequential::default();
+        s.advance(0..M, 100 * M, 8 * M);
+        assert_eq!(s.advance(M..2 * M, 100 * M, 8 * M), 2 * M..10 * M);
+        // A jump: nothing, and the window starts anew after it.
+        assert_eq!(s.advance(50 * M..51 * M, 100 * M, 8 * M), 0..0);
+        assert_eq!(s.advance(51 * M..52 * M, 100 * M, 8 * M), 52 * M..60 * M);
+        let mut r = Sequential::default();
+        for i in [7u64, 3, 90, 41, 12, 60] {
+            assert_eq!(r.advance(i * M..i * M + 8192, 100 * M, 8 * M), 0..0);
+        }
+        // A window of 0: never.
+        let mut off = Sequential::default();
+        off.advance(0..M, 100 * M, 0);
+        assert_eq!(off.advance(M..2 * M, 100 * M, 0), 0..0);
+    }
+
+    #[test]
+    fn chunks_end_on_block_boundaries() {
+        let b = 256 << 10;
+        assert_eq!(
+            chunks(M + 100..5 * M, 2 * M, b),
+            vec![M + 100..2 * M, 2 * M..4 * M, 4 * M..5 * M]
+        );
+        assert_eq!(chunks(0..100, 2 * M, b), vec![0..100]);
+        assert!(chunks(5..5, 2 * M, b).is_empty());
+        // A chunk smaller than a block is a block.
+        assert_eq!(chunks(0..2 * b, 1000, b), vec![0..b, b..2 * b]);
+    }
+}

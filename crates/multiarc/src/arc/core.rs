@@ -6,7 +6,7 @@
 //! guards what, and in which order they are taken: the locking model at
 //! the top of `arc/mod.rs`.
 
-use super::config::{Config, HitMode};
+use super::config::{Config, HitMode, Policy};
 use super::evict_handshake::EvictHandshake;
 use super::inflight::InFlight;
 use super::policy::{self, GhostHit, Sizes};
@@ -88,7 +88,11 @@ impl<K: Eq + Hash, M> Core<K, M> {
             ],
             c: AtomicU64::new(config.max_bytes),
             // The paper starts with p = 0; ghost hits move it from there.
-            p: AtomicU64::new(0),
+            // S3ARC starts at the top of its bounds (S3-FIFO's 10%).
+            p: AtomicU64::new(match config.policy {
+                Policy::Arc => 0,
+                Policy::S3arc => policy::s3arc_p_bounds(config.max_bytes).1,
+            }),
             bytes: Striped::new(n),
             events: Events::new((cpus * 2).max(8)),
             handshake: EvictHandshake::default(),
@@ -167,16 +171,39 @@ impl<K, M> Core<K, M> {
         self.p.load(Ordering::Acquire)
     }
 
+    /// True for `Policy::S3arc` (which the builder allows in the lazy hit
+    /// mode only).
+    #[inline]
+    pub(crate) fn s3arc(&self) -> bool {
+        self.config.policy == Policy::S3arc
+    }
+
     /// Sets the target size `c` to `bytes`, keeping the learned MRU/MFU
-    /// split `p` in proportion; returns the old `c`.
+    /// split `p` in proportion (S3ARC: within its bounds for the new `c`);
+    /// returns the old `c`.
     pub(crate) fn set_target(&self, bytes: u64) -> u64 {
         let old = self.c.swap(bytes, Ordering::AcqRel);
+        let s3arc = self.s3arc();
         let _ = self
             .p
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| {
-                Some(policy::rescale_p(p, old, bytes))
+                let p = policy::rescale_p(p, old, bytes);
+                Some(if s3arc {
+                    policy::s3arc_clamp_p(p, bytes)
+                } else {
+                    p
+                })
             });
         old
+    }
+
+    /// How many ghost bytes to drop (from B1, from B2): the policy's bounds.
+    pub(crate) fn ghost_excess(&self, s: &Sizes, c: u64) -> (u64, u64) {
+        if self.s3arc() {
+            policy::s3arc_ghost_excess(s, c)
+        } else {
+            policy::ghost_excess(s, c)
+        }
     }
 
     /// Counts `n` more bytes in `state` (sublist `idx`'s stripe).
@@ -249,7 +276,7 @@ impl<K, M> Core<K, M> {
     pub(crate) fn needs_eviction(&self) -> bool {
         let s = self.sizes();
         let c = self.c();
-        s.data() > c || policy::ghost_excess(&s, c) != (0, 0)
+        s.data() > c || self.ghost_excess(&s, c) != (0, 0)
     }
 
     /// Moves `n` bytes between states. Adds before it subtracts: a
@@ -270,10 +297,15 @@ impl<K, M> Core<K, M> {
             GhostHit::Mru => s.mru_ghost += absent,
             GhostHit::Mfu => s.mfu_ghost += absent,
         }
+        let s3arc = self.s3arc();
         let _ = self
             .p
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| {
-                Some(policy::adapt(p, c, hit, size, &s))
+                Some(if s3arc {
+                    policy::s3arc_adapt(p, c, hit, size, &s)
+                } else {
+                    policy::adapt(p, c, hit, size, &s)
+                })
             });
     }
 }

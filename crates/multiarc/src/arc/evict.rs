@@ -18,6 +18,7 @@ use super::core::Core;
 use super::evict_handshake::{EvictHandshake, IDLE_CHECK};
 use super::hit_mode::{HitModeImpl, Tail};
 use super::key::Key;
+use super::policy::{self, Sizes};
 use super::stats::Event;
 use super::tier::{ArcTails, EvictedCopy, Presence};
 use crate::mem::sync::unpoisoned;
@@ -90,7 +91,7 @@ impl<K: Key, M: HitModeImpl> ArcTails<K> for Core<K, M> {
     }
 
     fn evicting_mru_first(&self) -> bool {
-        M::evict_from_mru(&self.sizes(), self.p(), false)
+        evict_from_mru(self, &self.sizes(), self.p(), false)
     }
 
     fn tail_keys(&self, mfu: bool, i: usize, budget: u64) -> Vec<(K, u64)> {
@@ -249,7 +250,14 @@ pub(crate) fn evict_to_target<K: Key, M: HitModeImpl>(
     let mut outcome = EvictOutcome::default();
     // Bytes moved (lazy mode) since anything was freed. Once that exceeds
     // twice the cached bytes, every unheld buffer has lost its reference
-    // bit and come round again: what is left is held, so stop.
+    // bit and come round again: what is left is held, so stop. S3ARC's
+    // buffers may go round once per count they keep (promoted from MRU,
+    // then up to S3ARC_MAX_FREQ turns in MFU): one more lap per count.
+    let laps = if core.s3arc() {
+        policy::S3ARC_MAX_FREQ + 2
+    } else {
+        2
+    };
     let mut moved_since_free = 0u64;
     loop {
         let c = core.c();
@@ -259,7 +267,7 @@ pub(crate) fn evict_to_target<K: Key, M: HitModeImpl>(
             return outcome;
         }
         let want = s.data() - c;
-        let from_mru = M::evict_from_mru(&s, p, b2_hit);
+        let from_mru = evict_from_mru(core, &s, p, b2_hit);
         let (first, second) = if from_mru {
             (State::Mru, State::Mfu)
         } else {
@@ -291,7 +299,7 @@ pub(crate) fn evict_to_target<K: Key, M: HitModeImpl>(
         if walk.freed == 0 {
             let passed = walk.moved + walk.skipped;
             moved_since_free += passed;
-            if passed == 0 || moved_since_free > 2 * (s.mru + s.mfu) {
+            if passed == 0 || moved_since_free > laps * (s.mru + s.mfu) {
                 core.events.count(Event::EvictNotEnough);
                 outcome.not_enough = true;
                 return outcome;
@@ -303,9 +311,19 @@ pub(crate) fn evict_to_target<K: Key, M: HitModeImpl>(
     }
 }
 
+/// The replacement's choice of list: evict from MRU? The hit mode's rule
+/// (ARC's or CAR's), or S3ARC's under `Policy::S3arc`.
+fn evict_from_mru<K, M: HitModeImpl>(core: &Core<K, M>, s: &Sizes, p: u64, b2_hit: bool) -> bool {
+    if core.s3arc() {
+        policy::s3arc_evict_from_mru(s, p)
+    } else {
+        M::evict_from_mru(s, p, b2_hit)
+    }
+}
+
 /// Drops ghosts until the history is within its bounds.
 pub(crate) fn trim_ghosts<K: Key, M: HitModeImpl>(core: &Core<K, M>) {
-    let (b1, b2) = super::policy::ghost_excess(&core.sizes(), core.c());
+    let (b1, b2) = core.ghost_excess(&core.sizes(), core.c());
     if b1 > 0 {
         evict_state(core, State::MruGhost, b1, usize::MAX);
     }

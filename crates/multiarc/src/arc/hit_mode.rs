@@ -361,9 +361,68 @@ impl HitModeImpl for Eager {
 }
 
 /// CAR's protocol (see the module comment and `mem/entry.rs` for the meta word).
+/// With `Policy::S3arc`, the same hits and releases; only what the evictor
+/// does with the hit count differs (`s3arc_at_tail`).
 pub(crate) struct Lazy;
 
 impl Lazy {
+    /// S3ARC's evictor at a list tail (`Policy::S3arc`): the hit count in
+    /// the meta word is the buffer's frequency. In MRU, [`S3ARC_PROMOTE_HITS`]
+    /// or more move it to MFU with the count cleared, fewer let it be
+    /// evicted (its hit folded into the statistics); in MFU, hits give it
+    /// another turn with `min(hits, S3ARC_MAX_FREQ) - 1` left in the word
+    /// (the rest folded), none let it be evicted. A held buffer that would
+    /// be evicted is passed over, as in CAR. Every change is one atomic
+    /// step on the word, racing with hits as CAR's are.
+    ///
+    /// [`S3ARC_PROMOTE_HITS`]: policy::S3ARC_PROMOTE_HITS
+    fn s3arc_at_tail<K>(core: &Core<K, Self>, h: &Header<K>, state: State) -> Tail {
+        let mut w = h.word();
+        loop {
+            let hits = meta::hits(w);
+            if state == State::Mru && hits >= policy::S3ARC_PROMOTE_HITS {
+                let prev = h.meta.fetch_and(!HITS_MASK, Ordering::AcqRel);
+                Self::count_hits(core, state, meta::hits(prev));
+                return Tail::Promote;
+            }
+            if state == State::Mfu && hits != 0 {
+                let kept = hits.min(policy::S3ARC_MAX_FREQ) - 1;
+                match h.meta.compare_exchange(
+                    w,
+                    (w & !HITS_MASK) | (kept * HIT),
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => {
+                        Self::count_hits(core, state, hits - kept);
+                        return Tail::Promote;
+                    }
+                    Err(now) => {
+                        w = now;
+                        continue;
+                    }
+                }
+            }
+            if meta::holds(w) != 0 {
+                return Tail::Skip;
+            }
+            match h.meta.compare_exchange(
+                w,
+                meta::with_state(w, State::Dead),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    // Unheld, so its hits are handles' (an MRU buffer's one
+                    // hit): counted now that it leaves the lists.
+                    Self::count_hits(core, state, hits);
+                    return Tail::Evict;
+                }
+                Err(now) => w = now,
+            }
+        }
+    }
+
     /// Adds `n` hits counted while in `state` to the statistics.
     fn count_hits<K>(core: &Core<K, Self>, state: State, n: u64) {
         if n != 0 {
@@ -627,6 +686,9 @@ impl HitModeImpl for Lazy {
         // SAFETY: linked, under its sublist lock (the contract); and only
         // our compare-exchange below can make it `Dead` (to be retired).
         let h = unsafe { e.header() };
+        if core.s3arc() {
+            return Self::s3arc_at_tail(core, h, state);
+        }
         // Holds and hits can start at any time (probes take no lock), so
         // the eviction is a compare-exchange from the word that says
         // "unheld, unreferenced" to `Dead`; Acquire orders the reads of

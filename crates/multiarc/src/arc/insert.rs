@@ -28,6 +28,8 @@ pub(crate) fn insert_entry<K: Key, M: HitModeImpl, V: Evictor>(
     let hash = core.hash(&key);
     let idx = core.sublist_of(hash);
     let size = data.len() as u64;
+    // ARC and S3ARC move p before their REPLACE, CAR after it.
+    let adapt_before_replace = M::ADAPT_BEFORE_REPLACE || core.s3arc();
 
     // 1. Was the key remembered? A ghost hit adapts p (ARC: with the ghost
     //    still counted, as the paper's delta does) and the ghost goes.
@@ -46,7 +48,7 @@ pub(crate) fn insert_entry<K: Key, M: HitModeImpl, V: Evictor>(
                 } else {
                     GhostHit::Mfu
                 };
-                if M::ADAPT_BEFORE_REPLACE {
+                if adapt_before_replace {
                     core.adapt(hit, e.bytes, 0);
                 }
                 core.events.count(if hit == GhostHit::Mru {
@@ -63,7 +65,7 @@ pub(crate) fn insert_entry<K: Key, M: HitModeImpl, V: Evictor>(
                 reaccess = true;
             }
         } else if let Some(hit) = l2_origin {
-            if M::ADAPT_BEFORE_REPLACE {
+            if adapt_before_replace {
                 core.adapt(hit, size, size);
             }
             core.events.count(if hit == GhostHit::Mru {
@@ -84,7 +86,7 @@ pub(crate) fn insert_entry<K: Key, M: HitModeImpl, V: Evictor>(
 
     // CAR adapts after its REPLACE, with the hit key still counted in
     // its ghost list (it was taken out above, so add its bytes back).
-    if !M::ADAPT_BEFORE_REPLACE {
+    if !adapt_before_replace {
         if let Some((hit, ghost_bytes)) = ghost_hit {
             core.adapt(hit, ghost_bytes, ghost_bytes);
         }
@@ -123,7 +125,16 @@ pub(crate) fn insert_entry<K: Key, M: HitModeImpl, V: Evictor>(
         let old_live = stripe
             .find(hash, &key)
             .map(|o| unsafe { o.header() }.state().is_live());
-        let state = if ghost_hit.is_some() || reaccess || old_live == Some(true) {
+        // A ghost hit is admitted to MFU, but S3ARC admits an MFU-ghost
+        // hit to MRU as a new buffer: admitting it to MFU lets a loop
+        // longer than the cache cycle through MFU and evict everything
+        // else (`multiarc_sim::probation`).
+        let ghost_to_mfu = match ghost_hit {
+            Some((GhostHit::Mfu, _)) => !core.s3arc(),
+            Some((GhostHit::Mru, _)) => true,
+            None => false,
+        };
+        let state = if ghost_to_mfu || reaccess || old_live == Some(true) {
             State::Mfu
         } else {
             State::Mru

@@ -25,6 +25,7 @@ pub(super) fn config(max_bytes: u64, hit_mode: HitMode) -> Config {
         hash_stripes: 64,
         inline_eviction: true,
         hit_mode,
+        policy: super::config::Policy::Arc,
         seed: Some(0),
     }
 }

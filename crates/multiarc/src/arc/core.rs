@@ -346,7 +346,7 @@ impl<K, M> Core<K, M> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::super::hit_mode::Lazy;
-    use super::super::test_support::{core, BLOCK as B};
+    use super::super::test_support::{core, s3arc_core, BLOCK as B};
     use super::*;
 
     #[test]
@@ -392,5 +392,26 @@ mod tests {
             core.needs_eviction(),
             "|T1| + |B1| above c: the ghosts need trimming"
         );
+    }
+
+    #[test]
+    fn s3arc_p_starts_at_ten_percent_and_a_resize_keeps_it_in_bounds() {
+        let core = s3arc_core(1000 * B);
+        assert_eq!(core.p(), 100 * B, "s3arc: p starts at 10% of c");
+        core.set_target(500 * B);
+        assert_eq!(core.p(), 50 * B, "s3arc: p scaled with c");
+        core.set_p_for_test(3 * B);
+        core.set_target(1000 * B);
+        assert_eq!(core.p(), 6 * B, "s3arc: scaled, within 0.5%..10%");
+        core.set_p_for_test(1);
+        core.set_target(100 * B);
+        assert_eq!(
+            core.p(),
+            policy::s3arc_p_bounds(100 * B).0,
+            "s3arc: a p below 0.5% of the new c is raised to it"
+        );
+        core.set_p_for_test(100 * B);
+        core.set_target(200 * B);
+        assert_eq!(core.p(), 20 * B, "s3arc: at most 10% of the new c");
     }
 }

@@ -573,7 +573,8 @@ mod tests {
     use super::super::hit_mode::{Eager, Lazy};
     use super::super::insert::remove_key;
     use super::super::test_support::{
-        core, count, data, insert, insert_held, keys, lookup, release, state_of, BLOCK as B,
+        core, count, data, hit, insert, insert_held, keys, lookup, release, s3arc_core, state_of,
+        BLOCK as B,
     };
     use super::*;
     use std::time::Duration;
@@ -1079,5 +1080,76 @@ mod tests {
     fn lazy_falls_back_to_the_other_list() {
         falls_back_to_the_other_list::<Lazy>(true);
         falls_back_to_the_other_list::<Lazy>(false);
+    }
+
+    /// S3ARC's ghost lists are bounded each on its own: the MRU ghost to
+    /// 80% of `c`, the MFU ghost to 50%, not ARC's |T1| + |B1| <= c.
+    #[test]
+    fn s3arc_ghost_lists_are_trimmed_each_to_its_share_of_c() {
+        let c = 100;
+        let core = s3arc_core(c);
+        let (mut mru_full, mut mfu_full) = (false, false);
+        for k in 0..3000u64 {
+            insert(&core, k, 1);
+            // Every third key hit twice: promoted at the MRU tail, then
+            // evicted from MFU once its turn comes with no hits left.
+            if k % 3 == 0 {
+                assert!(hit(&core, k) && hit(&core, k));
+            }
+            let s = core.sizes();
+            assert!(
+                s.mru_ghost <= 80 && s.mfu_ghost <= 50,
+                "s3arc: after key {k}: ghosts {} and {} above 80% and 50% of c",
+                s.mru_ghost,
+                s.mfu_ghost
+            );
+            assert!(s.data() <= c, "s3arc: after key {k}: {s:?}");
+            mru_full |= s.mru_ghost == 80;
+            mfu_full |= s.mfu_ghost == 50;
+        }
+        assert!(
+            mru_full && mfu_full,
+            "s3arc: each ghost list reaches its bound, not below: {:?}",
+            core.sizes()
+        );
+        assert!(count(&core, Event::GhostDropped) > 0);
+        assert!(!core.needs_eviction(), "s3arc: within every bound");
+    }
+
+    /// Buffers whose counts give them three more turns each in MFU: the
+    /// walk goes round MFU three times before it frees anything, which
+    /// CAR's bound on moves (twice the cached bytes) would take for "all
+    /// held".
+    #[test]
+    fn s3arc_walk_goes_round_as_often_as_the_counts_say() {
+        let core = s3arc_core(10 * B);
+        for k in 1..=10 {
+            insert(&core, k, B);
+            assert!(hit(&core, k) && hit(&core, k));
+        }
+        // p is under a block (10% of c): the walk promotes all of MRU's
+        // twice-hit buffers to MFU (counts spent), then evicts MFU's tail.
+        core.set_target(9 * B);
+        let out = evict_inline(&core);
+        assert!(!out.not_enough && out.freed == B, "{out:?}");
+        let in_mfu: Vec<u64> = (1..=10)
+            .filter(|&k| state_of(&core, k) == Some(State::Mfu))
+            .collect();
+        assert_eq!(in_mfu.len(), 9, "s3arc: promoted: {in_mfu:?}");
+        assert_eq!(state_of(&core, 1), Some(State::MfuGhost));
+        for &k in &in_mfu {
+            for _ in 0..3 {
+                assert!(hit(&core, k));
+            }
+        }
+        core.set_p_for_test(10 * B);
+        core.set_target(4 * B);
+        let out = evict_inline(&core);
+        assert!(
+            !out.not_enough && core.sizes().data() <= 4 * B,
+            "s3arc: the walk evicts once the counts are spent: {out:?}, {:?}",
+            core.sizes()
+        );
+        assert_eq!(count(&core, Event::EvictNotEnough), 0);
     }
 }

@@ -759,8 +759,8 @@ impl HitModeImpl for Lazy {
 mod tests {
     use super::super::insert::remove_key;
     use super::super::test_support::{
-        at_tail, core, count, hit, insert, insert_held, keys, lookup, release, state_of, Peek,
-        BLOCK as B,
+        at_tail, core, count, hit, insert, insert_held, keys, lookup, release, s3arc_core,
+        state_of, Peek, BLOCK as B,
     };
     use super::*;
 
@@ -1097,5 +1097,107 @@ mod tests {
             (1, (4, 1)),
             "lazy: removal folds the MFU hit once"
         );
+    }
+
+    #[test]
+    fn s3arc_hit_is_the_lazy_hit() {
+        let core = s3arc_core(16 * B);
+        insert(&core, 1, B);
+        let e = lookup(&core, 1).expect("cached");
+        let w = e.peek().word();
+        assert_eq!(
+            (meta::holds(w), meta::hits(w), meta::state(w)),
+            (1, 1, State::Mru),
+            "s3arc: a hit takes a hold and adds a hit in the meta word, state unchanged"
+        );
+        assert_eq!(keys(&core, State::Mru), [1], "s3arc: no list move on a hit");
+        assert_eq!(
+            (count(&core, Event::MruHit), core.sizes().mru),
+            (0, B),
+            "s3arc: a hit writes no statistics counter and moves no bytes"
+        );
+        release(&core, e);
+        assert!(hit(&core, 1) && hit(&core, 1));
+        assert_eq!(meta::hits(e.peek().word()), 3, "s3arc: hits keep counting");
+        assert_eq!(
+            Lazy::hits(&core),
+            (3, 0),
+            "s3arc: hits in the words counted"
+        );
+    }
+
+    #[test]
+    fn s3arc_at_tail_reads_the_hit_count_as_a_frequency() {
+        let core = s3arc_core(16 * B);
+        let entry = |state: State, holds: u64, hits: u64| {
+            let e = EntryPtr::new(7u64, 0, &[0; 10], state, holds);
+            e.peek().meta.fetch_add(hits * HIT, Ordering::Relaxed);
+            e
+        };
+        let once = entry(State::Mru, 0, 1);
+        assert_eq!(
+            at_tail(&core, once, State::Mru),
+            Tail::Evict,
+            "s3arc: one hit on probation is not enough: evicted"
+        );
+        assert_eq!(
+            once.peek().state(),
+            State::Dead,
+            "s3arc: evicted in one step"
+        );
+        assert_eq!(
+            count(&core, Event::MruHit),
+            1,
+            "s3arc: the evicted buffer's hit is folded into the statistics"
+        );
+        let twice = entry(State::Mru, 0, 2);
+        assert_eq!(
+            at_tail(&core, twice, State::Mru),
+            Tail::Promote,
+            "s3arc: two hits on probation: promoted to MFU"
+        );
+        assert_eq!(
+            (meta::hits(twice.peek().word()), count(&core, Event::MruHit)),
+            (0, 3),
+            "s3arc: promotion spends the count (folded as MRU hits)"
+        );
+        let held_once = entry(State::Mru, 1, 1);
+        assert_eq!(
+            at_tail(&core, held_once, State::Mru),
+            Tail::Skip,
+            "s3arc: a held buffer that would be evicted is passed over"
+        );
+        let frequent = entry(State::Mfu, 0, 5);
+        assert_eq!(at_tail(&core, frequent, State::Mfu), Tail::Promote);
+        assert_eq!(
+            (
+                meta::hits(frequent.peek().word()),
+                count(&core, Event::MfuHit)
+            ),
+            (2, 3),
+            "s3arc: MFU keeps min(hits, 3) - 1 for the next turn, the rest folded"
+        );
+        assert_eq!(at_tail(&core, frequent, State::Mfu), Tail::Promote);
+        assert_eq!(at_tail(&core, frequent, State::Mfu), Tail::Promote);
+        assert_eq!(
+            (
+                meta::hits(frequent.peek().word()),
+                count(&core, Event::MfuHit)
+            ),
+            (0, 5),
+            "s3arc: one count per turn, each folded once"
+        );
+        let held = entry(State::Mfu, 1, 0);
+        assert_eq!(at_tail(&core, held, State::Mfu), Tail::Skip);
+        assert_eq!(
+            at_tail(&core, frequent, State::Mfu),
+            Tail::Evict,
+            "s3arc: an MFU buffer with no count left is evicted"
+        );
+        for e in [once, twice, held_once, frequent, held] {
+            // SAFETY: made above, never in the table or a list, and no
+            // other thread has seen it.
+            unsafe { e.free() };
+        }
     }
 }

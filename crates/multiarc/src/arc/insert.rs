@@ -196,7 +196,8 @@ mod tests {
     use super::super::hit_mode::{Eager, Lazy};
     use super::super::policy;
     use super::super::test_support::{
-        core, count, data, hit, insert, insert_held, keys, release, state_of, Peek, BLOCK as B,
+        core, count, data, hit, insert, insert_held, keys, release, s3arc_core, state_of, Peek,
+        BLOCK as B,
     };
     use super::*;
     use crate::mem::meta;
@@ -491,5 +492,60 @@ mod tests {
     fn byte_counts_per_state_are_exact_after_each_step() {
         byte_counts_are_exact::<Eager>();
         byte_counts_are_exact::<Lazy>();
+    }
+
+    /// S3ARC's ghost rules, in a cache of 1,000 one-byte buffers (`p`
+    /// between 5 and 100): an MRU-ghost hit raises `p` and enters MFU, an
+    /// MFU-ghost hit lowers `p` and enters MRU, `p` within its bounds.
+    #[test]
+    fn s3arc_ghost_hits_move_p_within_its_bounds_and_admit_by_list() {
+        let core = s3arc_core(1000);
+        assert_eq!(core.p(), 100, "s3arc: p starts at 10% of c");
+        for k in 0..1000 {
+            insert(&core, k, 1);
+        }
+        // Full: 1000 evicts MRU's tail 0 (no hits) to the MRU ghost.
+        insert(&core, 1000, 1);
+        assert_eq!(state_of(&core, 0), Some(State::MruGhost));
+        core.set_p_for_test(50);
+        insert(&core, 0, 1);
+        assert_eq!(
+            (state_of(&core, 0), core.p()),
+            (Some(State::Mfu), 51),
+            "s3arc: an MRU-ghost hit raises p by ARC's step and enters MFU"
+        );
+        assert_eq!(state_of(&core, 1), Some(State::MruGhost), "its room: 1");
+        // p above |MRU|: the next eviction is MFU's (0, no hits left).
+        core.set_p_for_test(1000);
+        insert(&core, 1001, 1);
+        assert_eq!(state_of(&core, 0), Some(State::MfuGhost));
+        let before = core.sizes();
+        insert(&core, 0, 1);
+        assert_eq!(
+            state_of(&core, 0),
+            Some(State::Mru),
+            "s3arc: an MFU-ghost hit enters MRU as a new buffer"
+        );
+        assert_eq!(
+            core.p(),
+            policy::s3arc_clamp_p(policy::adapt(1000, 1000, GhostHit::Mfu, 1, &before), 1000),
+            "s3arc: an MFU-ghost hit lowers p by ARC's step, into its bounds"
+        );
+        assert_eq!(core.p(), 100, "s3arc: at most 10% of c");
+        assert_eq!(count(&core, Event::MfuGhostHit), 1);
+        // At the bottom, p stays there: 1 (an MRU ghost) into MFU, out to
+        // the MFU ghost, and back with p at its lower bound.
+        insert(&core, 1, 1);
+        assert_eq!(state_of(&core, 1), Some(State::Mfu));
+        core.set_p_for_test(1000);
+        insert(&core, 2000, 1);
+        assert_eq!(state_of(&core, 1), Some(State::MfuGhost));
+        core.set_p_for_test(5);
+        insert(&core, 1, 1);
+        assert_eq!(
+            (state_of(&core, 1), core.p()),
+            (Some(State::Mru), 5),
+            "s3arc: p at least 0.5% of c"
+        );
     }
 }

@@ -310,3 +310,51 @@ fn s3arc_is_the_model_on_a_prefix_of_oltp() {
         );
     }
 }
+
+/// With several sublists, S3ARC's MRU queue is split between them, so the
+/// cache no longer takes the queue's exact oldest buffer; starting each
+/// walk at the fullest sublist keeps it close (a random start, as ARC's
+/// walk has, was 0.47 points below the model on CloudPhysics at 1% and
+/// 1.43 below on OLTP at 5,000 blocks, in `replay` with 4 sublists). The
+/// bar: within 0.2 points of the
+/// page model on the CloudPhysics and OLTP traces.
+#[test]
+fn s3arc_default_sublists_within_a_fifth_of_a_point_of_the_model() {
+    let sublists = multiarc::default_sublists().max(8);
+    let mut traces = Vec::new();
+    if let Some(trace) = cloudphysics() {
+        traces.push(("cloudphysics", capacities(&trace), trace));
+    }
+    match oltp_prefix(usize::MAX) {
+        Some(trace) => traces.push(("OLTP", vec![1000, 5000], trace)),
+        None => eprintln!("skipping OLTP: ../shared/traces/arc/OLTP.lis.zst not found"),
+    }
+    for (name, capacities, trace) in traces {
+        for capacity in capacities {
+            let mut model = S3ArcPolicy::new(capacity);
+            let model_hits = trace.iter().filter(|&&k| model.access(k)).count();
+            // Seeded: which keys share a sublist is the same in every run.
+            let cache = Builder::new()
+                .max_bytes((capacity * BLOCK) as u64)
+                .min_bytes(1)
+                .sublists(sublists)
+                .inline_eviction(true)
+                .policy(Policy::S3arc)
+                .seed(0)
+                .build()
+                .unwrap();
+            let hits = trace.iter().filter(|&&k| request(&cache, k)).count();
+            let (a, m) = (
+                100.0 * model_hits as f64 / trace.len() as f64,
+                100.0 * hits as f64 / trace.len() as f64,
+            );
+            eprintln!(
+                "{name}, S3ARC, {sublists} sublists, capacity {capacity}: hit ratio {m:.2}% vs the model's {a:.2}%"
+            );
+            assert!(
+                (m - a).abs() <= 0.2,
+                "{name}: S3ARC with {sublists} sublists at capacity {capacity}: hit ratio {m:.2}% vs the model's {a:.2}%"
+            );
+        }
+    }
+}

@@ -149,6 +149,20 @@ impl<K, M> Core<K, M> {
         self.draws.next()
     }
 
+    /// The sublist holding the most bytes of `state` (the lowest index of
+    /// those that tie). Sublists whose count reads as negative (a move half
+    /// done) count as empty.
+    pub(crate) fn fullest_sublist(&self, state: State) -> usize {
+        let mut best = (0, 0);
+        for i in 0..self.config.sublists {
+            let b = self.bytes.get(i, state as usize);
+            if b <= u64::MAX / 2 && b > best.1 {
+                best = (i, b);
+            }
+        }
+        best.0
+    }
+
     /// The sublist (same index in every state's multilist) of a hash.
     #[inline]
     pub(crate) fn sublist_of(&self, hash: u64) -> usize {
@@ -413,5 +427,27 @@ mod tests {
         core.set_p_for_test(100 * B);
         core.set_target(200 * B);
         assert_eq!(core.p(), 20 * B, "s3arc: at most 10% of the new c");
+    }
+
+    #[test]
+    fn fullest_sublist_reads_each_sublists_bytes() {
+        let mut config = super::super::test_support::config(8 * B, HitMode::Lazy);
+        config.sublists = 4;
+        let core = Core::<u64, ()>::new(config, None);
+        assert_eq!(core.fullest_sublist(State::Mru), 0, "all empty: the first");
+        core.add_bytes(1, State::Mru, 100);
+        core.add_bytes(2, State::Mru, 300);
+        core.add_bytes(3, State::Mfu, 900);
+        assert_eq!(core.fullest_sublist(State::Mru), 2);
+        assert_eq!(core.fullest_sublist(State::Mfu), 3);
+        // A count below zero (a move half done) counts as empty.
+        core.sub_bytes(0, State::Mru, 5);
+        assert_eq!(core.fullest_sublist(State::Mru), 2);
+        core.add_bytes(1, State::Mru, 200);
+        assert_eq!(
+            core.fullest_sublist(State::Mru),
+            1,
+            "ties: the lowest index"
+        );
     }
 }

@@ -347,7 +347,17 @@ fn evict_state<K: Key, M: HitModeImpl>(
 ) -> Walk {
     let list = &core.list(state);
     let n = list.len();
-    let start = (core.random() % n as u64) as usize;
+    // ARC and CAR start at a random sublist (OpenZFS). S3ARC starts at the
+    // one holding most of the state: its MRU is a FIFO of at most 10% of
+    // `c`, and a random sublist's tail is often far younger than the
+    // queue's oldest buffer, cutting short the probation that decides
+    // promotion; the fullest sublist's tail is about the oldest (keys are
+    // spread evenly over sublists), and taking from it keeps them level.
+    let start = if core.s3arc() {
+        core.fullest_sublist(state)
+    } else {
+        (core.random() % n as u64) as usize
+    };
     let batch = core.config.evict_batch_limit;
     // Moves do not free anything: bound how many a visit may make.
     let visit_limit = batch.saturating_mul(8);

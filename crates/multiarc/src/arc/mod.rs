@@ -29,7 +29,8 @@
 //! the same code as the lazy mode's with a branch on the policy where the
 //! rules differ, all on the miss and eviction side: the evictor's reading
 //! of a tail buffer's hit count (`Lazy::s3arc_at_tail`), the choice of
-//! list and the ghost bounds (`evict`, `policy`), the bounds of `p`
+//! list, the ghost bounds and the walk's first sublist (the fullest, not a
+//! random one: `evict`, `policy`), the bounds of `p`
 //! (`core`), and where a ghost hit is admitted (`insert`). A hit, a
 //! release and the locking below are the lazy mode's, unchanged.
 //!

@@ -316,8 +316,8 @@ fn s3arc_is_the_model_on_a_prefix_of_oltp() {
 /// walk at the fullest sublist keeps it close (a random start, as ARC's
 /// walk has, was 0.47 points below the model on CloudPhysics at 1% and
 /// 1.43 below on OLTP at 5,000 blocks, in `replay` with 4 sublists). The
-/// bar: within 0.2 points of the
-/// page model on the CloudPhysics and OLTP traces.
+/// bar: within 0.2 points of the page model on the CloudPhysics and OLTP
+/// traces.
 #[test]
 fn s3arc_default_sublists_within_a_fifth_of_a_point_of_the_model() {
     let sublists = multiarc::default_sublists().max(8);

@@ -95,6 +95,8 @@ enum RowName {
     MultiarcLazy,
     #[value(name = "multiarc-1list")]
     Multiarc1List,
+    #[value(name = "multiarc-s3arc")]
+    MultiarcS3arc,
     #[value(name = "moka")]
     Moka,
     #[value(name = "quick_cache")]
@@ -123,6 +125,7 @@ impl RowName {
             RowName::MultiarcEager => "multiarc-eager",
             RowName::MultiarcLazy => "multiarc-lazy",
             RowName::Multiarc1List => "multiarc-1list",
+            RowName::MultiarcS3arc => "multiarc-s3arc",
             RowName::Moka => "moka",
             RowName::QuickCache => "quick_cache",
             RowName::Foyer => "foyer",
@@ -237,7 +240,8 @@ pub struct CacheArgs {
     #[arg(long, value_parser = enum_arg::<Mode>("mode"), value_delimiter = ',', default_value = "hold,copy")]
     modes: Vec<Mode>,
     /// Rows to run (default: all). multiarc rows: multiarc (default
-    /// configuration), multiarc-eager, multiarc-lazy, multiarc-1list; peers:
+    /// configuration), multiarc-eager, multiarc-lazy, multiarc-1list,
+    /// multiarc-s3arc (the S3ARC policy, lazy hits); peers:
     /// moka, quick_cache, foyer, tinyufo, concread-arc, mutex-lru; baselines:
     /// pagecache, memcpy (copy mode only).
     #[arg(long, value_parser = enum_arg::<RowName>("cache"), value_delimiter = ',')]

@@ -12,7 +12,7 @@
 use anyhow::bail;
 #[cfg(feature = "peers")]
 use anyhow::Context;
-use multiarc::{Cache, HitMode};
+use multiarc::{Cache, HitMode, Policy};
 #[cfg(feature = "peers")]
 use std::num::NonZeroUsize;
 #[cfg(feature = "peers")]
@@ -45,6 +45,7 @@ pub const MULTIARC_NAMES: &[&str] = &[
     "multiarc-eager",
     "multiarc-lazy",
     "multiarc-1list",
+    "multiarc-s3arc",
 ];
 /// The peer rows.
 pub const PEER_NAMES: &[&str] = &[
@@ -123,27 +124,12 @@ pub fn build_with(
     #[cfg(feature = "peers")]
     let entries = entries as usize;
     Ok(match name {
-        "multiarc" => Box::new(Multiarc::new(capacity_bytes, sublists, None, None)?),
-        "multiarc-eager" => Box::new(Multiarc::new(
-            capacity_bytes,
-            sublists,
-            Some(HitMode::Eager),
-            None,
-        )?),
-        "multiarc-lazy" => Box::new(Multiarc::new(
-            capacity_bytes,
-            sublists,
-            Some(HitMode::Lazy),
-            None,
-        )?),
+        "multiarc" | "multiarc-eager" | "multiarc-lazy" | "multiarc-s3arc" => {
+            Box::new(Multiarc::new(capacity_bytes, sublists, name, None)?)
+        }
         // The design before OpenZFS 5497: one locked list per state, and
         // hits that take it (eager).
-        "multiarc-1list" => Box::new(Multiarc::new(
-            capacity_bytes,
-            Some(1),
-            Some(HitMode::Eager),
-            None,
-        )?),
+        "multiarc-1list" => Box::new(Multiarc::new(capacity_bytes, Some(1), name, None)?),
         #[cfg(feature = "peers")]
         "moka" => Box::new(Moka(
             moka::sync::Cache::builder()
@@ -193,15 +179,10 @@ pub fn build_with(
 pub fn build_replayed(name: &str, blocks: u64, seed: u64) -> anyhow::Result<Box<dyn BenchCache>> {
     let replayed = Some(seed);
     Ok(match name {
-        "multiarc" => Box::new(Multiarc::new(blocks, None, None, replayed)?),
-        "multiarc-eager" => Box::new(Multiarc::new(blocks, None, Some(HitMode::Eager), replayed)?),
-        "multiarc-lazy" => Box::new(Multiarc::new(blocks, None, Some(HitMode::Lazy), replayed)?),
-        "multiarc-1list" => Box::new(Multiarc::new(
-            blocks,
-            Some(1),
-            Some(HitMode::Eager),
-            replayed,
-        )?),
+        "multiarc" | "multiarc-eager" | "multiarc-lazy" | "multiarc-s3arc" => {
+            Box::new(Multiarc::new(blocks, None, name, replayed)?)
+        }
+        "multiarc-1list" => Box::new(Multiarc::new(blocks, Some(1), name, replayed)?),
         other => bail!(
             "{other} is not a multiarc row ({})",
             MULTIARC_NAMES.join(", ")
@@ -214,11 +195,23 @@ struct Multiarc {
     policy: &'static str,
 }
 
+/// The hit mode and policy of multiarc row `name` (one of
+/// [`MULTIARC_NAMES`]): `multiarc` is the cache's defaults.
+pub fn multiarc_settings(name: &str) -> (HitMode, Policy) {
+    match name {
+        "multiarc-eager" | "multiarc-1list" => (HitMode::Eager, Policy::Arc),
+        "multiarc-lazy" => (HitMode::Lazy, Policy::Arc),
+        "multiarc-s3arc" => (HitMode::Lazy, Policy::S3arc),
+        _ => (HitMode::default(), Policy::default()),
+    }
+}
+
 impl Multiarc {
+    /// Row `name` (one of [`MULTIARC_NAMES`]).
     fn new(
         capacity: u64,
         sublists: Option<usize>,
-        mode: Option<HitMode>,
+        name: &str,
         replayed: Option<u64>,
     ) -> anyhow::Result<Multiarc> {
         let mut b = Cache::builder().max_bytes(capacity.max(1));
@@ -228,13 +221,16 @@ impl Multiarc {
         if let Some(n) = sublists {
             b = b.sublists(n);
         }
-        let mode = mode.unwrap_or_default();
-        b = b.hit_mode(mode);
-        let policy = match (mode, sublists) {
-            (HitMode::Eager, Some(1)) => "ARC, one locked list per state (before OpenZFS 5497)",
-            (HitMode::Lazy, Some(1)) => "CAR, one locked list per state",
-            (HitMode::Eager, _) => "ARC, multilist (OpenZFS 5497), eager hits",
-            (HitMode::Lazy, _) => "ARC adaptation with CAR clocks, multilist, lazy hits",
+        let (mode, policy) = multiarc_settings(name);
+        b = b.hit_mode(mode).policy(policy);
+        let policy = match (mode, policy, sublists) {
+            (_, Policy::S3arc, _) => {
+                "S3ARC: probationary FIFO, frequency clock, ARC's ghosts and adaptation; lazy hits"
+            }
+            (HitMode::Eager, _, Some(1)) => "ARC, one locked list per state (before OpenZFS 5497)",
+            (HitMode::Lazy, _, Some(1)) => "CAR, one locked list per state",
+            (HitMode::Eager, _, _) => "ARC, multilist (OpenZFS 5497), eager hits",
+            (HitMode::Lazy, _, _) => "ARC adaptation with CAR clocks, multilist, lazy hits",
         };
         Ok(Multiarc {
             cache: b.build()?,

@@ -17,7 +17,7 @@
 use crate::harness::Bar;
 use crate::util::{check_fits_in_memory, enum_arg, human_bytes, outln, size_arg};
 use anyhow::bail;
-use multiarc::{BlockKey, Cache, HitMode};
+use multiarc::{BlockKey, Cache, HitMode, Policy};
 use rand::RngExt;
 use serde::Serialize;
 use std::time::Instant;
@@ -47,6 +47,11 @@ pub struct PoisonArgs {
     /// Hit mode: lazy (default) or eager.
     #[arg(long, value_parser = enum_arg::<HitModeArg>("hit mode"), default_value = "lazy")]
     hit_mode: HitModeArg,
+    /// The cache's replacement policy: arc (default; CAR's clocks with lazy
+    /// hits) or s3arc (S3-FIFO's probationary queue with ARC's ghosts and
+    /// adaptation; lazy hits only).
+    #[arg(long, value_parser = enum_arg::<PolicyArg>("policy"), default_value = "arc")]
+    policy: PolicyArg,
     /// Print one JSON document on stdout instead of the report.
     #[arg(long)]
     json: bool,
@@ -78,6 +83,32 @@ impl HitModeArg {
     }
 }
 
+/// `--policy`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum PolicyArg {
+    /// [`Policy::Arc`].
+    Arc,
+    /// [`Policy::S3arc`].
+    S3arc,
+}
+
+impl PolicyArg {
+    fn policy(self) -> Policy {
+        match self {
+            PolicyArg::Arc => Policy::Arc,
+            PolicyArg::S3arc => Policy::S3arc,
+        }
+    }
+
+    /// The name `--policy` takes (and the JSON shows).
+    fn name(self) -> &'static str {
+        match self {
+            PolicyArg::Arc => "arc",
+            PolicyArg::S3arc => "s3arc",
+        }
+    }
+}
+
 #[derive(Serialize)]
 struct PhaseResult {
     phase: u32,
@@ -99,6 +130,7 @@ struct PoisonConfig {
     block_size: u64,
     reads: u64,
     hit_mode: String,
+    policy: String,
 }
 
 #[derive(Serialize)]
@@ -173,7 +205,9 @@ pub fn run(args: PoisonArgs) -> anyhow::Result<()> {
         .max_bytes(args.max_bytes)
         .min_bytes((args.max_bytes / 4).max(1))
         .hit_mode(mode)
-        .build()?;
+        .policy(args.policy.policy())
+        .build()
+        .map_err(|e| anyhow::anyhow!("--policy {}: {e}", args.policy.name()))?;
     let reader = Reader {
         cache: &cache,
         block: args.block_size,
@@ -272,6 +306,7 @@ pub fn run(args: PoisonArgs) -> anyhow::Result<()> {
                 block_size: args.block_size,
                 reads: args.reads,
                 hit_mode: args.hit_mode.name().to_string(),
+                policy: args.policy.name().to_string(),
             },
             phases,
             recovered,

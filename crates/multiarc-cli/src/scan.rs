@@ -32,7 +32,8 @@ pub struct ScanArgs {
     /// The scan's length in cache sizes.
     #[arg(long, default_value_t = 10)]
     scan_multiple: u64,
-    /// Policies (default: multiarc, multiarc-eager, arc, lru and the peers).
+    /// Policies: those of `replay --policy` but opt (default: multiarc,
+    /// multiarc-eager, multiarc-s3arc, arc, lru and the peers).
     #[arg(long, value_parser = name_arg, value_delimiter = ',')]
     policy: Option<Vec<String>>,
     /// Print one JSON document on stdout instead of a table.

@@ -48,6 +48,7 @@ fn every_row_produces_numbers_and_the_json_parses() {
         "multiarc-eager",
         "multiarc-lazy",
         "multiarc-1list",
+        "multiarc-s3arc",
     ];
     // The default rows: every peer with the `peers` feature, none without.
     let peers = [

@@ -497,9 +497,11 @@ fn replay_rows_repeat_across_runs_and_policy_lists() {
         "multiarc-eager",
         "multiarc-lazy",
         "multiarc-1list",
+        "multiarc-s3arc",
         "arc",
         "car",
         "lru",
+        "s3arc",
         "opt",
     ];
     let first = replay_hits(&path, &ours, &[]);
@@ -513,7 +515,11 @@ fn replay_rows_repeat_across_runs_and_policy_lists() {
         "--seed 0"
     );
     // Fewer policies, in another order: the shared ones are unchanged.
-    let fewer = replay_hits(&path, &["lru", "multiarc-eager", "multiarc"], &[]);
+    let fewer = replay_hits(
+        &path,
+        &["lru", "multiarc-s3arc", "multiarc-eager", "multiarc"],
+        &[],
+    );
     for (row, hits) in &fewer {
         assert_eq!(first[row], *hits, "{row:?} beside other policies");
     }
@@ -581,4 +587,125 @@ fn replay_and_scan_run_s3arc_by_name() {
         .as_f64()
         .unwrap();
     assert!(share >= 0.9, "s3arc let the scan flush the hot set: {doc}");
+}
+
+/// The cache's S3ARC policy (`multiarc-s3arc`) in `replay` (beside its
+/// page model `s3arc` and ARC, and with a second tier), `scan` and
+/// `poison` (`--policy s3arc`), and the errors for names that are not.
+#[test]
+fn replay_scan_and_poison_run_the_caches_s3arc_policy() {
+    // A loop of 150 blocks in 100: LRU and ARC never hit; S3ARC's model
+    // and the cache keep part of the loop.
+    let text: String = (0..3000).map(|i| format!("{}\n", i % 150)).collect();
+    let path = temp("multiarc-s3arc-loop.ids", &text);
+    let replay = |policies: &str, extra: &[&str]| {
+        let mut args = vec![
+            "replay",
+            path.to_str().unwrap(),
+            "--format",
+            "ids",
+            "--capacity",
+            "100",
+            "--policy",
+            policies,
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        multiarc(&args)
+    };
+    let doc = json(&replay("multiarc-s3arc,s3arc,multiarc,arc,lru", &[]));
+    let row = |doc: &serde_json::Value, p: &str| {
+        doc["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["policy"] == p)
+            .unwrap_or_else(|| panic!("no {p} row: {doc}"))
+            .clone()
+    };
+    let ratio = |doc: &serde_json::Value, p: &str| row(doc, p)["hit_ratio"].as_f64().unwrap();
+    assert_eq!(ratio(&doc, "arc"), 0.0, "{doc}");
+    assert!(ratio(&doc, "s3arc") > 0.2, "{doc}");
+    assert!(ratio(&doc, "multiarc-s3arc") > 0.2, "{doc}");
+    // The default list has it.
+    let doc = json(&multiarc(&[
+        "replay",
+        path.to_str().unwrap(),
+        "--format",
+        "ids",
+        "--capacity",
+        "100",
+        "--json",
+    ]));
+    row(&doc, "multiarc-s3arc");
+    // With a second tier of the whole loop, it serves the rest.
+    let dir = temp("s3arc-l2-dir-marker", "")
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let doc = json(&replay(
+        "multiarc-s3arc",
+        &["--l2", "200", "--l2-dir", dir.to_str().unwrap()],
+    ));
+    let tiered = row(&doc, "multiarc-s3arc");
+    assert_eq!(tiered["l2_capacity_blocks"], 200, "{tiered}");
+    assert!(tiered["l2_hits"].as_u64().unwrap() > 0, "{tiered}");
+    assert!(tiered["hit_ratio"].as_f64().unwrap() > 0.5, "{tiered}");
+    // Names that are not a policy: one clear line naming them.
+    for bad in ["multiarc-s3", "S3ARC"] {
+        let out = replay(bad, &[]);
+        assert!(!out.status.success(), "{bad}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(bad) && err.contains("unknown cache"), "{err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+
+    let doc = json(&multiarc(&[
+        "scan",
+        "--cache-bytes",
+        "4MiB",
+        "--pattern",
+        "uniform",
+        "--policy",
+        "multiarc-s3arc,lru",
+        "--json",
+    ]));
+    let share = row(&doc, "multiarc-s3arc")["protected_share"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        share >= 0.9,
+        "multiarc-s3arc let the scan flush the hot set: {doc}"
+    );
+
+    let doc = json(&multiarc(&[
+        "poison",
+        "--max-bytes",
+        "8MiB",
+        "--a-bytes",
+        "12MiB",
+        "--b-bytes",
+        "24MiB",
+        "--reads",
+        "60000",
+        "--policy",
+        "s3arc",
+        "--json",
+    ]));
+    assert_eq!(doc["config"]["policy"], "s3arc", "{doc}");
+    assert_eq!(doc["recovered"], true, "{doc}");
+    for (args, needle) in [
+        (
+            &["--policy", "s3arc", "--hit-mode", "eager"][..],
+            "lazy hit mode",
+        ),
+        (&["--policy", "lfu"][..], "unknown policy \"lfu\""),
+    ] {
+        let mut all = vec!["poison"];
+        all.extend_from_slice(args);
+        let out = multiarc(&all);
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
 }

@@ -30,8 +30,18 @@
 //!   pages that took the hit ratio from 25% to 9%.)
 //! - **target** (ARC's `p`, the size small is kept at): ARC's steps
 //!   (max(1, |other ghost| / |this ghost|)), within
-//!   [`MIN_TARGET_PERMILLE`]..=[`MAX_TARGET_PERMILLE`] of `c` (at least one
-//!   page). It starts at the top, S3-FIFO's 10%.
+//!   [`MIN_TARGET_PERMILLE`]..=[`MAX_TARGET_PERMILLE`] of `c`. It starts at
+//!   the top, S3-FIFO's 10%.
+//!
+//! Every bound (the target's and the ghost lists') is its fraction of `c`
+//! rounded down, with no floor of one page: the cache (`multiarc`'s
+//! `Policy::S3arc`) counts bytes and has no unit to floor at, and with a
+//! floor only in pages the two would differ on caches of under 200 pages
+//! (a target of 0 against 1). So a cache of fewer than 10 pages keeps a
+//! target of 0 (small is evicted first whenever it holds a page), and one
+//! page remembers no ghost. The cache's differential test
+//! (`crates/multiarc/tests/differential.rs`) checks the two agree request
+//! by request.
 //!
 //! Eviction takes small's head while small is above its target (or main is
 //! empty), else main's head, until one page has left for a ghost list.
@@ -108,15 +118,15 @@ impl S3ArcPolicy {
             "S3ARC needs a capacity of at least one page"
         );
         let c = capacity_pages;
-        let min_target = (c * MIN_TARGET_PERMILLE / 1000).max(1);
+        let min_target = c * MIN_TARGET_PERMILLE / 1000;
         let max_target = (c * MAX_TARGET_PERMILLE / 1000).max(min_target);
         S3ArcPolicy {
             c,
             target: max_target,
             min_target,
             max_target,
-            ghost_small_cap: (c * GHOST_SMALL_PERCENT / 100).max(1),
-            ghost_main_cap: (c * GHOST_MAIN_PERCENT / 100).max(1),
+            ghost_small_cap: c * GHOST_SMALL_PERCENT / 100,
+            ghost_main_cap: c * GHOST_MAIN_PERCENT / 100,
             small: VecDeque::new(),
             main: VecDeque::new(),
             ghost_small: Ghost::default(),

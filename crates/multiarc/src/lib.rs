@@ -37,7 +37,7 @@ mod mem;
 pub use multiarc_lock as lock;
 
 pub use api::{default_sublists, Builder, Cache, ConfigError, Handle, OwnedHandle, MAX_BYTES};
-pub use arc::{BlockKey, HitMode, Key, PersistentKey, Stats};
+pub use arc::{BlockKey, HitMode, Key, PersistentKey, Policy, Stats};
 
 /// The README's examples, compiled and run as doctests.
 #[doc = include_str!("../../../README.md")]

@@ -1,12 +1,14 @@
-//! Differential tests: the concurrent cache against the papers' page-based
+//! Differential tests: the concurrent cache against the page-based
 //! reference policies, request by request.
 //!
 //! With one sublist and inline eviction (so eviction happens at the moment
 //! the papers' REPLACE does), every request's hit or miss must equal:
-//! ARC's (Megiddo & Modha, FAST '03) in the eager hit mode, and CAR's
-//! (Bansal & Modha, FAST '04) in the lazy mode. The cache counts bytes and
-//! the references count pages; every buffer here is one 8 KiB block, so a
-//! cache of `c` blocks is a cache of `c * 8192` bytes.
+//! ARC's (Megiddo & Modha, FAST '03) in the eager hit mode, CAR's
+//! (Bansal & Modha, FAST '04) in the lazy mode, and the S3ARC model's
+//! (`multiarc_sim::probation`) under `Policy::S3arc`. The cache counts
+//! bytes and the references count pages; every buffer here is one block
+//! (8 KiB unless a test says otherwise), so a cache of `c` blocks is a
+//! cache of `c * block` bytes.
 //!
 //! With the default number of sublists, eviction no longer takes the exact
 //! LRU page (each sublist is LRU-ordered on its own), so the per-request
@@ -15,50 +17,97 @@
 
 mod common;
 
-use multiarc::{Builder, Cache, HitMode};
+use multiarc::{Builder, Cache, HitMode, Policy};
+use multiarc_sim::probation::S3ArcPolicy;
 use multiarc_sim::reference::{ArcPolicy, CarPolicy, PagePolicy};
 
 const BLOCK: usize = 8192;
 
-fn reference(mode: HitMode, capacity: usize) -> Box<dyn PagePolicy> {
-    match mode {
-        HitMode::Eager => Box::new(ArcPolicy::new(capacity)),
-        HitMode::Lazy => Box::new(CarPolicy::new(capacity)),
+/// A cache configuration under test, with its reference.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Under {
+    /// Eager hits, ARC: against `ArcPolicy`.
+    Eager,
+    /// Lazy hits, ARC's policy with CAR's clocks: against `CarPolicy`.
+    Lazy,
+    /// Lazy hits, `Policy::S3arc`: against `S3ArcPolicy`.
+    S3arc,
+}
+
+impl From<HitMode> for Under {
+    fn from(mode: HitMode) -> Under {
+        match mode {
+            HitMode::Eager => Under::Eager,
+            HitMode::Lazy => Under::Lazy,
+        }
     }
 }
 
-fn cache(mode: HitMode, capacity: usize, sublists: usize) -> Cache<u64> {
+fn reference(under: Under, capacity: usize) -> Box<dyn PagePolicy> {
+    match under {
+        Under::Eager => Box::new(ArcPolicy::new(capacity)),
+        Under::Lazy => Box::new(CarPolicy::new(capacity)),
+        Under::S3arc => Box::new(S3ArcPolicy::new(capacity)),
+    }
+}
+
+fn cache_with(under: Under, capacity: usize, sublists: usize, block: usize) -> Cache<u64> {
+    let (mode, policy) = match under {
+        Under::Eager => (HitMode::Eager, Policy::Arc),
+        Under::Lazy => (HitMode::Lazy, Policy::Arc),
+        Under::S3arc => (HitMode::Lazy, Policy::S3arc),
+    };
     Builder::new()
-        .max_bytes((capacity * BLOCK) as u64)
+        .max_bytes((capacity * block) as u64)
         .min_bytes(1)
         .sublists(sublists)
         .inline_eviction(true)
         .hit_mode(mode)
+        .policy(policy)
         .build()
         .unwrap()
+}
+
+fn cache(under: impl Into<Under>, capacity: usize, sublists: usize) -> Cache<u64> {
+    cache_with(under.into(), capacity, sublists, BLOCK)
 }
 
 /// One request through the cache, as a block cache's user does it: look up,
 /// and on a miss read the block and insert it. Returns true on a hit.
 fn request(cache: &Cache<u64>, key: u64) -> bool {
+    request_sized(cache, key, BLOCK)
+}
+
+fn request_sized(cache: &Cache<u64>, key: u64, block: usize) -> bool {
     if cache.get(&key).is_some() {
         return true;
     }
-    drop(cache.insert(key, vec![0u8; BLOCK]));
+    drop(cache.insert(key, vec![0u8; block]));
     false
 }
 
-fn assert_same_outcomes(name: &str, trace: &[u64], capacity: usize, mode: HitMode) {
-    let mut reference = reference(mode, capacity);
-    let cache = cache(mode, capacity, 1);
+fn assert_same_outcomes(name: &str, trace: &[u64], capacity: usize, under: impl Into<Under>) {
+    assert_same_outcomes_sized(name, trace, capacity, under.into(), BLOCK);
+}
+
+fn assert_same_outcomes_sized(
+    name: &str,
+    trace: &[u64],
+    capacity: usize,
+    under: Under,
+    block: usize,
+) {
+    let mut reference = reference(under, capacity);
+    let cache = cache_with(under, capacity, 1, block);
     let mut hits = 0u64;
     for (i, &key) in trace.iter().enumerate() {
         let expected = reference.access(key);
-        let got = request(&cache, key);
+        let got = request_sized(&cache, key, block);
         assert_eq!(
             got,
             expected,
-            "{name}, {mode:?}, capacity {capacity}: request {i} (block {key}): cache {} but {} {}",
+            "{name}, {under:?}, capacity {capacity} ({block}-byte blocks): request {i} \
+             (block {key}): cache {} but {} {}",
             if got { "hit" } else { "missed" },
             reference.name(),
             if expected { "hit" } else { "missed" },
@@ -66,8 +115,11 @@ fn assert_same_outcomes(name: &str, trace: &[u64], capacity: usize, mode: HitMod
         hits += got as u64;
     }
     let s = cache.stats();
-    assert_eq!(s.hits, hits);
-    assert!(s.size <= (capacity * BLOCK) as u64);
+    assert_eq!(
+        s.hits, hits,
+        "{name}, {under:?}, capacity {capacity}: counted hits"
+    );
+    assert!(s.size <= (capacity * block) as u64);
 }
 
 fn synthetic_traces() -> Vec<(&'static str, Vec<u64>)> {
@@ -79,10 +131,10 @@ fn synthetic_traces() -> Vec<(&'static str, Vec<u64>)> {
     ]
 }
 
-fn synthetic(mode: HitMode) {
+fn synthetic(under: impl Into<Under> + Copy) {
     for (name, trace) in synthetic_traces() {
         for capacity in [1, 2, 10, 100, 500, 1000] {
-            assert_same_outcomes(name, &trace, capacity, mode);
+            assert_same_outcomes(name, &trace, capacity, under);
         }
     }
 }
@@ -136,6 +188,7 @@ fn lazy_is_car_on_cloudphysics() {
 }
 
 fn hit_ratio_with_default_sublists(mode: HitMode) {
+    let mode = Under::from(mode);
     let Some(trace) = cloudphysics() else { return };
     let sublists = multiarc::default_sublists().max(8);
     for capacity in capacities(&trace) {
@@ -171,4 +224,137 @@ fn eager_default_sublists_within_one_point_of_arc() {
 #[test]
 fn lazy_default_sublists_within_one_point_of_arc() {
     hit_ratio_with_default_sublists(HitMode::Lazy);
+}
+
+/// S3ARC's traces beside the four above: two loops longer than the
+/// smaller caches (the ghost lists and the target's bounds at work), and a
+/// mix of a hot zipf set, one-hit scans and a loop, in phases.
+fn s3arc_traces() -> Vec<(&'static str, Vec<u64>)> {
+    let mut traces = synthetic_traces();
+    traces.push(("loop 1,200", common::looping(30_000, 1_200)));
+    let zipf = common::zipf(30_000, 4_000, 0.8, 7);
+    let scan = common::scan_mixed(30_000, 400, 20_000, 8);
+    let mixed = (0..30_000)
+        .map(|i| match (i / 3_000) % 3 {
+            0 => zipf[i],
+            1 => scan[i] + 100_000,
+            _ => 200_000 + (i as u64 % 900),
+        })
+        .collect();
+    traces.push(("zipf, scans and a loop in phases", mixed));
+    traces
+}
+
+#[test]
+fn s3arc_is_the_model_on_synthetic_traces() {
+    for (name, trace) in s3arc_traces() {
+        for capacity in [1, 2, 9, 10, 100, 199, 200, 500, 1000, 2000] {
+            assert_same_outcomes(name, &trace, capacity, Under::S3arc);
+        }
+    }
+}
+
+/// With 1-byte blocks the cache's byte bounds are the model's page bounds
+/// with no rounding at all; with 8 KiB blocks (above) they round to the
+/// same pages. Both must agree with the model.
+#[test]
+fn s3arc_is_the_model_with_one_byte_blocks() {
+    for (name, trace) in s3arc_traces() {
+        for capacity in [1, 3, 10, 250, 1000] {
+            assert_same_outcomes_sized(name, &trace, capacity, Under::S3arc, 1);
+        }
+    }
+}
+
+#[test]
+fn s3arc_is_the_model_on_cloudphysics() {
+    let Some(trace) = cloudphysics() else { return };
+    for capacity in capacities(&trace) {
+        assert_same_outcomes("cloudphysics", &trace, capacity, Under::S3arc);
+    }
+}
+
+/// The first `n` requests of the ARC paper's OLTP trace, or `None` where
+/// ../shared (or the trace in it) is absent.
+fn oltp_prefix(n: usize) -> Option<Vec<u64>> {
+    use multiarc_sim::source::{TraceFile, TraceSource};
+    let path = common::shared_dir()?.join("traces/arc/OLTP.lis.zst");
+    if !path.is_file() {
+        return None;
+    }
+    let file = TraceFile::new(&path).unwrap();
+    let reader = multiarc_sim::trace::TraceReader::new(
+        file.open().unwrap(),
+        multiarc_sim::trace::TraceFormat::Arc,
+    );
+    Some(
+        reader
+            .take(n)
+            .map(|r| r.unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+            .collect(),
+    )
+}
+
+#[test]
+fn s3arc_is_the_model_on_a_prefix_of_oltp() {
+    let Some(trace) = oltp_prefix(300_000) else {
+        eprintln!("skipping: ../shared/traces/arc/OLTP.lis.zst not found");
+        return;
+    };
+    for capacity in [1000, 2000, 10000] {
+        assert_same_outcomes(
+            "OLTP (first 300,000 requests)",
+            &trace,
+            capacity,
+            Under::S3arc,
+        );
+    }
+}
+
+/// With several sublists, S3ARC's MRU queue is split between them, so the
+/// cache no longer takes the queue's exact oldest buffer; starting each
+/// walk at the fullest sublist keeps it close (a random start, as ARC's
+/// walk has, was 0.47 points below the model on CloudPhysics at 1% and
+/// 1.43 below on OLTP at 5,000 blocks, in `replay` with 4 sublists). The
+/// bar: within 0.2 points of the page model on the CloudPhysics and OLTP
+/// traces.
+#[test]
+fn s3arc_default_sublists_within_a_fifth_of_a_point_of_the_model() {
+    let sublists = multiarc::default_sublists().max(8);
+    let mut traces = Vec::new();
+    if let Some(trace) = cloudphysics() {
+        traces.push(("cloudphysics", capacities(&trace), trace));
+    }
+    match oltp_prefix(usize::MAX) {
+        Some(trace) => traces.push(("OLTP", vec![1000, 5000], trace)),
+        None => eprintln!("skipping OLTP: ../shared/traces/arc/OLTP.lis.zst not found"),
+    }
+    for (name, capacities, trace) in traces {
+        for capacity in capacities {
+            let mut model = S3ArcPolicy::new(capacity);
+            let model_hits = trace.iter().filter(|&&k| model.access(k)).count();
+            // Seeded: which keys share a sublist is the same in every run.
+            let cache = Builder::new()
+                .max_bytes((capacity * BLOCK) as u64)
+                .min_bytes(1)
+                .sublists(sublists)
+                .inline_eviction(true)
+                .policy(Policy::S3arc)
+                .seed(0)
+                .build()
+                .unwrap();
+            let hits = trace.iter().filter(|&&k| request(&cache, k)).count();
+            let (a, m) = (
+                100.0 * model_hits as f64 / trace.len() as f64,
+                100.0 * hits as f64 / trace.len() as f64,
+            );
+            eprintln!(
+                "{name}, S3ARC, {sublists} sublists, capacity {capacity}: hit ratio {m:.2}% vs the model's {a:.2}%"
+            );
+            assert!(
+                (m - a).abs() <= 0.2,
+                "{name}: S3ARC with {sublists} sublists at capacity {capacity}: hit ratio {m:.2}% vs the model's {a:.2}%"
+            );
+        }
+    }
 }

@@ -6,7 +6,9 @@
 //!   Belady's `opt`, which needs each
 //!   request's next use (`multiarc_sim::opt::NextUses`).
 //! - The concurrent caches, built by [`peers::build`]: multiarc's rows
-//!   (`multiarc`, `multiarc-eager`, `multiarc-lazy`, `multiarc-1list`) and
+//!   (`multiarc`, `multiarc-eager`, `multiarc-lazy`, `multiarc-1list`, and
+//!   `multiarc-s3arc`: the cache with `Policy::S3arc`, whose reference
+//!   model is the page-based `s3arc`) and
 //!   the peers (moka, quick_cache, foyer, tinyufo, concread-arc,
 //!   mutex-lru), each holding 1-byte values with a capacity counted in
 //!   blocks.
@@ -22,16 +24,18 @@ use multiarc_sim::opt::{NextUses, OptPolicy, NEVER};
 use multiarc_sim::probation::S3ArcPolicy;
 use multiarc_sim::reference::{ArcPolicy, CarPolicy, LruPolicy, PagePolicy};
 
-/// `replay`'s policies when `--policy` is not given: multiarc, the
-/// simulator's ARC, LRU and OPT, and the peers this binary has.
+/// `replay`'s policies when `--policy` is not given: multiarc (its
+/// default, and with the S3ARC policy), the simulator's ARC, LRU and OPT,
+/// and the peers this binary has.
 pub fn replay_defaults() -> Vec<String> {
-    with_built_peers(&["multiarc", "arc", "lru", "opt"])
+    with_built_peers(&["multiarc", "multiarc-s3arc", "arc", "lru", "opt"])
 }
 
 /// `scan`'s policies when `--policy` is not given: multiarc's two hit
-/// modes, the simulator's ARC and LRU, and the peers this binary has.
+/// modes and its S3ARC policy, the simulator's ARC and LRU, and the peers
+/// this binary has.
 pub fn scan_defaults() -> Vec<String> {
-    with_built_peers(&["multiarc", "multiarc-eager", "arc", "lru"])
+    with_built_peers(&["multiarc", "multiarc-eager", "multiarc-s3arc", "arc", "lru"])
 }
 
 /// `first`, then every peer this binary was built with.
@@ -55,7 +59,10 @@ pub fn check_names(names: &[String]) -> anyhow::Result<()> {
 
 /// The multiarc policies, which can have a second tier.
 pub fn can_have_tier(name: &str) -> bool {
-    matches!(name, "multiarc" | "multiarc-eager" | "multiarc-lazy")
+    matches!(
+        name,
+        "multiarc" | "multiarc-eager" | "multiarc-lazy" | "multiarc-s3arc"
+    )
 }
 
 /// One policy being driven.
@@ -228,6 +235,7 @@ mod tests {
         for name in [
             "multiarc",
             "multiarc-eager",
+            "multiarc-s3arc",
             "arc",
             "car",
             "lru",
@@ -275,7 +283,12 @@ mod tests {
 
     #[test]
     fn only_the_multiarc_policies_have_a_second_tier() {
-        for name in ["multiarc", "multiarc-eager", "multiarc-lazy"] {
+        for name in [
+            "multiarc",
+            "multiarc-eager",
+            "multiarc-lazy",
+            "multiarc-s3arc",
+        ] {
             assert!(can_have_tier(name), "{name}");
         }
         for name in ["multiarc-1list", "arc", "opt", "moka"] {

@@ -4,7 +4,7 @@
 //! file is removed when the policy is dropped.
 
 use anyhow::bail;
-use multiarc::{Cache, HitMode};
+use multiarc::Cache;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -95,11 +95,7 @@ pub(super) fn build(
     ));
     let device = Device(path.clone());
     let batch = batch_units(tier_blocks, blocks);
-    let mode = if policy == "multiarc-eager" {
-        HitMode::Eager
-    } else {
-        HitMode::Lazy
-    };
+    let (mode, cache_policy) = crate::peers::multiarc_settings(policy);
     let mut builder = Cache::<u64>::builder();
     if let Some(ratio) = options.keep_ratio {
         builder = builder.l2_keep_ratio(ratio);
@@ -108,6 +104,7 @@ pub(super) fn build(
         .max_bytes(blocks)
         .min_bytes(1)
         .hit_mode(mode)
+        .policy(cache_policy)
         .inline_eviction(true)
         .seed(seed)
         .l2(&path, device_bytes(tier_blocks, batch))

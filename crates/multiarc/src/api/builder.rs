@@ -4,7 +4,7 @@
 //! check (`l2::L2Config`).
 
 pub use super::error::ConfigError;
-use crate::arc::{Config, HitMode, PersistentKey};
+use crate::arc::{Config, HitMode, PersistentKey, Policy};
 use crate::l2::{KeyCodec, L2Config};
 use std::fmt;
 use std::marker::PhantomData;
@@ -31,6 +31,7 @@ pub struct Builder<K> {
     hash_stripes: Option<usize>,
     inline_eviction: bool,
     hit_mode: HitMode,
+    policy: Policy,
     seed: Option<u64>,
     l2: Option<L2Config>,
     /// Set by `l2` (which needs `K: PersistentKey`); `build` hands it to
@@ -58,6 +59,7 @@ impl<K> Clone for Builder<K> {
             hash_stripes: self.hash_stripes,
             inline_eviction: self.inline_eviction,
             hit_mode: self.hit_mode,
+            policy: self.policy,
             seed: self.seed,
             l2: self.l2.clone(),
             key_codec: self.key_codec.clone(),
@@ -76,6 +78,7 @@ impl<K> fmt::Debug for Builder<K> {
             .field("hash_stripes", &self.hash_stripes)
             .field("inline_eviction", &self.inline_eviction)
             .field("hit_mode", &self.hit_mode)
+            .field("policy", &self.policy)
             .field("seed", &self.seed)
             .field("l2", &self.l2)
             .finish()
@@ -94,6 +97,7 @@ impl<K> Default for Builder<K> {
             hash_stripes: None,
             inline_eviction: false,
             hit_mode: HitMode::default(),
+            policy: Policy::default(),
             seed: None,
             l2: None,
             key_codec: None,
@@ -168,6 +172,26 @@ impl<K> Builder<K> {
         self
     }
 
+    /// The replacement policy: [`Policy::Arc`] (default: ARC, with CAR's
+    /// clocks in the lazy hit mode) or [`Policy::S3arc`] (S3-FIFO's
+    /// probationary queue with ARC's ghost lists and adaptation; lazy hit
+    /// mode only, `build` refuses it with [`HitMode::Eager`]). The
+    /// policy changes what eviction does, never what a hit does.
+    ///
+    /// ```
+    /// use multiarc::{Cache, Policy};
+    /// let cache: Cache<u64> = Cache::builder()
+    ///     .max_bytes(64 << 20)
+    ///     .policy(Policy::S3arc)
+    ///     .build()
+    ///     .unwrap();
+    /// # drop(cache);
+    /// ```
+    pub fn policy(mut self, policy: Policy) -> Builder<K> {
+        self.policy = policy;
+        self
+    }
+
     /// The seed of the cache's random choices: the key hasher (which keys
     /// share a sublist and a lock stripe) and where each eviction walk and
     /// second-tier feed starts among the sublists. With a seed, inline
@@ -230,6 +254,12 @@ impl<K> Builder<K> {
                 "hash_stripes ({hash_stripes}) must be between 1 and 16777216"
             )));
         }
+        if self.policy == Policy::S3arc && self.hit_mode == HitMode::Eager {
+            return Err(ConfigError::invalid(
+                "the S3ARC policy needs the lazy hit mode (it reads the hit counts \
+                 that lazy hits keep; eager hits move buffers instead)",
+            ));
+        }
         Ok(Config {
             max_bytes,
             min_bytes,
@@ -239,6 +269,7 @@ impl<K> Builder<K> {
             hash_stripes: hash_stripes.next_power_of_two(),
             inline_eviction: self.inline_eviction,
             hit_mode: self.hit_mode,
+            policy: self.policy,
             seed: self.seed,
         })
     }
@@ -384,6 +415,17 @@ mod tests {
         );
         assert!(err(Builder::new().max_bytes(10).overflow_shift(0)).contains("overflow_shift"));
         assert!(err(Builder::new().max_bytes(10).hash_stripes(0)).contains("hash_stripes"));
+        assert!(err(Builder::new()
+            .max_bytes(10)
+            .hit_mode(HitMode::Eager)
+            .policy(Policy::S3arc))
+        .contains("S3ARC policy needs the lazy hit mode"));
+        let c = Builder::<u64>::new()
+            .max_bytes(10)
+            .policy(Policy::S3arc)
+            .config()
+            .unwrap();
+        assert_eq!((c.policy, c.hit_mode), (Policy::S3arc, HitMode::Lazy));
     }
 
     #[test]
@@ -394,5 +436,6 @@ mod tests {
         assert_eq!(c.evict_batch_limit, 10);
         assert_eq!(c.overflow_shift, 8);
         assert!(c.hash_stripes.is_power_of_two() && c.hash_stripes >= 256);
+        assert_eq!(c.policy, Policy::Arc);
     }
 }

@@ -643,6 +643,7 @@ impl<K: Key> fmt::Debug for Cache<K> {
             .field("p", &core.p())
             .field("sublists", &core.config.sublists)
             .field("hit_mode", &hit_mode_of(&**core))
+            .field("policy", &core.config.policy)
             .finish_non_exhaustive())
     }
 }

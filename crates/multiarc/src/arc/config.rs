@@ -1,5 +1,5 @@
 //! The ARC's settings, as the builder validated them, and the public
-//! choice of hit mode.
+//! choices of hit mode and replacement policy.
 
 /// How a cache hit is recorded.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -23,6 +23,40 @@ pub enum HitMode {
     Lazy,
 }
 
+/// What eviction does with the lists: which buffers move between them,
+/// which are evicted, where a ghost hit is admitted and how far `p` moves.
+/// A hit records the same either way (the [`HitMode`]'s).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Policy {
+    /// ARC (Megiddo & Modha, FAST '03): exactly in the eager hit mode, with
+    /// CAR's clocks (Bansal & Modha, FAST '04) in the lazy mode. `p`
+    /// anywhere in `0..=c`, both ghost lists together up to `c` beside the
+    /// cached data.
+    #[default]
+    Arc,
+    /// S3ARC: S3-FIFO's probationary queue (Yang et al., SOSP '23) with
+    /// ARC's ghost lists and self-tuning split. Lazy hit mode only (the
+    /// builder refuses it with [`HitMode::Eager`]): a hit is still the one
+    /// atomic add to the buffer's hit count, and the evictor reads the count:
+    ///
+    /// - MRU (the probationary queue, target `p`, kept within 0.5%..10% of
+    ///   `c` and starting at 10%): a buffer at the tail with two hits or
+    ///   more moves to MFU with its count cleared; any other is evicted to
+    ///   the MRU ghost list (one-hit wonders leave quickly).
+    /// - MFU (the main clock): a buffer at the tail with hits goes round
+    ///   again with `min(hits, 3) - 1` (a two-bit frequency, decaying); one
+    ///   with none is evicted to the MFU ghost list.
+    /// - A miss on the MRU ghost list (80% of `c`) is admitted to MFU and
+    ///   raises `p` by ARC's step; a miss on the MFU ghost list (50% of
+    ///   `c`) lowers `p` by ARC's step and enters MRU as a new buffer.
+    ///
+    /// The reference model is `multiarc_sim::probation::S3ArcPolicy`; the
+    /// cache makes its decisions request by request at one sublist with
+    /// inline eviction (`tests/differential.rs`). Hit ratios against ARC:
+    /// docs/BENCHMARKS.md, "S3ARC in the cache".
+    S3arc,
+}
+
 /// The tunables, as the builder validated them (`api/builder.rs`).
 #[derive(Clone, Debug)]
 pub(crate) struct Config {
@@ -34,6 +68,7 @@ pub(crate) struct Config {
     pub(crate) hash_stripes: usize,
     pub(crate) inline_eviction: bool,
     pub(crate) hit_mode: HitMode,
+    pub(crate) policy: Policy,
     /// `Builder::seed`: where the cache's random choices (the key hasher,
     /// the walks' random starts) come from; `None`: a random seed.
     pub(crate) seed: Option<u64>,

@@ -6,7 +6,7 @@
 //! guards what, and in which order they are taken: the locking model at
 //! the top of `arc/mod.rs`.
 
-use super::config::{Config, HitMode};
+use super::config::{Config, HitMode, Policy};
 use super::evict_handshake::EvictHandshake;
 use super::inflight::InFlight;
 use super::policy::{self, GhostHit, Sizes};
@@ -88,7 +88,11 @@ impl<K: Eq + Hash, M> Core<K, M> {
             ],
             c: AtomicU64::new(config.max_bytes),
             // The paper starts with p = 0; ghost hits move it from there.
-            p: AtomicU64::new(0),
+            // S3ARC starts at the top of its bounds (S3-FIFO's 10%).
+            p: AtomicU64::new(match config.policy {
+                Policy::Arc => 0,
+                Policy::S3arc => policy::s3arc_p_bounds(config.max_bytes).1,
+            }),
             bytes: Striped::new(n),
             events: Events::new((cpus * 2).max(8)),
             handshake: EvictHandshake::default(),
@@ -145,6 +149,20 @@ impl<K, M> Core<K, M> {
         self.draws.next()
     }
 
+    /// The sublist holding the most bytes of `state` (the lowest index of
+    /// those that tie). Sublists whose count reads as negative (a move half
+    /// done) count as empty.
+    pub(crate) fn fullest_sublist(&self, state: State) -> usize {
+        let mut best = (0, 0);
+        for i in 0..self.config.sublists {
+            let b = self.bytes.get(i, state as usize);
+            if b <= u64::MAX / 2 && b > best.1 {
+                best = (i, b);
+            }
+        }
+        best.0
+    }
+
     /// The sublist (same index in every state's multilist) of a hash.
     #[inline]
     pub(crate) fn sublist_of(&self, hash: u64) -> usize {
@@ -167,16 +185,39 @@ impl<K, M> Core<K, M> {
         self.p.load(Ordering::Acquire)
     }
 
+    /// True for `Policy::S3arc` (which the builder allows in the lazy hit
+    /// mode only).
+    #[inline]
+    pub(crate) fn s3arc(&self) -> bool {
+        self.config.policy == Policy::S3arc
+    }
+
     /// Sets the target size `c` to `bytes`, keeping the learned MRU/MFU
-    /// split `p` in proportion; returns the old `c`.
+    /// split `p` in proportion (S3ARC: within its bounds for the new `c`);
+    /// returns the old `c`.
     pub(crate) fn set_target(&self, bytes: u64) -> u64 {
         let old = self.c.swap(bytes, Ordering::AcqRel);
+        let s3arc = self.s3arc();
         let _ = self
             .p
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| {
-                Some(policy::rescale_p(p, old, bytes))
+                let p = policy::rescale_p(p, old, bytes);
+                Some(if s3arc {
+                    policy::s3arc_clamp_p(p, bytes)
+                } else {
+                    p
+                })
             });
         old
+    }
+
+    /// How many ghost bytes to drop (from B1, from B2): the policy's bounds.
+    pub(crate) fn ghost_excess(&self, s: &Sizes, c: u64) -> (u64, u64) {
+        if self.s3arc() {
+            policy::s3arc_ghost_excess(s, c)
+        } else {
+            policy::ghost_excess(s, c)
+        }
     }
 
     /// Counts `n` more bytes in `state` (sublist `idx`'s stripe).
@@ -249,7 +290,7 @@ impl<K, M> Core<K, M> {
     pub(crate) fn needs_eviction(&self) -> bool {
         let s = self.sizes();
         let c = self.c();
-        s.data() > c || policy::ghost_excess(&s, c) != (0, 0)
+        s.data() > c || self.ghost_excess(&s, c) != (0, 0)
     }
 
     /// Moves `n` bytes between states. Adds before it subtracts: a
@@ -270,10 +311,15 @@ impl<K, M> Core<K, M> {
             GhostHit::Mru => s.mru_ghost += absent,
             GhostHit::Mfu => s.mfu_ghost += absent,
         }
+        let s3arc = self.s3arc();
         let _ = self
             .p
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| {
-                Some(policy::adapt(p, c, hit, size, &s))
+                Some(if s3arc {
+                    policy::s3arc_adapt(p, c, hit, size, &s)
+                } else {
+                    policy::adapt(p, c, hit, size, &s)
+                })
             });
     }
 }
@@ -314,7 +360,7 @@ impl<K, M> Core<K, M> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::super::hit_mode::Lazy;
-    use super::super::test_support::{core, BLOCK as B};
+    use super::super::test_support::{core, s3arc_core, BLOCK as B};
     use super::*;
 
     #[test]
@@ -359,6 +405,49 @@ mod tests {
         assert!(
             core.needs_eviction(),
             "|T1| + |B1| above c: the ghosts need trimming"
+        );
+    }
+
+    #[test]
+    fn s3arc_p_starts_at_ten_percent_and_a_resize_keeps_it_in_bounds() {
+        let core = s3arc_core(1000 * B);
+        assert_eq!(core.p(), 100 * B, "s3arc: p starts at 10% of c");
+        core.set_target(500 * B);
+        assert_eq!(core.p(), 50 * B, "s3arc: p scaled with c");
+        core.set_p_for_test(3 * B);
+        core.set_target(1000 * B);
+        assert_eq!(core.p(), 6 * B, "s3arc: scaled, within 0.5%..10%");
+        core.set_p_for_test(1);
+        core.set_target(100 * B);
+        assert_eq!(
+            core.p(),
+            policy::s3arc_p_bounds(100 * B).0,
+            "s3arc: a p below 0.5% of the new c is raised to it"
+        );
+        core.set_p_for_test(100 * B);
+        core.set_target(200 * B);
+        assert_eq!(core.p(), 20 * B, "s3arc: at most 10% of the new c");
+    }
+
+    #[test]
+    fn fullest_sublist_reads_each_sublists_bytes() {
+        let mut config = super::super::test_support::config(8 * B, HitMode::Lazy);
+        config.sublists = 4;
+        let core = Core::<u64, ()>::new(config, None);
+        assert_eq!(core.fullest_sublist(State::Mru), 0, "all empty: the first");
+        core.add_bytes(1, State::Mru, 100);
+        core.add_bytes(2, State::Mru, 300);
+        core.add_bytes(3, State::Mfu, 900);
+        assert_eq!(core.fullest_sublist(State::Mru), 2);
+        assert_eq!(core.fullest_sublist(State::Mfu), 3);
+        // A count below zero (a move half done) counts as empty.
+        core.sub_bytes(0, State::Mru, 5);
+        assert_eq!(core.fullest_sublist(State::Mru), 2);
+        core.add_bytes(1, State::Mru, 200);
+        assert_eq!(
+            core.fullest_sublist(State::Mru),
+            1,
+            "ties: the lowest index"
         );
     }
 }

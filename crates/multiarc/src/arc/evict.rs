@@ -18,6 +18,7 @@ use super::core::Core;
 use super::evict_handshake::{EvictHandshake, IDLE_CHECK};
 use super::hit_mode::{HitModeImpl, Tail};
 use super::key::Key;
+use super::policy::{self, Sizes};
 use super::stats::Event;
 use super::tier::{ArcTails, EvictedCopy, Presence};
 use crate::mem::sync::unpoisoned;
@@ -90,7 +91,7 @@ impl<K: Key, M: HitModeImpl> ArcTails<K> for Core<K, M> {
     }
 
     fn evicting_mru_first(&self) -> bool {
-        M::evict_from_mru(&self.sizes(), self.p(), false)
+        evict_from_mru(self, &self.sizes(), self.p(), false)
     }
 
     fn tail_keys(&self, mfu: bool, i: usize, budget: u64) -> Vec<(K, u64)> {
@@ -249,7 +250,14 @@ pub(crate) fn evict_to_target<K: Key, M: HitModeImpl>(
     let mut outcome = EvictOutcome::default();
     // Bytes moved (lazy mode) since anything was freed. Once that exceeds
     // twice the cached bytes, every unheld buffer has lost its reference
-    // bit and come round again: what is left is held, so stop.
+    // bit and come round again: what is left is held, so stop. S3ARC's
+    // buffers may go round once per count they keep (promoted from MRU,
+    // then up to S3ARC_MAX_FREQ turns in MFU): one more lap per count.
+    let laps = if core.s3arc() {
+        policy::S3ARC_MAX_FREQ + 2
+    } else {
+        2
+    };
     let mut moved_since_free = 0u64;
     loop {
         let c = core.c();
@@ -259,7 +267,7 @@ pub(crate) fn evict_to_target<K: Key, M: HitModeImpl>(
             return outcome;
         }
         let want = s.data() - c;
-        let from_mru = M::evict_from_mru(&s, p, b2_hit);
+        let from_mru = evict_from_mru(core, &s, p, b2_hit);
         let (first, second) = if from_mru {
             (State::Mru, State::Mfu)
         } else {
@@ -291,7 +299,7 @@ pub(crate) fn evict_to_target<K: Key, M: HitModeImpl>(
         if walk.freed == 0 {
             let passed = walk.moved + walk.skipped;
             moved_since_free += passed;
-            if passed == 0 || moved_since_free > 2 * (s.mru + s.mfu) {
+            if passed == 0 || moved_since_free > laps * (s.mru + s.mfu) {
                 core.events.count(Event::EvictNotEnough);
                 outcome.not_enough = true;
                 return outcome;
@@ -303,9 +311,19 @@ pub(crate) fn evict_to_target<K: Key, M: HitModeImpl>(
     }
 }
 
+/// The replacement's choice of list: evict from MRU? The hit mode's rule
+/// (ARC's or CAR's), or S3ARC's under `Policy::S3arc`.
+fn evict_from_mru<K, M: HitModeImpl>(core: &Core<K, M>, s: &Sizes, p: u64, b2_hit: bool) -> bool {
+    if core.s3arc() {
+        policy::s3arc_evict_from_mru(s, p)
+    } else {
+        M::evict_from_mru(s, p, b2_hit)
+    }
+}
+
 /// Drops ghosts until the history is within its bounds.
 pub(crate) fn trim_ghosts<K: Key, M: HitModeImpl>(core: &Core<K, M>) {
-    let (b1, b2) = super::policy::ghost_excess(&core.sizes(), core.c());
+    let (b1, b2) = core.ghost_excess(&core.sizes(), core.c());
     if b1 > 0 {
         evict_state(core, State::MruGhost, b1, usize::MAX);
     }
@@ -329,7 +347,17 @@ fn evict_state<K: Key, M: HitModeImpl>(
 ) -> Walk {
     let list = &core.list(state);
     let n = list.len();
-    let start = (core.random() % n as u64) as usize;
+    // ARC and CAR start at a random sublist (OpenZFS). S3ARC starts at the
+    // one holding most of the state: its MRU is a FIFO of at most 10% of
+    // `c`, and a random sublist's tail is often far younger than the
+    // queue's oldest buffer, cutting short the probation that decides
+    // promotion; the fullest sublist's tail is about the oldest (keys are
+    // spread evenly over sublists), and taking from it keeps them level.
+    let start = if core.s3arc() {
+        core.fullest_sublist(state)
+    } else {
+        (core.random() % n as u64) as usize
+    };
     let batch = core.config.evict_batch_limit;
     // Moves do not free anything: bound how many a visit may make.
     let visit_limit = batch.saturating_mul(8);
@@ -555,7 +583,8 @@ mod tests {
     use super::super::hit_mode::{Eager, Lazy};
     use super::super::insert::remove_key;
     use super::super::test_support::{
-        core, count, data, insert, insert_held, keys, lookup, release, state_of, BLOCK as B,
+        core, count, data, hit, insert, insert_held, keys, lookup, release, s3arc_core, state_of,
+        BLOCK as B,
     };
     use super::*;
     use std::time::Duration;
@@ -1061,5 +1090,76 @@ mod tests {
     fn lazy_falls_back_to_the_other_list() {
         falls_back_to_the_other_list::<Lazy>(true);
         falls_back_to_the_other_list::<Lazy>(false);
+    }
+
+    /// S3ARC's ghost lists are bounded each on its own: the MRU ghost to
+    /// 80% of `c`, the MFU ghost to 50%, not ARC's |T1| + |B1| <= c.
+    #[test]
+    fn s3arc_ghost_lists_are_trimmed_each_to_its_share_of_c() {
+        let c = 100;
+        let core = s3arc_core(c);
+        let (mut mru_full, mut mfu_full) = (false, false);
+        for k in 0..3000u64 {
+            insert(&core, k, 1);
+            // Every third key hit twice: promoted at the MRU tail, then
+            // evicted from MFU once its turn comes with no hits left.
+            if k % 3 == 0 {
+                assert!(hit(&core, k) && hit(&core, k));
+            }
+            let s = core.sizes();
+            assert!(
+                s.mru_ghost <= 80 && s.mfu_ghost <= 50,
+                "s3arc: after key {k}: ghosts {} and {} above 80% and 50% of c",
+                s.mru_ghost,
+                s.mfu_ghost
+            );
+            assert!(s.data() <= c, "s3arc: after key {k}: {s:?}");
+            mru_full |= s.mru_ghost == 80;
+            mfu_full |= s.mfu_ghost == 50;
+        }
+        assert!(
+            mru_full && mfu_full,
+            "s3arc: each ghost list reaches its bound, not below: {:?}",
+            core.sizes()
+        );
+        assert!(count(&core, Event::GhostDropped) > 0);
+        assert!(!core.needs_eviction(), "s3arc: within every bound");
+    }
+
+    /// Buffers whose counts give them three more turns each in MFU: the
+    /// walk goes round MFU three times before it frees anything, which
+    /// CAR's bound on moves (twice the cached bytes) would take for "all
+    /// held".
+    #[test]
+    fn s3arc_walk_goes_round_as_often_as_the_counts_say() {
+        let core = s3arc_core(10 * B);
+        for k in 1..=10 {
+            insert(&core, k, B);
+            assert!(hit(&core, k) && hit(&core, k));
+        }
+        // p is under a block (10% of c): the walk promotes all of MRU's
+        // twice-hit buffers to MFU (counts spent), then evicts MFU's tail.
+        core.set_target(9 * B);
+        let out = evict_inline(&core);
+        assert!(!out.not_enough && out.freed == B, "{out:?}");
+        let in_mfu: Vec<u64> = (1..=10)
+            .filter(|&k| state_of(&core, k) == Some(State::Mfu))
+            .collect();
+        assert_eq!(in_mfu.len(), 9, "s3arc: promoted: {in_mfu:?}");
+        assert_eq!(state_of(&core, 1), Some(State::MfuGhost));
+        for &k in &in_mfu {
+            for _ in 0..3 {
+                assert!(hit(&core, k));
+            }
+        }
+        core.set_p_for_test(10 * B);
+        core.set_target(4 * B);
+        let out = evict_inline(&core);
+        assert!(
+            !out.not_enough && core.sizes().data() <= 4 * B,
+            "s3arc: the walk evicts once the counts are spent: {out:?}, {:?}",
+            core.sizes()
+        );
+        assert_eq!(count(&core, Event::EvictNotEnough), 0);
     }
 }

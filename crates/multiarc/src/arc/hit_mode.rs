@@ -361,9 +361,68 @@ impl HitModeImpl for Eager {
 }
 
 /// CAR's protocol (see the module comment and `mem/entry.rs` for the meta word).
+/// With `Policy::S3arc`, the same hits and releases; only what the evictor
+/// does with the hit count differs (`s3arc_at_tail`).
 pub(crate) struct Lazy;
 
 impl Lazy {
+    /// S3ARC's evictor at a list tail (`Policy::S3arc`): the hit count in
+    /// the meta word is the buffer's frequency. In MRU, [`S3ARC_PROMOTE_HITS`]
+    /// or more move it to MFU with the count cleared, fewer let it be
+    /// evicted (its hit folded into the statistics); in MFU, hits give it
+    /// another turn with `min(hits, S3ARC_MAX_FREQ) - 1` left in the word
+    /// (the rest folded), none let it be evicted. A held buffer that would
+    /// be evicted is passed over, as in CAR. Every change is one atomic
+    /// step on the word, racing with hits as CAR's are.
+    ///
+    /// [`S3ARC_PROMOTE_HITS`]: policy::S3ARC_PROMOTE_HITS
+    fn s3arc_at_tail<K>(core: &Core<K, Self>, h: &Header<K>, state: State) -> Tail {
+        let mut w = h.word();
+        loop {
+            let hits = meta::hits(w);
+            if state == State::Mru && hits >= policy::S3ARC_PROMOTE_HITS {
+                let prev = h.meta.fetch_and(!HITS_MASK, Ordering::AcqRel);
+                Self::count_hits(core, state, meta::hits(prev));
+                return Tail::Promote;
+            }
+            if state == State::Mfu && hits != 0 {
+                let kept = hits.min(policy::S3ARC_MAX_FREQ) - 1;
+                match h.meta.compare_exchange(
+                    w,
+                    (w & !HITS_MASK) | (kept * HIT),
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => {
+                        Self::count_hits(core, state, hits - kept);
+                        return Tail::Promote;
+                    }
+                    Err(now) => {
+                        w = now;
+                        continue;
+                    }
+                }
+            }
+            if meta::holds(w) != 0 {
+                return Tail::Skip;
+            }
+            match h.meta.compare_exchange(
+                w,
+                meta::with_state(w, State::Dead),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    // Unheld, so its hits are handles' (an MRU buffer's one
+                    // hit): counted now that it leaves the lists.
+                    Self::count_hits(core, state, hits);
+                    return Tail::Evict;
+                }
+                Err(now) => w = now,
+            }
+        }
+    }
+
     /// Adds `n` hits counted while in `state` to the statistics.
     fn count_hits<K>(core: &Core<K, Self>, state: State, n: u64) {
         if n != 0 {
@@ -627,6 +686,9 @@ impl HitModeImpl for Lazy {
         // SAFETY: linked, under its sublist lock (the contract); and only
         // our compare-exchange below can make it `Dead` (to be retired).
         let h = unsafe { e.header() };
+        if core.s3arc() {
+            return Self::s3arc_at_tail(core, h, state);
+        }
         // Holds and hits can start at any time (probes take no lock), so
         // the eviction is a compare-exchange from the word that says
         // "unheld, unreferenced" to `Dead`; Acquire orders the reads of
@@ -697,8 +759,8 @@ impl HitModeImpl for Lazy {
 mod tests {
     use super::super::insert::remove_key;
     use super::super::test_support::{
-        at_tail, core, count, hit, insert, insert_held, keys, lookup, release, state_of, Peek,
-        BLOCK as B,
+        at_tail, core, count, hit, insert, insert_held, keys, lookup, release, s3arc_core,
+        state_of, Peek, BLOCK as B,
     };
     use super::*;
 
@@ -1035,5 +1097,107 @@ mod tests {
             (1, (4, 1)),
             "lazy: removal folds the MFU hit once"
         );
+    }
+
+    #[test]
+    fn s3arc_hit_is_the_lazy_hit() {
+        let core = s3arc_core(16 * B);
+        insert(&core, 1, B);
+        let e = lookup(&core, 1).expect("cached");
+        let w = e.peek().word();
+        assert_eq!(
+            (meta::holds(w), meta::hits(w), meta::state(w)),
+            (1, 1, State::Mru),
+            "s3arc: a hit takes a hold and adds a hit in the meta word, state unchanged"
+        );
+        assert_eq!(keys(&core, State::Mru), [1], "s3arc: no list move on a hit");
+        assert_eq!(
+            (count(&core, Event::MruHit), core.sizes().mru),
+            (0, B),
+            "s3arc: a hit writes no statistics counter and moves no bytes"
+        );
+        release(&core, e);
+        assert!(hit(&core, 1) && hit(&core, 1));
+        assert_eq!(meta::hits(e.peek().word()), 3, "s3arc: hits keep counting");
+        assert_eq!(
+            Lazy::hits(&core),
+            (3, 0),
+            "s3arc: hits in the words counted"
+        );
+    }
+
+    #[test]
+    fn s3arc_at_tail_reads_the_hit_count_as_a_frequency() {
+        let core = s3arc_core(16 * B);
+        let entry = |state: State, holds: u64, hits: u64| {
+            let e = EntryPtr::new(7u64, 0, &[0; 10], state, holds);
+            e.peek().meta.fetch_add(hits * HIT, Ordering::Relaxed);
+            e
+        };
+        let once = entry(State::Mru, 0, 1);
+        assert_eq!(
+            at_tail(&core, once, State::Mru),
+            Tail::Evict,
+            "s3arc: one hit on probation is not enough: evicted"
+        );
+        assert_eq!(
+            once.peek().state(),
+            State::Dead,
+            "s3arc: evicted in one step"
+        );
+        assert_eq!(
+            count(&core, Event::MruHit),
+            1,
+            "s3arc: the evicted buffer's hit is folded into the statistics"
+        );
+        let twice = entry(State::Mru, 0, 2);
+        assert_eq!(
+            at_tail(&core, twice, State::Mru),
+            Tail::Promote,
+            "s3arc: two hits on probation: promoted to MFU"
+        );
+        assert_eq!(
+            (meta::hits(twice.peek().word()), count(&core, Event::MruHit)),
+            (0, 3),
+            "s3arc: promotion spends the count (folded as MRU hits)"
+        );
+        let held_once = entry(State::Mru, 1, 1);
+        assert_eq!(
+            at_tail(&core, held_once, State::Mru),
+            Tail::Skip,
+            "s3arc: a held buffer that would be evicted is passed over"
+        );
+        let frequent = entry(State::Mfu, 0, 5);
+        assert_eq!(at_tail(&core, frequent, State::Mfu), Tail::Promote);
+        assert_eq!(
+            (
+                meta::hits(frequent.peek().word()),
+                count(&core, Event::MfuHit)
+            ),
+            (2, 3),
+            "s3arc: MFU keeps min(hits, 3) - 1 for the next turn, the rest folded"
+        );
+        assert_eq!(at_tail(&core, frequent, State::Mfu), Tail::Promote);
+        assert_eq!(at_tail(&core, frequent, State::Mfu), Tail::Promote);
+        assert_eq!(
+            (
+                meta::hits(frequent.peek().word()),
+                count(&core, Event::MfuHit)
+            ),
+            (0, 5),
+            "s3arc: one count per turn, each folded once"
+        );
+        let held = entry(State::Mfu, 1, 0);
+        assert_eq!(at_tail(&core, held, State::Mfu), Tail::Skip);
+        assert_eq!(
+            at_tail(&core, frequent, State::Mfu),
+            Tail::Evict,
+            "s3arc: an MFU buffer with no count left is evicted"
+        );
+        for e in [once, twice, held_once, frequent, held] {
+            // SAFETY: made above, never in the table or a list, and no
+            // other thread has seen it.
+            unsafe { e.free() };
+        }
     }
 }

@@ -28,6 +28,8 @@ pub(crate) fn insert_entry<K: Key, M: HitModeImpl, V: Evictor>(
     let hash = core.hash(&key);
     let idx = core.sublist_of(hash);
     let size = data.len() as u64;
+    // ARC and S3ARC move p before their REPLACE, CAR after it.
+    let adapt_before_replace = M::ADAPT_BEFORE_REPLACE || core.s3arc();
 
     // 1. Was the key remembered? A ghost hit adapts p (ARC: with the ghost
     //    still counted, as the paper's delta does) and the ghost goes.
@@ -46,7 +48,7 @@ pub(crate) fn insert_entry<K: Key, M: HitModeImpl, V: Evictor>(
                 } else {
                     GhostHit::Mfu
                 };
-                if M::ADAPT_BEFORE_REPLACE {
+                if adapt_before_replace {
                     core.adapt(hit, e.bytes, 0);
                 }
                 core.events.count(if hit == GhostHit::Mru {
@@ -63,7 +65,7 @@ pub(crate) fn insert_entry<K: Key, M: HitModeImpl, V: Evictor>(
                 reaccess = true;
             }
         } else if let Some(hit) = l2_origin {
-            if M::ADAPT_BEFORE_REPLACE {
+            if adapt_before_replace {
                 core.adapt(hit, size, size);
             }
             core.events.count(if hit == GhostHit::Mru {
@@ -84,7 +86,7 @@ pub(crate) fn insert_entry<K: Key, M: HitModeImpl, V: Evictor>(
 
     // CAR adapts after its REPLACE, with the hit key still counted in
     // its ghost list (it was taken out above, so add its bytes back).
-    if !M::ADAPT_BEFORE_REPLACE {
+    if !adapt_before_replace {
         if let Some((hit, ghost_bytes)) = ghost_hit {
             core.adapt(hit, ghost_bytes, ghost_bytes);
         }
@@ -123,7 +125,16 @@ pub(crate) fn insert_entry<K: Key, M: HitModeImpl, V: Evictor>(
         let old_live = stripe
             .find(hash, &key)
             .map(|o| unsafe { o.header() }.state().is_live());
-        let state = if ghost_hit.is_some() || reaccess || old_live == Some(true) {
+        // A ghost hit is admitted to MFU, but S3ARC admits an MFU-ghost
+        // hit to MRU as a new buffer: admitting it to MFU lets a loop
+        // longer than the cache cycle through MFU and evict everything
+        // else (`multiarc_sim::probation`).
+        let ghost_to_mfu = match ghost_hit {
+            Some((GhostHit::Mfu, _)) => !core.s3arc(),
+            Some((GhostHit::Mru, _)) => true,
+            None => false,
+        };
+        let state = if ghost_to_mfu || reaccess || old_live == Some(true) {
             State::Mfu
         } else {
             State::Mru
@@ -185,7 +196,8 @@ mod tests {
     use super::super::hit_mode::{Eager, Lazy};
     use super::super::policy;
     use super::super::test_support::{
-        core, count, data, hit, insert, insert_held, keys, release, state_of, Peek, BLOCK as B,
+        core, count, data, hit, insert, insert_held, keys, release, s3arc_core, state_of, Peek,
+        BLOCK as B,
     };
     use super::*;
     use crate::mem::meta;
@@ -480,5 +492,60 @@ mod tests {
     fn byte_counts_per_state_are_exact_after_each_step() {
         byte_counts_are_exact::<Eager>();
         byte_counts_are_exact::<Lazy>();
+    }
+
+    /// S3ARC's ghost rules, in a cache of 1,000 one-byte buffers (`p`
+    /// between 5 and 100): an MRU-ghost hit raises `p` and enters MFU, an
+    /// MFU-ghost hit lowers `p` and enters MRU, `p` within its bounds.
+    #[test]
+    fn s3arc_ghost_hits_move_p_within_its_bounds_and_admit_by_list() {
+        let core = s3arc_core(1000);
+        assert_eq!(core.p(), 100, "s3arc: p starts at 10% of c");
+        for k in 0..1000 {
+            insert(&core, k, 1);
+        }
+        // Full: 1000 evicts MRU's tail 0 (no hits) to the MRU ghost.
+        insert(&core, 1000, 1);
+        assert_eq!(state_of(&core, 0), Some(State::MruGhost));
+        core.set_p_for_test(50);
+        insert(&core, 0, 1);
+        assert_eq!(
+            (state_of(&core, 0), core.p()),
+            (Some(State::Mfu), 51),
+            "s3arc: an MRU-ghost hit raises p by ARC's step and enters MFU"
+        );
+        assert_eq!(state_of(&core, 1), Some(State::MruGhost), "its room: 1");
+        // p above |MRU|: the next eviction is MFU's (0, no hits left).
+        core.set_p_for_test(1000);
+        insert(&core, 1001, 1);
+        assert_eq!(state_of(&core, 0), Some(State::MfuGhost));
+        let before = core.sizes();
+        insert(&core, 0, 1);
+        assert_eq!(
+            state_of(&core, 0),
+            Some(State::Mru),
+            "s3arc: an MFU-ghost hit enters MRU as a new buffer"
+        );
+        assert_eq!(
+            core.p(),
+            policy::s3arc_clamp_p(policy::adapt(1000, 1000, GhostHit::Mfu, 1, &before), 1000),
+            "s3arc: an MFU-ghost hit lowers p by ARC's step, into its bounds"
+        );
+        assert_eq!(core.p(), 100, "s3arc: at most 10% of c");
+        assert_eq!(count(&core, Event::MfuGhostHit), 1);
+        // At the bottom, p stays there: 1 (an MRU ghost) into MFU, out to
+        // the MFU ghost, and back with p at its lower bound.
+        insert(&core, 1, 1);
+        assert_eq!(state_of(&core, 1), Some(State::Mfu));
+        core.set_p_for_test(1000);
+        insert(&core, 2000, 1);
+        assert_eq!(state_of(&core, 1), Some(State::MfuGhost));
+        core.set_p_for_test(5);
+        insert(&core, 1, 1);
+        assert_eq!(
+            (state_of(&core, 1), core.p()),
+            (Some(State::Mru), 5),
+            "s3arc: p at least 0.5% of c"
+        );
     }
 }

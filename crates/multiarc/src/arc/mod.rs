@@ -5,7 +5,7 @@
 //!
 //! - `core`: [`Core`], what every thread shares: the table, the four state
 //!   lists, the targets `c` and `p`, byte counts, statistics.
-//! - `policy`: ARC's and CAR's arithmetic on sizes (pure).
+//! - `policy`: ARC's, CAR's and S3ARC's arithmetic on sizes (pure).
 //! - `hit_mode`: how a hit is recorded ([`HitModeImpl`]: `Eager`, the
 //!   OpenZFS way, or `Lazy`, CAR's clock) and what eviction does with a
 //!   buffer at a list tail.
@@ -17,6 +17,22 @@
 //! - `tier`: the second tier as the ARC sees it.
 //! - `config`, `key`, `stats`: the settings, keys and statistics the facade
 //!   shows.
+//!
+//! # Policies
+//!
+//! [`Policy`] (the builder's `policy`) says what eviction does; the hit
+//! mode says how a hit is recorded. `Policy::Arc` is ARC in the eager mode
+//! and CAR in the lazy mode. `Policy::S3arc` (lazy mode only) keeps the
+//! same four lists with other rules: MRU is S3-FIFO's probationary queue
+//! (`p` within 0.5%..10% of `c`), MFU a clock whose buffers keep a two-bit
+//! frequency, and each ghost list its own bound (80% and 50% of `c`). It is
+//! the same code as the lazy mode's with a branch on the policy where the
+//! rules differ, all on the miss and eviction side: the evictor's reading
+//! of a tail buffer's hit count (`Lazy::s3arc_at_tail`), the choice of
+//! list, the ghost bounds and the walk's first sublist (the fullest, not a
+//! random one: `evict`, `policy`), the bounds of `p`
+//! (`core`), and where a ghost hit is admitted (`insert`). A hit, a
+//! release and the locking below are the lazy mode's, unchanged.
 //!
 //! # Locking model
 //!
@@ -91,7 +107,7 @@ mod stats;
 mod test_support;
 mod tier;
 
-pub use config::HitMode;
+pub use config::{HitMode, Policy};
 pub use key::{BlockKey, Key, PersistentKey};
 pub use stats::Stats;
 

@@ -26,6 +26,14 @@
 //! - history: B1 is trimmed so that |T1| + |B1| <= c and B2 so that the whole
 //!   directory stays within 2c.
 //!
+//! S3ARC (`Policy::S3arc`, the `s3arc_*` functions) keeps ARC's steps for
+//! `p` but bounds it to [`S3ARC_MIN_P_PERMILLE`]..[`S3ARC_MAX_P_PERMILLE`]
+//! of `c`, bounds each ghost list on its own (a fraction of `c`), and
+//! evicts from T1 while `|T1| > p`. Every bound is a fraction of `c` in
+//! bytes, rounded down, and none is raised to "one buffer" (the cache has
+//! no unit of size): with uniform `s`-byte buffers the rules are the page
+//! model's (`multiarc_sim::probation`) for a capacity of `c / s` pages.
+//!
 //! Nothing here touches a lock or an atomic; the cache reads its counters,
 //! calls these, and acts.
 
@@ -110,6 +118,70 @@ pub(crate) fn ghost_excess(s: &Sizes, c: u64) -> (u64, u64) {
     (b1, b2)
 }
 
+/// S3ARC: the hits an MRU buffer needs at its eviction to move to MFU.
+pub(crate) const S3ARC_PROMOTE_HITS: u64 = 2;
+
+/// S3ARC: the largest frequency an MFU buffer keeps (a two-bit counter):
+/// at the tail, a buffer with `h` hits goes round with `min(h, 3) - 1`.
+pub(crate) const S3ARC_MAX_FREQ: u64 = 3;
+
+/// S3ARC: the smallest `p`, in thousandths of `c`.
+pub(crate) const S3ARC_MIN_P_PERMILLE: u64 = 5;
+
+/// S3ARC: the largest `p` (and the first), in thousandths of `c`:
+/// S3-FIFO's 10%.
+pub(crate) const S3ARC_MAX_P_PERMILLE: u64 = 100;
+
+/// S3ARC: the MRU ghost list's bound, in percent of `c`.
+pub(crate) const S3ARC_MRU_GHOST_PERCENT: u64 = 80;
+
+/// S3ARC: the MFU ghost list's bound, in percent of `c`.
+pub(crate) const S3ARC_MFU_GHOST_PERCENT: u64 = 50;
+
+/// `c * num / den`, rounded down, without overflow.
+fn fraction(c: u64, num: u64, den: u64) -> u64 {
+    ((c as u128 * num as u128) / den as u128) as u64
+}
+
+/// S3ARC: the bounds of `p` for a target size `c`: (min, max).
+pub(crate) fn s3arc_p_bounds(c: u64) -> (u64, u64) {
+    let min = fraction(c, S3ARC_MIN_P_PERMILLE, 1000);
+    (min, fraction(c, S3ARC_MAX_P_PERMILLE, 1000).max(min))
+}
+
+/// S3ARC: `p` after a ghost hit (ARC's step, as [`adapt`]), within its bounds.
+pub(crate) fn s3arc_adapt(p: u64, c: u64, hit: GhostHit, size: u64, s: &Sizes) -> u64 {
+    s3arc_clamp_p(adapt(p, c, hit, size, s), c)
+}
+
+/// S3ARC: `p` brought within its bounds for `c`.
+pub(crate) fn s3arc_clamp_p(p: u64, c: u64) -> u64 {
+    let (min, max) = s3arc_p_bounds(c);
+    p.clamp(min, max)
+}
+
+/// S3ARC's REPLACE: T1 while `|T1| > p`, else T2, with ARC's fallbacks.
+pub(crate) fn s3arc_evict_from_mru(s: &Sizes, p: u64) -> bool {
+    if s.mru == 0 {
+        return false;
+    }
+    if s.mfu == 0 {
+        return true;
+    }
+    s.mru > p
+}
+
+/// S3ARC: how many ghost bytes to drop: (from B1, from B2), each list
+/// within its own fraction of `c`.
+pub(crate) fn s3arc_ghost_excess(s: &Sizes, c: u64) -> (u64, u64) {
+    let b1 = fraction(c, S3ARC_MRU_GHOST_PERCENT, 100);
+    let b2 = fraction(c, S3ARC_MFU_GHOST_PERCENT, 100);
+    (
+        s.mru_ghost.saturating_sub(b1),
+        s.mfu_ghost.saturating_sub(b2),
+    )
+}
+
 /// `p` rescaled when the target size changes from `old_c` to `new_c`, so the
 /// learned MRU/MFU split survives a resize (a one-byte change changes nothing).
 pub(crate) fn rescale_p(p: u64, old_c: u64, new_c: u64) -> u64 {
@@ -180,6 +252,36 @@ mod tests {
         assert_eq!(ghost_excess(&sizes(2, 8, 8, 3), 10), (0, 1));
         assert_eq!(ghost_excess(&sizes(2, 8, 9, 3), 10), (1, 1));
         assert_eq!(ghost_excess(&sizes(10, 0, 0, 0), 10), (0, 0));
+    }
+
+    #[test]
+    fn s3arc_p_stays_within_half_a_percent_and_ten_percent_of_c() {
+        assert_eq!(s3arc_p_bounds(1000), (5, 100));
+        assert_eq!(s3arc_p_bounds(10 * 8192), (409, 8192));
+        assert_eq!(s3arc_p_bounds(10), (0, 1), "no floor of one buffer");
+        // ARC's step, then the bounds.
+        let s = sizes(50, 900, 2, 7);
+        assert_eq!(s3arc_adapt(40, 1000, GhostHit::Mru, 1, &s), 43);
+        assert_eq!(s3arc_adapt(99, 1000, GhostHit::Mru, 1, &s), 100);
+        assert_eq!(
+            s3arc_adapt(6, 1000, GhostHit::Mfu, 1, &sizes(50, 900, 9, 1)),
+            5
+        );
+        assert_eq!(s3arc_clamp_p(0, 1000), 5);
+        assert_eq!(s3arc_clamp_p(u64::MAX, 1000), 100);
+        assert_eq!(s3arc_p_bounds(u64::MAX >> 2).1, (u64::MAX >> 2) / 10);
+    }
+
+    #[test]
+    fn s3arc_replace_and_ghost_bounds() {
+        assert!(s3arc_evict_from_mru(&sizes(5, 5, 0, 0), 4));
+        assert!(!s3arc_evict_from_mru(&sizes(4, 5, 0, 0), 4), "at p: T2");
+        assert!(s3arc_evict_from_mru(&sizes(1, 0, 0, 0), 4), "T2 empty");
+        assert!(!s3arc_evict_from_mru(&sizes(0, 5, 0, 0), 0), "T1 empty");
+        // B1 within 80% of c, B2 within 50%, each on its own.
+        assert_eq!(s3arc_ghost_excess(&sizes(10, 0, 8, 5), 10), (0, 0));
+        assert_eq!(s3arc_ghost_excess(&sizes(0, 10, 9, 7), 10), (1, 2));
+        assert_eq!(s3arc_ghost_excess(&sizes(0, 1, 1, 1), 1), (1, 1));
     }
 
     #[test]

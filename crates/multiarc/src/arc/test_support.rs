@@ -3,10 +3,10 @@
 //! insert, look up and look at it. Keys are `u64`, a key's bytes are
 //! `data(key, len)`.
 
-use super::config::{Config, HitMode};
+use super::config::{Config, HitMode, Policy};
 use super::core::Core;
 use super::evict::Inline;
-use super::hit_mode::HitModeImpl;
+use super::hit_mode::{HitModeImpl, Lazy};
 use super::insert::insert_entry;
 use super::stats::Event;
 use crate::mem::{EntryPtr, State};
@@ -25,6 +25,7 @@ pub(super) fn config(max_bytes: u64, hit_mode: HitMode) -> Config {
         hash_stripes: 64,
         inline_eviction: true,
         hit_mode,
+        policy: Policy::Arc,
         seed: Some(0),
     }
 }
@@ -32,6 +33,13 @@ pub(super) fn config(max_bytes: u64, hit_mode: HitMode) -> Config {
 /// A core of `max_bytes` in hit mode `M`, with no second tier.
 pub(super) fn core<M: HitModeImpl>(max_bytes: u64) -> Core<u64, M> {
     Core::new(config(max_bytes, M::MODE), None)
+}
+
+/// A core of `max_bytes` with `Policy::S3arc` (lazy hits), no second tier.
+pub(super) fn s3arc_core(max_bytes: u64) -> Core<u64, Lazy> {
+    let mut config = config(max_bytes, HitMode::Lazy);
+    config.policy = Policy::S3arc;
+    Core::new(config, None)
 }
 
 /// The bytes the tests cache under `key`.

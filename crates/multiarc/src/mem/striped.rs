@@ -36,6 +36,12 @@ impl<const N: usize> Striped<N> {
         self.add(stripe, which, delta.wrapping_neg());
     }
 
+    /// Counter `which` of stripe `stripe` alone (a stripe's share of the
+    /// sum; wrapped below zero while a concurrent move is half done).
+    pub(crate) fn get(&self, stripe: usize, which: usize) -> u64 {
+        self.cells[stripe & (self.cells.len() - 1)][which].load(Ordering::Relaxed)
+    }
+
     /// The sum of counter `which` over all stripes.
     pub(crate) fn sum(&self, which: usize) -> u64 {
         self.cells.iter().fold(0u64, |acc, cell| {

@@ -458,6 +458,17 @@ fn evict_state<K: Key, M: HitModeImpl>(
                 taken += 1;
                 dead.push(entry);
             }
+            let done = walk.freed >= amount || examined >= candidates;
+            if done {
+                // The walk ends here: its marker goes while the lock is
+                // held (not in a second locking below), and the sublist's
+                // next tail entry is fetched for the next walk (an inline
+                // walk evicts one buffer a miss, and the tail entry's
+                // cache miss was its largest cost).
+                sl.prefetch_next(marker);
+                sl.remove_marker(marker);
+                markers[i] = None;
+            }
             drop(sl);
             dead.drain(|e| {
                 // SAFETY: out of the table and its list, and unheld: the
@@ -465,7 +476,7 @@ fn evict_state<K: Key, M: HitModeImpl>(
                 // ghost (never held); retired once, here.
                 unsafe { M::retire(core, e) };
             });
-            if walk.freed >= amount || examined >= candidates {
+            if done {
                 break 'rounds;
             }
         }

@@ -37,12 +37,12 @@ use crate::util::{
     parse_size,
 };
 use anyhow::{bail, Context};
+use multiarc_sim::distinct::DistinctBlocks;
 use multiarc_sim::opt::{NextUseRecorder, NextUses};
 use multiarc_sim::pass::Pass;
 use multiarc_sim::source::{guess_format, TraceFile, TraceSource};
 use multiarc_sim::trace::TraceFormat;
 use serde::Serialize;
-use std::collections::HashSet;
 use std::path::PathBuf;
 
 /// Arguments of `multiarc replay`.
@@ -245,12 +245,12 @@ fn replay(
     // The distinct set is the one structure that grows with the trace:
     // stop when it would not fit in the memory available at the start.
     let memory = machine_memory_bytes();
-    let mut distinct_set = HashSet::new();
+    let mut distinct_set = DistinctBlocks::new();
     let first = Pass::read(source, format, |id| -> anyhow::Result<()> {
         if distinct_set.insert(id) && distinct_set.len().is_multiple_of(1 << 20) {
             if let Some(m) = memory {
-                // 8-byte ids plus a control byte, doubled while it grows.
-                let bytes = distinct_set.capacity() as u64 * 9 * 2;
+                // Doubled while its table grows.
+                let bytes = distinct_set.bytes() * 2;
                 check_fits(
                     &format!(
                         "{}: counting its distinct blocks ({} so far)",
@@ -265,7 +265,7 @@ fn replay(
         Ok(())
     })?;
     let requests = first.requests;
-    let distinct = distinct_set.len() as u64;
+    let distinct = distinct_set.len();
     drop(distinct_set);
     let mut capacities = Vec::new();
     for c in capacity {

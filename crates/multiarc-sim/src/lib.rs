@@ -15,6 +15,9 @@
 //! - [`opt`]: Belady's OPT, which needs each request's next use, and
 //!   [`opt::next_uses`] to compute them for a trace in memory
 //!   ([`opt::NextUseRecorder`] for a trace streamed in passes).
+//! - [`distinct`]: counting a trace's distinct block ids
+//!   ([`DistinctBlocks`]), in groups of neighbours: a probe per run of
+//!   neighbouring blocks rather than per block.
 //! - [`source`]: where a trace's bytes come from ([`TraceSource`]): a
 //!   regular file, decompressed when it ends in `.zst` (with the `zstd`
 //!   feature), read from its start once per pass; and the guess of a
@@ -35,6 +38,7 @@
 
 #![warn(missing_docs)]
 
+pub mod distinct;
 pub mod opt;
 pub mod pass;
 pub mod probation;
@@ -43,6 +47,7 @@ pub mod source;
 pub mod trace;
 pub mod workload;
 
+pub use distinct::DistinctBlocks;
 pub use opt::OptPolicy;
 pub use pass::{Pass, PassError};
 pub use probation::S3ArcPolicy;

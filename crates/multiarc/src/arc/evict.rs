@@ -361,11 +361,21 @@ fn evict_state<K: Key, M: HitModeImpl>(
     let batch = core.config.evict_batch_limit;
     // Moves do not free anything: bound how many a visit may make.
     let visit_limit = batch.saturating_mul(8);
-    let mut markers: Vec<Option<u32>> = vec![None; n];
+    // Each sublist's marker, once the walk has visited it: on the stack
+    // for the usual sublist counts (an inline eviction walks once per
+    // miss; a heap allocation per walk showed in replay profiles).
+    let mut markers_on_stack = [None; MARKERS_ON_STACK];
+    let mut markers_on_heap: Vec<Option<u32>>;
+    let markers: &mut [Option<u32>] = if n <= MARKERS_ON_STACK {
+        &mut markers_on_stack[..n]
+    } else {
+        markers_on_heap = vec![None; n];
+        &mut markers_on_heap
+    };
     let mut walk = Walk::default();
     let mut examined = 0usize;
     // Entries taken out of everything, freed after their locks are dropped.
-    let mut dead: Vec<EntryPtr<K>> = Vec::new();
+    let mut dead = DeadEntries::<K>::new();
     let mut idle_rounds = 0;
     'rounds: loop {
         let before = walk;
@@ -476,14 +486,25 @@ fn evict_state<K: Key, M: HitModeImpl>(
                 taken += 1;
                 dead.push(entry);
             }
+            let done = walk.freed >= amount || examined >= candidates;
+            if done {
+                // The walk ends here: its marker goes while the lock is
+                // held (not in a second locking below), and the sublist's
+                // next tail entry is fetched for the next walk (an inline
+                // walk evicts one buffer a miss, and the tail entry's
+                // cache miss was its largest cost).
+                sl.prefetch_next(marker);
+                sl.remove_marker(marker);
+                markers[i] = None;
+            }
             drop(sl);
-            for e in dead.drain(..) {
+            dead.drain(|e| {
                 // SAFETY: out of the table and its list, and unheld: the
                 // protocol said `Evict` (lazy: after making it `Dead`), or a
                 // ghost (never held); retired once, here.
                 unsafe { M::retire(core, e) };
-            }
-            if walk.freed >= amount || examined >= candidates {
+            });
+            if done {
                 break 'rounds;
             }
         }
@@ -503,6 +524,51 @@ fn evict_state<K: Key, M: HitModeImpl>(
         }
     }
     walk
+}
+
+/// Sublists up to which an eviction walk keeps its markers on the stack.
+const MARKERS_ON_STACK: usize = 64;
+
+/// The entries one sublist visit of an eviction walk took out, to retire
+/// once the sublist's lock is dropped: the first few on the stack (an
+/// inline walk takes one), the rest of a batch on the heap.
+struct DeadEntries<K> {
+    inline: [Option<EntryPtr<K>>; DEAD_ON_STACK],
+    len: usize,
+    more: Vec<EntryPtr<K>>,
+}
+
+/// Entries a visit keeps on the stack (the default batch is 10).
+const DEAD_ON_STACK: usize = 16;
+
+impl<K> DeadEntries<K> {
+    fn new() -> Self {
+        DeadEntries {
+            inline: [None; DEAD_ON_STACK],
+            len: 0,
+            more: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, e: EntryPtr<K>) {
+        if self.len < DEAD_ON_STACK {
+            self.inline[self.len] = Some(e);
+            self.len += 1;
+        } else {
+            self.more.push(e);
+        }
+    }
+
+    /// Hands every entry to `f` (in the order pushed), leaving none.
+    fn drain(&mut self, mut f: impl FnMut(EntryPtr<K>)) {
+        for e in self.inline[..self.len].iter_mut().filter_map(Option::take) {
+            f(e);
+        }
+        self.len = 0;
+        for e in self.more.drain(..) {
+            f(e);
+        }
+    }
 }
 
 /// The running evict thread; stopped and joined on drop.

@@ -250,14 +250,30 @@ const SPINS_FOR_A_READER: u32 = 1;
 /// one; returns the epoch after the attempt.
 pub(crate) fn try_advance() -> u64 {
     let reg = registry();
-    heavy_fence(reg.asymmetric.load(Ordering::Relaxed));
+    // This thread's record (registered now if it had none), by address.
+    let own = LOCAL
+        .try_with(|l| &*l.record as *const Record)
+        .unwrap_or(std::ptr::null());
+    let mut records = reg.records.lock_unpoisoned();
+    // The fence orders other threads' pins against our scan. With no other
+    // thread registered, there is none to order: a thread that registers
+    // after this lock is released synchronises with us through it, so its
+    // reads see every unlink made before this call, and it cannot reach
+    // what was retired before it. Our own record we read in program order.
+    // (A process with one reading thread, such as a replay, saves a
+    // `membarrier` per advance.)
+    if records.iter().any(|r| !std::ptr::eq(&**r, own)) {
+        drop(records);
+        heavy_fence(reg.asymmetric.load(Ordering::Relaxed));
+        records = reg.records.lock_unpoisoned();
+    }
     let current = global_epoch().load(Ordering::SeqCst);
     // A reader pinned at an older epoch is usually in the middle of one
     // lookup (tens of nanoseconds): wait a little for it to leave or pin
     // again before giving up. Reading its record again after the fence is
     // sound: a read section that starts after the fence sees every unlink
     // made before it, so it cannot reach memory retired before this call.
-    let all_current = reg.records.lock_unpoisoned().iter().all(|r| {
+    let all_current = records.iter().all(|r| {
         for _ in 0..SPINS_FOR_A_READER {
             let s = r.state.load(Ordering::Acquire);
             if s == 0 || s == (current | 1) {
@@ -267,6 +283,7 @@ pub(crate) fn try_advance() -> u64 {
         }
         false
     });
+    drop(records);
     if !all_current {
         return current;
     }

@@ -18,13 +18,14 @@
 #
 #   scripts/bucket-bench.sh [--quick] [--latency MS] [--runtime S]
 #       [--mounts multiarc,multiarc-l2,rclone,s3fs] [--metadata-ttl 60s]
-#       [--json] [--keep]
+#       [--json] [--keep] [--seq-only]
 #
 # Needs garage (2.5.0; ~/.cargo/bin), rclone, s3fs, fio, python3 with pyarrow,
 # fusermount3 and /dev/fuse. Builds the release multiarc. Prints a table on
 # stdout (or with --json one JSON document); progress on stderr. The work
 # directory (Garage's data, the caches, the L2) is under target/ on the
 # checkout's disk, not tmpfs; it is removed at exit unless --keep.
+# --seq-only measures only the cold sequential read (the other rows print -).
 # MULTIARC_BIN=PATH uses that binary instead of building one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,6 +39,7 @@ mounts="multiarc,multiarc-l2,rclone,s3fs"
 ttl=60s
 json=0
 keep=0
+seq_only=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1; shift ;;
@@ -47,7 +49,8 @@ while [ $# -gt 0 ]; do
     --metadata-ttl) ttl="$2"; shift 2 ;;
     --json) json=1; shift ;;
     --keep) keep=1; shift ;;
-    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --seq-only) seq_only=1; shift ;;
+    -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bucket-bench: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -228,6 +231,7 @@ for kind in ${mounts//,/ }; do
   seq_mbs=$(python3 -c "print(round($large_n*$large_size/1e6/($t1-$t0),1))")
   say "$kind: sequential cold $seq_mbs MB/s ($((r1 - r0)) requests)"
   emit "{\"mount\":\"$kind\",\"test\":\"seq_cold\",\"mb_s\":$seq_mbs,\"requests\":$((r1 - r0))}"
+  if [ $seq_only = 1 ]; then unmount; continue; fi
 
   # does the mount take O_DIRECT?
   fio_direct=1

@@ -631,8 +631,9 @@ impl<S: ObjectStore> BucketFs<S> {
     /// Fetches `range` of the version `meta` describes into the cache in
     /// the background: chunks of [`BucketConfig::prefetch_chunk`] bytes,
     /// each a task of the runtime (one ranged GET of the blocks not cached,
-    /// conditional on the ETag). Failures are only logged: a read that
-    /// needs those bytes fetches them itself.
+    /// conditional on the ETag), first polled on the caller's thread so its
+    /// blocks are marked as loading before this returns. Failures are only
+    /// logged: a read that needs those bytes fetches them itself.
     fn prefetch(&self, meta: &ObjectMeta, range: std::ops::Range<u64>) {
         let block_size = self.store.block_size();
         for chunk in chunks(range, self.config.prefetch_chunk, block_size) {
@@ -653,7 +654,7 @@ impl<S: ObjectStore> BucketFs<S> {
                 .fetch_add(chunk.end - chunk.start, Ordering::Relaxed);
             let store = Arc::clone(&self.store);
             let (path, e_tag) = (meta.location.clone(), meta.e_tag.clone());
-            self.runtime.spawn(async move {
+            let mut task = Box::pin(async move {
                 let options = GetOptions {
                     range: Some(GetRange::Bounded(chunk.clone())),
                     if_match: e_tag,
@@ -664,6 +665,16 @@ impl<S: ObjectStore> BucketFs<S> {
                     log::debug!("{path}: prefetching {chunk:?}: {e}");
                 }
             });
+            // Polled once here, before the read returns: that starts the
+            // cache's single-flight loads of the chunk's blocks (marked as
+            // loading) and its GET, so the next read waits for them instead
+            // of fetching them itself while the task is not running yet.
+            let started = self
+                .runtime
+                .block_on(async { futures::poll!(task.as_mut()) });
+            if started.is_pending() {
+                self.runtime.spawn(task);
+            }
         }
     }
 

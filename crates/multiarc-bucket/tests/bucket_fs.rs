@@ -468,3 +468,50 @@ fn sequential_reads_prefetch_in_chunks_and_random_reads_do_not() {
     fs.release(fh).unwrap();
     assert_eq!(stat(&fs, "bucket_prefetch_requests"), requests);
 }
+
+#[test]
+fn a_sequential_read_waits_for_the_prefetch_instead_of_fetching_again() {
+    let server = start_server();
+    let size = 8 << 20;
+    let data = pattern(size, 13);
+    put(&server, "seq", data.clone());
+    let config = BucketConfig {
+        prefetch_bytes: 2 << 20,
+        prefetch_chunk: 512 << 10,
+        // One worker, often busy: the reads must not outrun the prefetch
+        // tasks' start. A long TTL: no metadata refresh in between.
+        runtime_threads: 1,
+        metadata_ttl: Duration::from_secs(600),
+        ..BucketConfig::default()
+    };
+    // As the mount sets it up: the cached store's own readahead off.
+    let store = CachedStore::builder(s3_client(&server))
+        .max_bytes(64 << 20)
+        .block_size(64 << 10)
+        .metadata_ttl(config.metadata_ttl)
+        .readahead(0)
+        .build()
+        .expect("a cached store");
+    let fs = BucketFs::new(store, Path::from(""), config).expect("the filesystem");
+    let seq = walk(&fs, "seq").unwrap();
+    let read = 128 << 10;
+    assert!(read_all(&fs, seq, read).unwrap() == data);
+    // The first two reads fetch their own blocks (one GET each: 128 KiB is
+    // two 64 KiB blocks); from the second on, everything past them is
+    // prefetched, and every later read waits for the prefetch's GET.
+    let own_gets = 2;
+    let prefetches = stat(&fs, "bucket_prefetch_requests");
+    let stats = fs.stats();
+    assert!(
+        prefetches >= (size as u64 - 2 * read as u64) / (512 << 10),
+        "{prefetches} prefetches: {stats:?}"
+    );
+    assert_eq!(
+        stat(&fs, "block_requests"),
+        own_gets + prefetches,
+        "{stats:?}"
+    );
+    // No byte fetched twice.
+    assert_eq!(stat(&fs, "store_bytes"), size as u64);
+    assert!(stat(&fs, "single_flight_waits") + stat(&fs, "memory_hits") > 0);
+}

@@ -139,14 +139,18 @@ fn serve(
     let cached = builder.build().map_err(|e| anyhow!("cache: {e}"))?;
     let uid = rustix::process::geteuid().as_raw();
     let gid = rustix::process::getegid().as_raw();
+    let defaults = BucketConfig::default();
     let config = BucketConfig {
+        // Prefetched blocks must not evict one another before they are
+        // read: the window takes at most half the memory cache.
+        prefetch_bytes: defaults.prefetch_bytes.min(args.max_bytes / 2),
         metadata_ttl: ttl,
         read_only: args.read_only,
         allow_overwrite: args.allow_overwrite,
         allow_delete: args.allow_delete,
         uid,
         gid,
-        ..BucketConfig::default()
+        ..defaults
     };
     let root = source.root().unwrap_or_default();
     let fs = BucketFs::new(cached, root, config).context("starting the store's runtime")?;

@@ -4,7 +4,7 @@
 //! size returns under the target once eviction catches up, and nothing
 //! deadlocks (a watchdog fails the test if the run hangs).
 
-use multiarc::{Builder, Cache, HitMode};
+use multiarc::{Builder, Cache, HitMode, Policy};
 use multiarc_sim::workload::rng;
 use rand::Rng;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -33,7 +33,25 @@ fn check(key: u64, bytes: &[u8]) {
     );
 }
 
-fn run_stress(cache: &Cache<u64>, threads: usize, run_for: Duration) {
+/// Keys drawn evenly from 2000.
+fn uniform_key(r: u64) -> u64 {
+    (r >> 8) % 2000
+}
+
+/// A skewed key space of 3000: some keys come back often (counts that
+/// protect them under S3ARC), most rarely.
+fn skewed_key(r: u64) -> u64 {
+    let key = if r.is_multiple_of(4) {
+        r >> 8
+    } else {
+        (r >> 8) % 400
+    };
+    key % 3000
+}
+
+/// `threads` threads mix every operation on keys drawn by `key_of` from a
+/// random word, for `run_for`; then the checks of the module's comment.
+fn run_stress(cache: &Cache<u64>, threads: usize, run_for: Duration, key_of: fn(u64) -> u64) {
     let stop = AtomicBool::new(false);
     let ops = AtomicU64::new(0);
     const PINNED_BASE: u64 = 1 << 40;
@@ -49,7 +67,7 @@ fn run_stress(cache: &Cache<u64>, threads: usize, run_for: Duration) {
                 let mut n = 0u64;
                 while !stop.load(Ordering::Relaxed) {
                     let r = rng.next_u64();
-                    let key = (r >> 8) % 2000;
+                    let key = key_of(r);
                     let len = 512 + ((r >> 40) % 8) as usize * 1024;
                     match r % 100 {
                         0..=59 => {
@@ -150,7 +168,7 @@ fn stress_default_sublists() {
             .min_bytes(64 << 10)
             .build()
             .unwrap();
-        run_stress(&cache, 8, Duration::from_secs(2));
+        run_stress(&cache, 8, Duration::from_secs(2), uniform_key);
     });
 }
 
@@ -165,7 +183,7 @@ fn stress_one_sublist_small_batches() {
             .hash_stripes(4)
             .build()
             .unwrap();
-        run_stress(&cache, 6, Duration::from_secs(2));
+        run_stress(&cache, 6, Duration::from_secs(2), uniform_key);
     });
 }
 
@@ -179,7 +197,7 @@ fn stress_inline_eviction() {
             .inline_eviction(true)
             .build()
             .unwrap();
-        run_stress(&cache, 4, Duration::from_secs(2));
+        run_stress(&cache, 4, Duration::from_secs(2), uniform_key);
     });
 }
 
@@ -192,7 +210,7 @@ fn stress_lazy_default_sublists() {
             .hit_mode(HitMode::Lazy)
             .build()
             .unwrap();
-        run_stress(&cache, 8, Duration::from_secs(2));
+        run_stress(&cache, 8, Duration::from_secs(2), uniform_key);
     });
 }
 
@@ -209,6 +227,32 @@ fn stress_lazy_one_sublist_inline() {
             .hit_mode(HitMode::Lazy)
             .build()
             .unwrap();
-        run_stress(&cache, 6, Duration::from_secs(2));
+        run_stress(&cache, 6, Duration::from_secs(2), uniform_key);
+    });
+}
+
+/// S3ARC (`Policy::S3arc`) with the evict thread over four sublists, on a
+/// skewed key space; besides the common checks, each ghost list within its
+/// share of `c` (80% and 50%), `p` within 0.5%..10% of `c`, and both MFU and
+/// ghost admission in use.
+#[test]
+fn stress_s3arc_four_sublists() {
+    with_watchdog(Duration::from_secs(60), || {
+        let cache: Cache<u64> = Builder::new()
+            .max_bytes(1 << 20)
+            .min_bytes(64 << 10)
+            .sublists(4)
+            .policy(Policy::S3arc)
+            .build()
+            .unwrap();
+        run_stress(&cache, 4, Duration::from_secs(1), skewed_key);
+        let s = cache.stats();
+        assert!(s.mru_ghost_bytes <= s.c * 8 / 10, "{s:?}");
+        assert!(s.mfu_ghost_bytes <= s.c / 2, "{s:?}");
+        assert!(
+            (s.c / 200..=s.c / 10).contains(&s.p),
+            "p within 0.5%..10% of c: {s:?}"
+        );
+        assert!(s.mfu_bytes > 0 && s.mru_ghost_hits > 0, "{s:?}");
     });
 }

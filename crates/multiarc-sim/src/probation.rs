@@ -14,20 +14,26 @@
 //!   since it entered moves on to main (its counter spent); any other page
 //!   leaves for ghost_small: one-hit wonders are demoted quickly.
 //! - **main** (the cache's T2): a clock whose pages carry a frequency
-//!   counter of [`MAX_FREQ`] at most (two bits). Its hand gives a page with
-//!   a count another turn at the tail, one count less (frequency, as LFU
-//!   experts keep it, decaying); a page at 0 leaves for ghost_main.
+//!   counter of [`MAX_FREQ`] at most. Its hand gives a page with a count
+//!   another turn at the tail, one count less (frequency, as LFU experts
+//!   keep it, decaying), and marks it *reused in main*; a page at 0 leaves
+//!   for ghost_main, its mark with it.
 //! - **ghost_small** (B1, [`GHOST_SMALL_PERCENT`] of `c`): pages recently
 //!   demoted from small. A miss on one is admitted straight to main: it has
 //!   shown reuse within a distance the cache could serve (S3-FIFO's
 //!   ghost-based admission; with a bounded ghost, LIRS's reuse-distance test).
 //!   It also grows the target of small by ARC's step.
 //! - **ghost_main** (B2, [`GHOST_MAIN_PERCENT`] of `c`): pages recently
-//!   evicted from main. A miss on one only shrinks the target of small, by
-//!   ARC's step; the page enters small as a new page. (Admitting it to main,
-//!   as ARC's case III does, lets a loop longer than the cache cycle through
-//!   main and evict everything else: on the ARC paper's P6 trace at 32,768
-//!   pages that took the hit ratio from 25% to 9%.)
+//!   evicted from main. A miss on one shrinks the target of small, by
+//!   ARC's step. A page that was reused in main (hit there during its last
+//!   stay, so given a turn by the hand) is readmitted to main, unmarked: it
+//!   has shown frequency, not only one reuse. Any other page enters small
+//!   as a new page. (Admitting every ghost_main hit to main, as ARC's case
+//!   III does, lets a loop longer than the cache cycle through main and
+//!   evict everything else: on the ARC paper's P6 trace at 32,768 pages
+//!   that took the hit ratio from 25% to 9%. A loop's pages are promoted
+//!   from small once and are not hit again in main before they leave it,
+//!   so they are not marked.)
 //! - **target** (ARC's `p`, the size small is kept at): ARC's steps
 //!   (max(1, |other ghost| / |this ghost|)), within
 //!   [`MIN_TARGET_PERMILLE`]..=[`MAX_TARGET_PERMILLE`] of `c`. It starts at
@@ -51,8 +57,9 @@
 use crate::reference::PagePolicy;
 use std::collections::{HashMap, VecDeque};
 
-/// The largest value of a page's frequency counter (two bits).
-pub const MAX_FREQ: u8 = 3;
+/// The largest value of a page's frequency counter: a page hit four times
+/// or more in main stays for four more turns of the hand without a hit.
+pub const MAX_FREQ: u8 = 4;
 
 /// The counter a page in small needs at its eviction to be promoted to
 /// main: two hits on probation. A page with one hit leaves for
@@ -77,12 +84,14 @@ pub const GHOST_MAIN_PERCENT: usize = 50;
 enum Place {
     /// In the small queue, with its counter.
     Small(u8),
-    /// In the main queue, with its counter.
-    Main(u8),
+    /// In the main queue, with its counter and whether the hand has given
+    /// it a turn since it entered main (reused in main).
+    Main(u8, bool),
     /// In ghost_small, with the stamp of its queue entry.
     GhostSmall(u64),
-    /// In ghost_main, with the stamp of its queue entry.
-    GhostMain(u64),
+    /// In ghost_main, with the stamp of its queue entry and whether it was
+    /// reused in main.
+    GhostMain(u64, bool),
 }
 
 /// A ghost list: FIFO with lazy deletion (an entry whose stamp no longer
@@ -155,31 +164,41 @@ impl S3ArcPolicy {
     pub fn contains(&self, page: u64) -> bool {
         matches!(
             self.places.get(&page),
-            Some(Place::Small(_) | Place::Main(_))
+            Some(Place::Small(_) | Place::Main(..))
         )
     }
 
     /// The frequency counter of a cached page.
     pub fn freq(&self, page: u64) -> Option<u8> {
         match self.places.get(&page) {
-            Some(Place::Small(f) | Place::Main(f)) => Some(*f),
+            Some(Place::Small(f) | Place::Main(f, _)) => Some(*f),
             _ => None,
         }
     }
 
     /// True if `page` is in the main queue.
     pub fn in_main(&self, page: u64) -> bool {
-        matches!(self.places.get(&page), Some(Place::Main(_)))
+        matches!(self.places.get(&page), Some(Place::Main(..)))
     }
 
-    /// Adds `page` to a ghost list, dropping that list's oldest page past `c`.
-    fn demote_to_ghost(&mut self, page: u64, small: bool) {
+    /// True if `page` is in main or ghost_main and was reused in main
+    /// (given a turn by the hand since it last entered main).
+    pub fn reused_in_main(&self, page: u64) -> bool {
+        matches!(
+            self.places.get(&page),
+            Some(Place::Main(_, true) | Place::GhostMain(_, true))
+        )
+    }
+
+    /// Adds `page` to a ghost list (ghost_main remembering whether it was
+    /// `reused` in main), dropping that list's oldest page past its bound.
+    fn demote_to_ghost(&mut self, page: u64, small: bool, reused: bool) {
         self.stamp += 1;
         let stamp = self.stamp;
         let (ghost, place) = if small {
             (&mut self.ghost_small, Place::GhostSmall(stamp))
         } else {
-            (&mut self.ghost_main, Place::GhostMain(stamp))
+            (&mut self.ghost_main, Place::GhostMain(stamp, reused))
         };
         ghost.entries.push_back((page, stamp));
         ghost.len += 1;
@@ -193,7 +212,7 @@ impl S3ArcPolicy {
             let (old, old_stamp) = ghost.entries.pop_front().expect("a live ghost entry");
             let live = match self.places.get(&old) {
                 Some(Place::GhostSmall(s)) => small && *s == old_stamp,
-                Some(Place::GhostMain(s)) => !small && *s == old_stamp,
+                Some(Place::GhostMain(s, _)) => !small && *s == old_stamp,
                 _ => false,
             };
             if live {
@@ -203,13 +222,10 @@ impl S3ArcPolicy {
         }
         if ghost.entries.len() > 2 * ghost.len + 64 {
             let places = &self.places;
-            ghost.entries.retain(|&(p, s)| {
-                places.get(&p)
-                    == Some(&if small {
-                        Place::GhostSmall(s)
-                    } else {
-                        Place::GhostMain(s)
-                    })
+            ghost.entries.retain(|&(p, s)| match places.get(&p) {
+                Some(Place::GhostSmall(t)) => small && *t == s,
+                Some(Place::GhostMain(t, _)) => !small && *t == s,
+                _ => false,
             });
         }
     }
@@ -221,25 +237,26 @@ impl S3ArcPolicy {
                 let page = self.small.pop_front().expect("small is not empty");
                 match self.places[&page] {
                     Place::Small(f) if f < PROMOTE_FREQ => {
-                        self.demote_to_ghost(page, true);
+                        self.demote_to_ghost(page, true, false);
                         return;
                     }
                     _ => {
                         // Referenced on probation: promoted, its counts spent.
                         self.main.push_back(page);
-                        self.places.insert(page, Place::Main(0));
+                        self.places.insert(page, Place::Main(0, false));
                     }
                 }
             } else {
                 let page = self.main.pop_front().expect("main is not empty");
                 match self.places[&page] {
-                    Place::Main(0) => {
-                        self.demote_to_ghost(page, false);
+                    Place::Main(0, reused) => {
+                        self.demote_to_ghost(page, false, reused);
                         return;
                     }
-                    Place::Main(f) => {
+                    Place::Main(f, _) => {
+                        // Another turn: reused in main.
                         self.main.push_back(page);
-                        self.places.insert(page, Place::Main(f - 1));
+                        self.places.insert(page, Place::Main(f - 1, true));
                     }
                     other => unreachable!("{page} in main is at {other:?}"),
                 }
@@ -265,8 +282,9 @@ impl PagePolicy for S3ArcPolicy {
                 self.places.insert(x, Place::Small((f + 1).min(MAX_FREQ)));
                 return true;
             }
-            Some(Place::Main(f)) => {
-                self.places.insert(x, Place::Main((f + 1).min(MAX_FREQ)));
+            Some(Place::Main(f, reused)) => {
+                self.places
+                    .insert(x, Place::Main((f + 1).min(MAX_FREQ), reused));
                 return true;
             }
             Some(Place::GhostSmall(_)) => {
@@ -275,7 +293,7 @@ impl PagePolicy for S3ArcPolicy {
                 self.target = (self.target + delta).min(self.max_target);
                 self.leave_ghost(true);
             }
-            Some(Place::GhostMain(_)) => {
+            Some(Place::GhostMain(..)) => {
                 let (gs, gm) = (self.ghost_small.len, self.ghost_main.len);
                 let delta = if gm >= gs { 1 } else { gs / gm };
                 self.target = self.target.saturating_sub(delta).max(self.min_target);
@@ -288,9 +306,9 @@ impl PagePolicy for S3ArcPolicy {
         if self.small.len() + self.main.len() >= self.c {
             self.evict();
         }
-        if matches!(at, Some(Place::GhostSmall(_))) {
+        if matches!(at, Some(Place::GhostSmall(_) | Place::GhostMain(_, true))) {
             self.main.push_back(x);
-            self.places.insert(x, Place::Main(0));
+            self.places.insert(x, Place::Main(0, false));
         } else {
             self.small.push_back(x);
             self.places.insert(x, Place::Small(0));
@@ -339,7 +357,7 @@ mod tests {
             assert!(!s3.access(page));
         }
         let before = (s3.lens(), s3.target());
-        for expected in [1, 2, 3, 3, 3] {
+        for expected in [1, 2, 3, 4, 4] {
             assert!(s3.access(2));
             assert_eq!(s3.freq(2), Some(expected), "saturates at MAX_FREQ");
         }
@@ -388,7 +406,7 @@ mod tests {
         s3.access(11);
         assert_eq!(s3.lens(), (2, 8, 0, 1));
         assert!((2..=9).all(|p| s3.in_main(p) && s3.freq(p) == Some(0)));
-        assert!(matches!(s3.places.get(&1), Some(Place::GhostMain(_))));
+        assert!(matches!(s3.places.get(&1), Some(Place::GhostMain(..))));
         // Small above its target: its unreferenced head 10 is demoted.
         assert!(s3.access(2));
         assert!(!s3.access(12));
@@ -402,8 +420,56 @@ mod tests {
         // leaves for ghost_main.
         assert!(!s3.access(13));
         assert!(s3.in_main(2) && s3.freq(2) == Some(0));
-        assert!(matches!(s3.places.get(&3), Some(Place::GhostMain(_))));
+        assert!(matches!(s3.places.get(&3), Some(Place::GhostMain(..))));
         assert_eq!(s3.lens(), (2, 8, 1, 2));
+    }
+
+    #[test]
+    fn ghost_main_readmits_to_main_only_pages_reused_there() {
+        // c = 100: target 10, ghost_main 50 pages.
+        let mut s3 = S3ArcPolicy::new(100);
+        for page in 1..=100 {
+            for _ in 0..3 {
+                s3.access(page);
+            }
+        }
+        // The first eviction promotes 1..=90 (small is then at its target)
+        // and main's head 1, never hit there, leaves unmarked.
+        s3.access(1000);
+        assert!(matches!(
+            s3.places.get(&1),
+            Some(Place::GhostMain(_, false))
+        ));
+        // 2 is hit in main: at the next eviction the hand gives it a turn
+        // and marks it.
+        assert!(s3.access(2));
+        s3.access(1001);
+        assert!(s3.in_main(2) && s3.reused_in_main(2));
+        // New pages hit twice on probation move on to main and push main's
+        // pages out, until 2 (its count spent) leaves too.
+        let mut page = 2000;
+        while s3.contains(2) {
+            assert!(page < 3000, "2 never left main");
+            for _ in 0..3 {
+                s3.access(page);
+            }
+            page += 1;
+        }
+        assert!(matches!(s3.places.get(&2), Some(Place::GhostMain(_, true))));
+        let unmarked = (3..=100)
+            .chain(2000..page)
+            .find(|p| matches!(s3.places.get(p), Some(Place::GhostMain(_, false))))
+            .expect("a page in ghost_main never hit in main");
+        // Both come back: the unmarked page enters small as a new page, 2
+        // (reused in main) goes back to main, unmarked; each shrinks the
+        // target.
+        let target = s3.target();
+        assert!(!s3.access(unmarked));
+        assert!(s3.contains(unmarked) && !s3.in_main(unmarked));
+        assert_eq!(s3.target(), target - 1);
+        assert!(!s3.access(2));
+        assert!(s3.in_main(2) && !s3.reused_in_main(2));
+        assert_eq!(s3.target(), target - 2);
     }
 
     #[test]
@@ -423,7 +489,7 @@ mod tests {
         assert_eq!(s3.target(), 100);
         // A ghost_main hit shrinks the target by max(1, gs / gm) = 1 and
         // enters small as a new page (it is not admitted to main).
-        let back = (0..3000).find(|p| matches!(s3.places.get(p), Some(Place::GhostMain(_))));
+        let back = (0..3000).find(|p| matches!(s3.places.get(p), Some(Place::GhostMain(..))));
         let back = back.expect("a page in ghost_main");
         assert!(!s3.access(back));
         assert_eq!(s3.target(), 99);

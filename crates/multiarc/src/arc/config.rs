@@ -44,11 +44,13 @@ pub enum Policy {
     ///   more moves to MFU with its count cleared; any other is evicted to
     ///   the MRU ghost list (one-hit wonders leave quickly).
     /// - MFU (the main clock): a buffer at the tail with hits goes round
-    ///   again with `min(hits, 3) - 1` (a two-bit frequency, decaying); one
-    ///   with none is evicted to the MFU ghost list.
+    ///   again with `min(hits, 4) - 1` (a frequency, decaying), marked as
+    ///   reused in MFU; one with none is evicted to the MFU ghost list,
+    ///   which remembers the mark.
     /// - A miss on the MRU ghost list (80% of `c`) is admitted to MFU and
     ///   raises `p` by ARC's step; a miss on the MFU ghost list (50% of
-    ///   `c`) lowers `p` by ARC's step and enters MRU as a new buffer.
+    ///   `c`) lowers `p` by ARC's step and is admitted to MFU if the buffer
+    ///   was reused in MFU, else enters MRU as a new buffer.
     ///
     /// The reference model is `multiarc_sim::probation::S3ArcPolicy`; the
     /// cache makes its decisions request by request at one sublist with

@@ -466,7 +466,11 @@ fn evict_state<K: Key, M: HitModeImpl>(
                 }
                 sl.take(slot);
                 if state.is_live() {
-                    let ghost = EntryPtr::ghost(e.key.clone(), e.hash, e.bytes, state.ghost());
+                    // S3ARC: an MFU ghost remembers whether the buffer was
+                    // reused in MFU (never marked under ARC).
+                    let reused = state == State::Mfu && e.reused_in_mfu();
+                    let ghost =
+                        EntryPtr::ghost(e.key.clone(), e.hash, e.bytes, state.ghost(), reused);
                     // SAFETY: new; like every entry, it leaves the table and
                     // its list (under their locks) before it is freed.
                     unsafe {

@@ -371,7 +371,8 @@ impl Lazy {
     /// or more move it to MFU with the count cleared, fewer let it be
     /// evicted (its hit folded into the statistics); in MFU, hits give it
     /// another turn with `min(hits, S3ARC_MAX_FREQ) - 1` left in the word
-    /// (the rest folded), none let it be evicted. A held buffer that would
+    /// (the rest folded) and mark it reused in MFU (its MFU ghost will be
+    /// readmitted to MFU), none let it be evicted. A held buffer that would
     /// be evicted is passed over, as in CAR. Every change is one atomic
     /// step on the word, racing with hits as CAR's are.
     ///
@@ -395,6 +396,7 @@ impl Lazy {
                 ) {
                     Ok(_) => {
                         Self::count_hits(core, state, hits - kept);
+                        h.mark_reused_in_mfu();
                         return Tail::Promote;
                     }
                     Err(now) => {
@@ -1167,24 +1169,30 @@ mod tests {
             Tail::Skip,
             "s3arc: a held buffer that would be evicted is passed over"
         );
-        let frequent = entry(State::Mfu, 0, 5);
+        let frequent = entry(State::Mfu, 0, 6);
+        assert!(!frequent.peek().reused_in_mfu());
         assert_eq!(at_tail(&core, frequent, State::Mfu), Tail::Promote);
         assert_eq!(
             (
                 meta::hits(frequent.peek().word()),
                 count(&core, Event::MfuHit)
             ),
-            (2, 3),
-            "s3arc: MFU keeps min(hits, 3) - 1 for the next turn, the rest folded"
+            (3, 3),
+            "s3arc: MFU keeps min(hits, 4) - 1 for the next turn, the rest folded"
         );
-        assert_eq!(at_tail(&core, frequent, State::Mfu), Tail::Promote);
-        assert_eq!(at_tail(&core, frequent, State::Mfu), Tail::Promote);
+        assert!(
+            frequent.peek().reused_in_mfu(),
+            "s3arc: a turn in MFU marks the buffer reused there"
+        );
+        for _ in 0..3 {
+            assert_eq!(at_tail(&core, frequent, State::Mfu), Tail::Promote);
+        }
         assert_eq!(
             (
                 meta::hits(frequent.peek().word()),
                 count(&core, Event::MfuHit)
             ),
-            (0, 5),
+            (0, 6),
             "s3arc: one count per turn, each folded once"
         );
         let held = entry(State::Mfu, 1, 0);

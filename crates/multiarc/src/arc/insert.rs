@@ -34,6 +34,8 @@ pub(crate) fn insert_entry<K: Key, M: HitModeImpl, V: Evictor>(
     // 1. Was the key remembered? A ghost hit adapts p (ARC: with the ghost
     //    still counted, as the paper's delta does) and the ghost goes.
     let mut ghost_hit = None;
+    // S3ARC: the MFU ghost hit was a buffer reused in MFU.
+    let mut ghost_reused = false;
     let mut reaccess = false;
     {
         let mut stripe = core.table.write(hash);
@@ -58,6 +60,7 @@ pub(crate) fn insert_entry<K: Key, M: HitModeImpl, V: Evictor>(
                 });
                 let ghost = stripe.remove(hash, &key).expect("found above");
                 ghost_hit = Some((hit, e.bytes));
+                ghost_reused = e.reused_in_mfu();
                 // SAFETY: just out of the table under the stripe lock we
                 // hold; not used after.
                 unsafe { M::detach(core, ghost) };
@@ -126,11 +129,12 @@ pub(crate) fn insert_entry<K: Key, M: HitModeImpl, V: Evictor>(
             .find(hash, &key)
             .map(|o| unsafe { o.header() }.state().is_live());
         // A ghost hit is admitted to MFU, but S3ARC admits an MFU-ghost
-        // hit to MRU as a new buffer: admitting it to MFU lets a loop
-        // longer than the cache cycle through MFU and evict everything
-        // else (`multiarc_sim::probation`).
+        // hit to MFU only if the buffer was reused in MFU, else to MRU as
+        // a new buffer: admitting every one to MFU lets a loop longer than
+        // the cache cycle through MFU and evict everything else
+        // (`multiarc_sim::probation`).
         let ghost_to_mfu = match ghost_hit {
-            Some((GhostHit::Mfu, _)) => !core.s3arc(),
+            Some((GhostHit::Mfu, _)) => !core.s3arc() || ghost_reused,
             Some((GhostHit::Mru, _)) => true,
             None => false,
         };
@@ -547,5 +551,41 @@ mod tests {
             (Some(State::Mru), 5),
             "s3arc: p at least 0.5% of c"
         );
+    }
+
+    /// S3ARC: an MFU ghost remembers whether its buffer was hit in MFU (the
+    /// evictor gave it a turn there); such a ghost hit is admitted to MFU,
+    /// unmarked (one never hit there enters MRU: the test above).
+    #[test]
+    fn s3arc_mfu_ghost_of_a_buffer_reused_in_mfu_is_admitted_to_mfu() {
+        let core = s3arc_core(1000);
+        for k in 0..1000 {
+            insert(&core, k, 1);
+        }
+        assert!(hit(&core, 0) && hit(&core, 0));
+        // Full: MRU's tail 0 (two hits) moves to MFU, 1 is evicted.
+        insert(&core, 1000, 1);
+        assert_eq!(state_of(&core, 0), Some(State::Mfu));
+        assert_eq!(state_of(&core, 1), Some(State::MruGhost));
+        // Hit in MFU: the hand gives it a turn, then evicts it (p above
+        // |MRU|, so MFU is evicted from).
+        assert!(hit(&core, 0));
+        core.set_p_for_test(1000);
+        insert(&core, 1001, 1);
+        assert_eq!(state_of(&core, 0), Some(State::MfuGhost));
+        insert(&core, 0, 1);
+        assert_eq!(
+            state_of(&core, 0),
+            Some(State::Mfu),
+            "s3arc: an MFU-ghost hit of a buffer reused in MFU enters MFU"
+        );
+        assert_eq!(count(&core, Event::MfuGhostHit), 1);
+        // Back in MFU it is unmarked: never hit there again, it leaves and
+        // comes back to MRU.
+        core.set_p_for_test(1000);
+        insert(&core, 1002, 1);
+        assert_eq!(state_of(&core, 0), Some(State::MfuGhost));
+        insert(&core, 0, 1);
+        assert_eq!(state_of(&core, 0), Some(State::Mru));
     }
 }

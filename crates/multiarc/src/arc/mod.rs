@@ -24,8 +24,10 @@
 //! mode says how a hit is recorded. `Policy::Arc` is ARC in the eager mode
 //! and CAR in the lazy mode. `Policy::S3arc` (lazy mode only) keeps the
 //! same four lists with other rules: MRU is S3-FIFO's probationary queue
-//! (`p` within 0.5%..10% of `c`), MFU a clock whose buffers keep a two-bit
-//! frequency, and each ghost list its own bound (80% and 50% of `c`). It is
+//! (`p` within 0.5%..10% of `c`), MFU a clock whose buffers keep a
+//! frequency of at most 4, and each ghost list its own bound (80% and 50%
+//! of `c`); an MFU ghost remembers whether its buffer was reused in MFU
+//! (the header's `reused_in_mfu`). It is
 //! the same code as the lazy mode's with a branch on the policy where the
 //! rules differ, all on the miss and eviction side: the evictor's reading
 //! of a tail buffer's hit count (`Lazy::s3arc_at_tail`), the choice of

@@ -121,9 +121,10 @@ pub(crate) fn ghost_excess(s: &Sizes, c: u64) -> (u64, u64) {
 /// S3ARC: the hits an MRU buffer needs at its eviction to move to MFU.
 pub(crate) const S3ARC_PROMOTE_HITS: u64 = 2;
 
-/// S3ARC: the largest frequency an MFU buffer keeps (a two-bit counter):
-/// at the tail, a buffer with `h` hits goes round with `min(h, 3) - 1`.
-pub(crate) const S3ARC_MAX_FREQ: u64 = 3;
+/// S3ARC: the largest frequency an MFU buffer keeps: at the tail, a buffer
+/// with `h` hits goes round with `min(h, 4) - 1`. (The hit count in the
+/// meta word has the bits; the cap is the evictor's reading of it.)
+pub(crate) const S3ARC_MAX_FREQ: u64 = 4;
 
 /// S3ARC: the smallest `p`, in thousandths of `c`.
 pub(crate) const S3ARC_MIN_P_PERMILLE: u64 = 5;

@@ -54,9 +54,7 @@
 //! hits count them), the retirer makes the entry `Dead`, and it is freed
 //! after every such probe is done (`arc::hit_mode`, `epoch`).
 
-#[cfg(loom)]
-use super::sync::AtomicBool;
-use super::sync::{AtomicU32, AtomicU64, Ordering};
+use super::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::alloc::{self, Layout};
 use std::ptr::NonNull;
 
@@ -167,6 +165,10 @@ pub(crate) struct Header<K> {
     slot: AtomicU32,
     /// A ghost: no data follows.
     ghost: bool,
+    /// S3ARC: a buffer the evictor gave another turn in MFU (it was hit
+    /// there since it entered MFU), or the MFU ghost of one. Written and
+    /// read under the entry's stripe lock, held exclusively.
+    reused_in_mfu: AtomicBool,
     /// Under loom, retired entries are marked instead of freed (and freed
     /// with the cache), so a model in which a probe meets a "freed" entry
     /// fails an assertion instead of reading freed memory.
@@ -204,6 +206,17 @@ impl<K> Header<K> {
 
     pub(crate) fn set_slot(&self, slot: u32) {
         self.slot.store(slot, Ordering::Relaxed);
+    }
+
+    /// S3ARC: whether the entry was reused in MFU (see the field).
+    pub(crate) fn reused_in_mfu(&self) -> bool {
+        self.reused_in_mfu.load(Ordering::Relaxed)
+    }
+
+    /// S3ARC: marks a buffer reused in MFU. Caller holds the entry's stripe
+    /// lock exclusively.
+    pub(crate) fn mark_reused_in_mfu(&self) {
+        self.reused_in_mfu.store(true, Ordering::Relaxed);
     }
 
     pub(crate) fn data_len(&self) -> usize {
@@ -325,6 +338,7 @@ impl<K> EntryPtr<K> {
                 bytes: data.len() as u64,
                 slot: AtomicU32::new(NO_SLOT),
                 ghost: false,
+                reused_in_mfu: AtomicBool::new(false),
                 #[cfg(loom)]
                 freed: AtomicBool::new(false),
             },
@@ -332,8 +346,15 @@ impl<K> EntryPtr<K> {
         )
     }
 
-    /// A ghost of `bytes` bytes (no data).
-    pub(crate) fn ghost(key: K, hash: u64, bytes: u64, state: State) -> EntryPtr<K> {
+    /// A ghost of `bytes` bytes (no data); `reused_in_mfu` is the evicted
+    /// buffer's mark (S3ARC).
+    pub(crate) fn ghost(
+        key: K,
+        hash: u64,
+        bytes: u64,
+        state: State,
+        reused_in_mfu: bool,
+    ) -> EntryPtr<K> {
         debug_assert!(state.is_ghost());
         Self::alloc(
             Header {
@@ -343,6 +364,7 @@ impl<K> EntryPtr<K> {
                 bytes,
                 slot: AtomicU32::new(NO_SLOT),
                 ghost: true,
+                reused_in_mfu: AtomicBool::new(reused_in_mfu),
                 #[cfg(loom)]
                 freed: AtomicBool::new(false),
             },
@@ -433,7 +455,7 @@ mod tests {
         assert_eq!(std::mem::size_of::<Header<crate::BlockKey>>(), 48);
         // SAFETY: created above, never shared, not used after.
         unsafe { p.free() };
-        let p = EntryPtr::ghost(String::from("k"), 1, 8192, State::MruGhost);
+        let p = EntryPtr::ghost(String::from("k"), 1, 8192, State::MruGhost, false);
         // SAFETY: as above.
         let g = unsafe { p.header() };
         assert_eq!(g.data_len(), 0);

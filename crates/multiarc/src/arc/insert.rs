@@ -528,7 +528,7 @@ mod tests {
         assert_eq!(
             state_of(&core, 0),
             Some(State::Mru),
-            "s3arc: an MFU-ghost hit enters MRU as a new buffer"
+            "s3arc: an MFU-ghost hit of a buffer never hit in MFU enters MRU as a new buffer"
         );
         assert_eq!(
             core.p(),

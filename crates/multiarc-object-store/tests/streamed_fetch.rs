@@ -301,6 +301,7 @@ async fn an_error_mid_body_reaches_every_waiter_of_the_blocks_not_yet_filled() {
     held(&store).await;
     // Readers of blocks the GET has not filled: they wait for its loads
     // (single flight), sending nothing themselves.
+    let asked = store.stats().metadata_hits;
     let waiters: Vec<_> = [
         BLOCK + 1..BLOCK + 2,
         5 * BLOCK..6 * BLOCK,
@@ -309,6 +310,16 @@ async fn an_error_mid_body_reaches_every_waiter_of_the_blocks_not_yet_filled() {
     .into_iter()
     .map(|range| spawn_read(&store, &path, range))
     .collect();
+    // Each has its version (a metadata hit) and then, in the same poll,
+    // waits for the load: give them that poll's time, however loaded the
+    // machine.
+    tokio::time::timeout(PATIENCE, async {
+        while store.stats().metadata_hits < asked + 3 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the waiters started their reads");
     tokio::time::sleep(Duration::from_millis(300)).await;
     store.inner().release.notify_one();
     let err = tokio::time::timeout(PATIENCE, whole)

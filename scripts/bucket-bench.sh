@@ -25,7 +25,8 @@
 # stdout (or with --json one JSON document); progress on stderr. The work
 # directory (Garage's data, the caches, the L2) is under target/ on the
 # checkout's disk, not tmpfs; it is removed at exit unless --keep.
-# --seq-only measures only the cold sequential read (the other rows print -).
+# --seq-only measures only the cold sequential read (the other rows print -),
+# over the large objects only (no small objects or Parquet files written).
 # MULTIARC_BIN=PATH uses that binary instead of building one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -121,6 +122,7 @@ unset AWS_CA_BUNDLE AWS_PROFILE AWS_SESSION_TOKEN || true
 printf '%s:%s\n' "$key_id" "$secret" > "$work/s3fs.passwd"; chmod 600 "$work/s3fs.passwd"
 
 # --- the data set (uploaded straight to Garage, not through the proxy) --
+[ $seq_only = 1 ] && small_n=0
 say "writing the data set: $large_n x $((large_size >> 20)) MiB, $small_n small objects, two Parquet files"
 mkdir -p "$work/data/large" "$work/data/small" "$work/data/parquet"
 for i in $(seq 0 $((large_n - 1))); do
@@ -133,13 +135,13 @@ for i in range(n):
     with open(os.path.join(d, f"f{i:05d}"), "wb") as f:
         f.write(os.urandom(1024))
 EOF
-python3 "$helper" parquet "$work/data/parquet" "$hot_rows" "$big_rows"
+[ $seq_only = 1 ] || python3 "$helper" parquet "$work/data/parquet" "$hot_rows" "$big_rows"
 rc() { env -u AWS_CA_BUNDLE rclone --s3-provider Other --s3-env-auth --s3-region garage "$@"; }
 say "uploading with rclone"
 rc --s3-endpoint "http://127.0.0.1:$s3_port" copy --transfers 16 --checkers 16 \
   "$work/data" :s3:bench/ 2>"$work/rclone-upload.log" || die "upload failed: $(tail -3 "$work/rclone-upload.log")"
-hot_size=$(stat -c %s "$work/data/parquet/hot.parquet")
-big_size=$(stat -c %s "$work/data/parquet/big.parquet")
+hot_size=$(stat -c %s "$work/data/parquet/hot.parquet" 2>/dev/null || echo 0)
+big_size=$(stat -c %s "$work/data/parquet/big.parquet" 2>/dev/null || echo 0)
 rm -rf "$work/data"
 
 # --- the latency proxy ---------------------------------------------------
@@ -164,6 +166,8 @@ unmount() {
     daemon_pid=""
   fi
 }
+# a directory every mount shows once it serves the bucket
+ready_dir=parquet; [ $seq_only = 1 ] && ready_dir=large
 # mount KIND [keep]: a fresh mount (caches emptied unless "keep")
 mount_it() {
   local kind=$1 keepcache=${2:-}
@@ -196,7 +200,7 @@ mount_it() {
   esac
   daemon_pid=$!
   for _ in $(seq 300); do
-    mounted && [ -e "$mnt/parquet" ] && return 0
+    mounted && [ -e "$mnt/$ready_dir" ] && return 0
     kill -0 "$daemon_pid" 2>/dev/null || die "$kind exited at mount: $(tail -3 "$work/$kind.log")"
     sleep 0.1
   done

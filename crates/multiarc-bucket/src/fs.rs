@@ -587,7 +587,12 @@ impl<S: ObjectStore> BucketFs<S> {
         if offset >= end {
             return Ok(Bytes::new());
         }
-        let ahead = lock(sequential).advance(offset..end, meta.size, self.config.prefetch_bytes);
+        let ahead = lock(sequential).advance(
+            offset..end,
+            meta.size,
+            self.config.prefetch_bytes,
+            self.config.prefetch_chunk,
+        );
         self.prefetch(meta, ahead);
         let options = GetOptions {
             range: Some(GetRange::Bounded(offset..end)),
@@ -660,8 +665,9 @@ impl<S: ObjectStore> BucketFs<S> {
                     if_match: e_tag,
                     ..GetOptions::default()
                 };
-                let fetched = async { store.get_opts(&path, options).await?.bytes().await };
-                if let Err(e) = fetched.await {
+                // The blocks are cached once the read returns: its bytes
+                // are not needed (collecting them would copy the chunk).
+                if let Err(e) = store.get_opts(&path, options).await {
                     log::debug!("{path}: prefetching {chunk:?}: {e}");
                 }
             });

@@ -48,8 +48,10 @@
 //! Once a handle's reads follow one another, the window past them
 //! ([`BucketConfig::prefetch_bytes`]) is fetched in the background as
 //! several ranged GETs at once ([`BucketConfig::prefetch_chunk`] each),
-//! topped up as the reads advance; a read that reaches a chunk in flight
-//! waits for it. A read elsewhere stops it.
+//! topped up in whole chunks as the reads advance; a read that reaches a
+//! chunk in flight waits only for its own blocks of it (the cached store
+//! caches each block of a GET as its bytes stream in). A read elsewhere
+//! stops it.
 //!
 //! # Writes
 //!

@@ -31,8 +31,17 @@ impl Sequential {
     /// Records a read of `span` of an object of `size` bytes and returns
     /// the bytes to prefetch now (empty for none): with a window of
     /// `window` bytes, once the reads are sequential and less than half the
-    /// window is left ahead of this one.
-    pub(crate) fn advance(&mut self, span: Range<u64>, size: u64, window: u64) -> Range<u64> {
+    /// window is left ahead of this one. The prefetch ends on a multiple of
+    /// `chunk` where it can (within the window), so that the next top-up
+    /// starts on one and is cut into whole chunks, not a chunk and a
+    /// sliver of one.
+    pub(crate) fn advance(
+        &mut self,
+        span: Range<u64>,
+        size: u64,
+        window: u64,
+        chunk: u64,
+    ) -> Range<u64> {
         if span.start == self.end && span.start > 0 {
             self.run = self.run.saturating_add(1);
         } else {
@@ -44,7 +53,9 @@ impl Sequential {
             return 0..0;
         }
         let from = self.ahead.max(span.end);
-        let to = span.end.saturating_add(window).min(size);
+        let reach = span.end.saturating_add(window);
+        let aligned = reach / chunk.max(1) * chunk.max(1);
+        let to = if aligned > from { aligned } else { reach }.min(size);
         if from >= to || from - span.end >= window / 2 {
             return 0..0;
         }
@@ -77,35 +88,75 @@ mod tests {
     fn sequential_reads_prefetch_a_window_topped_up_at_half() {
         let mut s = Sequential::default();
         // The first read, and a first read at 0: nothing yet.
-        assert_eq!(s.advance(0..M, 100 * M, 8 * M), 0..0);
+        assert_eq!(s.advance(0..M, 100 * M, 8 * M, 1), 0..0);
         // The second in a row: the window past it.
-        assert_eq!(s.advance(M..2 * M, 100 * M, 8 * M), 2 * M..10 * M);
+        assert_eq!(s.advance(M..2 * M, 100 * M, 8 * M, 1), 2 * M..10 * M);
         // More than half the window left ahead: nothing.
-        assert_eq!(s.advance(2 * M..3 * M, 100 * M, 8 * M), 0..0);
-        assert_eq!(s.advance(3 * M..6 * M, 100 * M, 8 * M), 0..0);
+        assert_eq!(s.advance(2 * M..3 * M, 100 * M, 8 * M, 1), 0..0);
+        assert_eq!(s.advance(3 * M..6 * M, 100 * M, 8 * M, 1), 0..0);
         // Half or less left: topped up from where it reached.
-        assert_eq!(s.advance(6 * M..7 * M, 100 * M, 8 * M), 10 * M..15 * M);
+        assert_eq!(s.advance(6 * M..7 * M, 100 * M, 8 * M, 1), 10 * M..15 * M);
         // Never past the object's end.
-        assert_eq!(s.advance(7 * M..95 * M, 100 * M, 8 * M), 95 * M..100 * M);
-        assert_eq!(s.advance(95 * M..100 * M, 100 * M, 8 * M), 0..0);
+        assert_eq!(s.advance(7 * M..95 * M, 100 * M, 8 * M, 1), 95 * M..100 * M);
+        assert_eq!(s.advance(95 * M..100 * M, 100 * M, 8 * M, 1), 0..0);
     }
 
     #[test]
     fn a_read_elsewhere_resets_and_random_reads_never_prefetch() {
         let mut s = Sequential::default();
-        s.advance(0..M, 100 * M, 8 * M);
-        assert_eq!(s.advance(M..2 * M, 100 * M, 8 * M), 2 * M..10 * M);
+        s.advance(0..M, 100 * M, 8 * M, 1);
+        assert_eq!(s.advance(M..2 * M, 100 * M, 8 * M, 1), 2 * M..10 * M);
         // A jump: nothing, and the window starts anew after it.
-        assert_eq!(s.advance(50 * M..51 * M, 100 * M, 8 * M), 0..0);
-        assert_eq!(s.advance(51 * M..52 * M, 100 * M, 8 * M), 52 * M..60 * M);
+        assert_eq!(s.advance(50 * M..51 * M, 100 * M, 8 * M, 1), 0..0);
+        assert_eq!(s.advance(51 * M..52 * M, 100 * M, 8 * M, 1), 52 * M..60 * M);
         let mut r = Sequential::default();
         for i in [7u64, 3, 90, 41, 12, 60] {
-            assert_eq!(r.advance(i * M..i * M + 8192, 100 * M, 8 * M), 0..0);
+            assert_eq!(r.advance(i * M..i * M + 8192, 100 * M, 8 * M, 1), 0..0);
         }
         // A window of 0: never.
         let mut off = Sequential::default();
-        off.advance(0..M, 100 * M, 0);
-        assert_eq!(off.advance(M..2 * M, 100 * M, 0), 0..0);
+        off.advance(0..M, 100 * M, 0, 1);
+        assert_eq!(off.advance(M..2 * M, 100 * M, 0, 1), 0..0);
+    }
+
+    #[test]
+    fn top_ups_start_on_a_chunk_boundary_and_are_whole_chunks() {
+        let (window, chunk) = (32 * M, 8 * M);
+        let mut s = Sequential::default();
+        let read = 128 << 10;
+        s.advance(0..read, 1024 * M, window, chunk);
+        // The first window ends on a chunk boundary within the window.
+        assert_eq!(
+            s.advance(read..2 * read, 1024 * M, window, chunk),
+            2 * read..32 * M
+        );
+        // Each top-up then starts where the last ended, and ends on a
+        // boundary: whole chunks only.
+        let mut at = 2 * read;
+        let mut topped = Vec::new();
+        while at < 200 * M {
+            let ahead = s.advance(at..at + read, 1024 * M, window, chunk);
+            if !ahead.is_empty() {
+                topped.push(ahead);
+            }
+            at += read;
+        }
+        assert!(topped.len() > 5, "{topped:?}");
+        for (i, ahead) in topped.iter().enumerate() {
+            assert_eq!(ahead.start % chunk, 0, "{topped:?}");
+            assert_eq!(ahead.end % chunk, 0, "{topped:?}");
+            assert!(ahead.end - ahead.start <= window, "{topped:?}");
+            if i > 0 {
+                assert_eq!(ahead.start, topped[i - 1].end, "{topped:?}");
+            }
+        }
+        // At the object's end, what is left.
+        let mut e = Sequential::default();
+        e.advance(0..read, 20 * M, window, chunk);
+        assert_eq!(
+            e.advance(read..2 * read, 20 * M, window, chunk),
+            2 * read..20 * M
+        );
     }
 
     #[test]

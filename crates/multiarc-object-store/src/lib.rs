@@ -41,8 +41,11 @@
 //! metadata cache, or fetches it with one HEAD shared by the reads that
 //! need it meanwhile. Then each block the read covers is looked up in
 //! memory, then in the second tier; the missing ones are fetched, adjacent
-//! ones together in one ranged GET of at most [`Builder::max_fetch_bytes`].
-//! Concurrent reads of one block, from any task, make one request: the
+//! ones together in one ranged GET of at most [`Builder::max_fetch_bytes`],
+//! whose body is cut into blocks as it streams in: each block is cached
+//! (and its readers woken) as soon as its bytes are in, not when the whole
+//! GET has arrived. A body that fails or ends short fails every block not
+//! yet complete; the blocks completed before are whole. Concurrent reads of one block, from any task, make one request: the
 //! cache's single-flight load ([`multiarc::Cache::get_or_load_async`]),
 //! which also reads second-tier copies on the cache's own I/O threads, so
 //! no runtime thread blocks on the device. The crate needs no particular

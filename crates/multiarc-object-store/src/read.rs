@@ -8,8 +8,11 @@ use crate::metadata::ObjectHead;
 use crate::stats::Counters;
 use crate::store::State;
 use bytes::Bytes;
-use futures::future::{BoxFuture, FutureExt, Shared};
-use futures::{StreamExt, TryStreamExt};
+use futures::future::{BoxFuture, FutureExt};
+use futures::ready;
+use futures::stream::BoxStream;
+use futures::task::{waker_ref, ArcWake};
+use futures::StreamExt;
 use multiarc::Cache;
 use object_store::path::Path;
 use object_store::{GetOptions, GetRange, ObjectStore};
@@ -17,16 +20,14 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll, Waker};
 
 /// Block loads of one read in flight at once, at most.
 const LOADS_IN_FLIGHT: usize = 64;
 
-/// The blocks of one fetch, in order, or why there are none.
-type Fetched = Result<Arc<Vec<Bytes>>, Arc<FetchError>>;
-
 /// A fetch of adjacent blocks, shared by the loads of those blocks.
-type SharedFetch<'a> = Shared<BoxFuture<'a, Fetched>>;
+type SharedFetch<'a> = Arc<RunFetch<'a>>;
 
 /// Where a block was when the read was planned.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -114,17 +115,13 @@ pub(crate) async fn read_ranges<S: ObjectStore>(
     }
     let fetches: Vec<SharedFetch<'_>> = runs
         .iter()
-        .map(|run| {
-            fetch_blocks(state, location, head, run.clone())
-                .boxed()
-                .shared()
-        })
+        .map(|run| Arc::new(RunFetch::new(state, location, head, run.clone())))
         .collect();
     let loads = planned.into_iter().map(|(block, found)| {
         let run = runs
             .iter()
             .position(|run| run.contains(&block))
-            .map(|i| (runs[i].start, fetches[i].clone()));
+            .map(|i| Arc::clone(&fetches[i]));
         let span = needed[&block].clone();
         load_block(
             state,
@@ -146,12 +143,21 @@ pub(crate) async fn read_ranges<S: ObjectStore>(
             Err(e) => Err(e),
         })
     });
-    // Block -> (the offset of its span, the span's bytes).
-    let blocks: BTreeMap<u64, (u64, Bytes)> = futures::stream::iter(loads)
+    // Every load runs to its end, even after one failed: a load dropped
+    // unfinished would be abandoned, and the readers waiting for it would
+    // fetch the block again instead of getting the error of the fetch that
+    // failed (a run's blocks not yet filled all fail at once).
+    let loaded: Vec<Result<_, Arc<FetchError>>> = futures::stream::iter(loads)
         .buffered(LOADS_IN_FLIGHT)
-        .try_filter_map(|loaded| futures::future::ready(Ok(loaded)))
-        .try_collect()
-        .await?;
+        .collect()
+        .await;
+    // Block -> (the offset of its span, the span's bytes).
+    let mut blocks: BTreeMap<u64, (u64, Bytes)> = BTreeMap::new();
+    for result in loaded {
+        if let Some((block, span)) = result? {
+            blocks.insert(block, span);
+        }
+    }
     Ok(ranges
         .iter()
         .map(|r| {
@@ -191,9 +197,8 @@ fn block_len(size: u64, block_size: u64, block: u64) -> u64 {
 
 /// Bytes `span` of block `key.block` through the cache: from memory, the
 /// second tier, or a load, which takes the block from `run` (the read's
-/// fetch of adjacent missing blocks that holds it, starting at block
-/// `run.0`) or, for a block planned as cached but gone since, fetches it
-/// alone.
+/// fetch of adjacent missing blocks that holds it) or, for a block planned
+/// as cached but gone since, fetches it alone.
 async fn load_block<'a, S: ObjectStore>(
     state: &'a State<S>,
     location: &'a Path,
@@ -201,20 +206,20 @@ async fn load_block<'a, S: ObjectStore>(
     key: ObjectBlockKey,
     span: Range<u64>,
     found: Found,
-    run: Option<(u64, SharedFetch<'a>)>,
+    run: Option<SharedFetch<'a>>,
 ) -> Result<Bytes, Arc<FetchError>> {
     let block = key.block;
     let loaded_here = AtomicBool::new(false);
     let loader = || async {
         loaded_here.store(true, Ordering::Relaxed);
-        let (first, blocks) = match run {
-            Some((first, fetch)) => (first, fetch.await?),
-            None => (
-                block,
-                fetch_blocks(state, location, head, block..block + 1).await?,
-            ),
-        };
-        Ok::<_, Arc<FetchError>>(blocks[(block - first) as usize].to_vec())
+        match run {
+            Some(fetch) => fetch.block(block).await,
+            None => {
+                RunFetch::new(state, location, head, block..block + 1)
+                    .block(block)
+                    .await
+            }
+        }
     };
     let (len, bytes) = load_through_cache(&state.cache, key, span, loader).await?;
     let counters = &state.counters;
@@ -266,16 +271,279 @@ where
     }
 }
 
-/// One ranged GET of blocks `run` of the version `head` describes:
+/// Where a ranged GET of a run of blocks stands.
+enum Body<'a> {
+    /// Sent, not answered yet: resolves to the body once the response's
+    /// headers have been checked.
+    Starting(
+        BoxFuture<'a, Result<BoxStream<'static, object_store::Result<Bytes>>, Arc<FetchError>>>,
+    ),
+    /// The body, streaming in.
+    Streaming(BoxStream<'static, object_store::Result<Bytes>>),
+    /// Over: every block arrived, or the fetch failed.
+    Over,
+}
+
+/// A block of a run, as its load sees it.
+enum Slot {
+    /// Its bytes have not all arrived.
+    Pending,
+    /// All its bytes, until its load takes them.
+    Ready(Vec<u8>),
+    /// Taken by its load.
+    Taken,
+}
+
+/// The state of a [`RunFetch`], behind its lock.
+struct Progress<'a> {
+    body: Body<'a>,
+    slots: Vec<Slot>,
+    /// The block (index in the run) whose bytes are arriving, and its
+    /// bytes so far.
+    filling: usize,
+    partial: Vec<u8>,
+    /// Why the blocks not yet complete never will be.
+    failed: Option<Arc<FetchError>>,
+}
+
+/// The loads waiting on a [`RunFetch`], by block index in the run. As a
+/// waker (the one the body is polled with), it wakes them all: whichever
+/// is polled first drives the body on.
+struct Waiting(Mutex<Vec<Option<Waker>>>);
+
+impl Waiting {
+    fn wake_one(&self, index: usize) {
+        let waker = lock(&self.0)[index].take();
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+}
+
+impl ArcWake for Waiting {
+    fn wake_by_ref(arc_self: &Arc<Self>) {
+        let wakers: Vec<Waker> = lock(&arc_self.0)
+            .iter_mut()
+            .filter_map(Option::take)
+            .collect();
+        for waker in wakers {
+            waker.wake();
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// One ranged GET of a run of adjacent blocks, shared by the loads of
+/// those blocks, its body cut into blocks as it streams in: each block's
+/// load gets the block as soon as its bytes have arrived, not once the
+/// whole body has (a reader of the first block of a long GET waits for one
+/// block, and the cache's single-flight waiters of each block are woken as
+/// it completes). The GET is sent when the first load polls it; whichever
+/// load is polled drives the body (under the lock), with a waker that wakes
+/// every load waiting. If the body fails or ends short, every block not yet
+/// complete gets the error (an object that shrank is `Changed`, never
+/// short bytes); blocks completed before it are whole and of the version
+/// the GET was conditional on. The last block is handed over only once
+/// the body has ended with no byte too many.
+pub(crate) struct RunFetch<'a> {
+    /// The run's first block.
+    first: u64,
+    /// Each block's length.
+    lens: Vec<usize>,
+    progress: Mutex<Progress<'a>>,
+    waiting: Arc<Waiting>,
+    counters: &'a Counters,
+}
+
+impl<'a> RunFetch<'a> {
+    /// A fetch of blocks `run` of the version `head` describes (sent when
+    /// first polled).
+    fn new<S: ObjectStore>(
+        state: &'a State<S>,
+        location: &'a Path,
+        head: &'a ObjectHead,
+        run: Range<u64>,
+    ) -> RunFetch<'a> {
+        let block_size = state.config.block_size;
+        let lens: Vec<usize> = run
+            .clone()
+            .map(|block| block_len(head.meta.size, block_size, block) as usize)
+            .collect();
+        let n = lens.len();
+        RunFetch {
+            first: run.start,
+            progress: Mutex::new(Progress {
+                body: Body::Starting(send_fetch(state, location, head, run).boxed()),
+                slots: (0..n).map(|_| Slot::Pending).collect(),
+                filling: 0,
+                partial: Vec::with_capacity(lens.first().copied().unwrap_or(0)),
+                failed: None,
+            }),
+            lens,
+            waiting: Arc::new(Waiting(Mutex::new(vec![None; n]))),
+            counters: &state.counters,
+        }
+    }
+
+    /// The bytes of block `block` (of the run), once they have arrived.
+    async fn block(&self, block: u64) -> Result<Vec<u8>, Arc<FetchError>> {
+        let index = (block - self.first) as usize;
+        futures::future::poll_fn(|cx| self.poll_block(index, cx)).await
+    }
+
+    fn poll_block(
+        &self,
+        index: usize,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Vec<u8>, Arc<FetchError>>> {
+        let mut progress = lock(&self.progress);
+        loop {
+            match std::mem::replace(&mut progress.slots[index], Slot::Taken) {
+                Slot::Ready(bytes) => return Poll::Ready(Ok(bytes)),
+                Slot::Taken => {
+                    return Poll::Ready(Err(Arc::new(FetchError::Changed(format!(
+                        "block {} of a fetch was asked for twice",
+                        self.first + index as u64
+                    )))))
+                }
+                Slot::Pending => progress.slots[index] = Slot::Pending,
+            }
+            if let Some(e) = &progress.failed {
+                return Poll::Ready(Err(Arc::clone(e)));
+            }
+            lock(&self.waiting.0)[index] = Some(cx.waker().clone());
+            let waker = waker_ref(&self.waiting);
+            if self
+                .step(&mut progress, &mut Context::from_waker(&waker), index)
+                .is_pending()
+            {
+                return Poll::Pending;
+            }
+        }
+    }
+
+    /// Drives the GET one step: `Ready` once something changed (a part of
+    /// the body taken in, the fetch answered, ended or failed), `Pending`
+    /// if nothing can be done until `cx` is woken. `index` is the caller's
+    /// block (the others completed are woken).
+    fn step(&self, progress: &mut Progress<'a>, cx: &mut Context<'_>, index: usize) -> Poll<()> {
+        match &mut progress.body {
+            Body::Starting(start) => {
+                let started = ready!(start.poll_unpin(cx));
+                match started {
+                    Ok(stream) => progress.body = Body::Streaming(stream),
+                    Err(e) => self.fail(progress, e),
+                }
+            }
+            Body::Streaming(stream) => match ready!(stream.poll_next_unpin(cx)) {
+                Some(Ok(bytes)) => {
+                    Counters::add(&self.counters.store_bytes, bytes.len() as u64);
+                    self.take_in(progress, &bytes, index);
+                }
+                Some(Err(e)) => self.fail(progress, classify(e)),
+                None => {
+                    let last = self.lens.len() - 1;
+                    if progress.filling == last && progress.partial.len() == self.lens[last] {
+                        let bytes = std::mem::take(&mut progress.partial);
+                        progress.slots[last] = Slot::Ready(bytes);
+                        progress.filling += 1;
+                        progress.body = Body::Over;
+                        Counters::add(&self.counters.blocks_fetched, 1);
+                        self.waiting.wake_one(last);
+                    } else {
+                        let got: usize = self.lens[..progress.filling.min(self.lens.len())]
+                            .iter()
+                            .sum::<usize>()
+                            + progress.partial.len();
+                        let expected: usize = self.lens.iter().sum();
+                        self.fail(
+                            progress,
+                            Arc::new(FetchError::Changed(format!(
+                                "the body ended after {got} of {expected} bytes"
+                            ))),
+                        );
+                    }
+                }
+            },
+            Body::Over => {
+                // Not reached: a fetch is over once every block is in or
+                // it failed, and either is seen before a step.
+                self.fail(
+                    progress,
+                    Arc::new(FetchError::Changed("the fetch is over".into())),
+                );
+            }
+        }
+        Poll::Ready(())
+    }
+
+    /// Cuts `bytes`, the next part of the body, into the blocks being
+    /// filled; each block completed (but the last, which waits for the
+    /// body's end) is handed to its load's slot and that load woken.
+    fn take_in(&self, progress: &mut Progress<'a>, mut bytes: &[u8], index: usize) {
+        let last = self.lens.len() - 1;
+        while !bytes.is_empty() {
+            let at = progress.filling;
+            if at > last || (at == last && progress.partial.len() == self.lens[last]) {
+                let expected: usize = self.lens.iter().sum();
+                return self.fail(
+                    progress,
+                    Arc::new(FetchError::Changed(format!(
+                        "more than the {expected} bytes asked for received"
+                    ))),
+                );
+            }
+            let want = self.lens[at] - progress.partial.len();
+            let take = want.min(bytes.len());
+            progress.partial.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+            if take == want && at < last {
+                let next = Vec::with_capacity(self.lens[at + 1]);
+                let full = std::mem::replace(&mut progress.partial, next);
+                progress.slots[at] = Slot::Ready(full);
+                progress.filling += 1;
+                Counters::add(&self.counters.blocks_fetched, 1);
+                if at != index {
+                    self.waiting.wake_one(at);
+                }
+            }
+        }
+    }
+
+    /// Ends the fetch with `e`: the blocks not complete get it, and every
+    /// load waiting is woken.
+    fn fail(&self, progress: &mut Progress<'a>, e: Arc<FetchError>) {
+        progress.body = Body::Over;
+        progress.partial = Vec::new();
+        progress.failed = Some(e);
+        ArcWake::wake_by_ref(&self.waiting);
+    }
+}
+
+/// The cached store's error for the inner store's `e` (a failed
+/// condition, or an object gone, means the object changed).
+fn classify(e: object_store::Error) -> Arc<FetchError> {
+    Arc::new(match e {
+        object_store::Error::Precondition { .. } | object_store::Error::NotFound { .. } => {
+            FetchError::Changed(e.to_string())
+        }
+        e => FetchError::Store(Arc::new(e)),
+    })
+}
+
+/// Sends one ranged GET of blocks `run` of the version `head` describes:
 /// conditional on its ETag (and pinned to its version, if it has one), and
-/// the response checked (ETag, version, size, length), since some servers
-/// ignore `If-Match`.
-async fn fetch_blocks<S: ObjectStore>(
+/// the response checked (ETag, version, size, range), since some servers
+/// ignore `If-Match`. Returns the body, whose length [`RunFetch`] checks.
+async fn send_fetch<S: ObjectStore>(
     state: &State<S>,
     location: &Path,
     head: &ObjectHead,
     run: Range<u64>,
-) -> Fetched {
+) -> Result<BoxStream<'static, object_store::Result<Bytes>>, Arc<FetchError>> {
     let meta = &head.meta;
     let block_size = state.config.block_size;
     let range = run.start * block_size..meta.size.min(run.end * block_size);
@@ -293,14 +561,6 @@ async fn fetch_blocks<S: ObjectStore>(
         Counters::add(&counters.coalesced_requests, 1);
         Counters::add(&counters.coalesced_blocks, blocks - 1);
     }
-    let classify = |e: object_store::Error| -> Arc<FetchError> {
-        Arc::new(match e {
-            object_store::Error::Precondition { .. } | object_store::Error::NotFound { .. } => {
-                FetchError::Changed(e.to_string())
-            }
-            e => FetchError::Store(Arc::new(e)),
-        })
-    };
     let changed = |why: String| Arc::new(FetchError::Changed(why));
     let response = state
         .inner
@@ -326,21 +586,5 @@ async fn fetch_blocks<S: ObjectStore>(
             got.size, response.range, meta.size, range
         )));
     }
-    let bytes = response.bytes().await.map_err(classify)?;
-    if bytes.len() as u64 != range.end - range.start {
-        return Err(changed(format!(
-            "{} bytes received for range {range:?}",
-            bytes.len()
-        )));
-    }
-    Counters::add(&counters.store_bytes, bytes.len() as u64);
-    Counters::add(&counters.blocks_fetched, blocks);
-    Ok(Arc::new(
-        run.map(|block| {
-            let start = (block * block_size - range.start) as usize;
-            let len = block_len(meta.size, block_size, block) as usize;
-            bytes.slice(start..start + len)
-        })
-        .collect(),
-    ))
+    Ok(response.into_stream())
 }

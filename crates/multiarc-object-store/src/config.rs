@@ -10,9 +10,6 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// The block cache's `mru_min_time`: OpenZFS's `ARC_MINTIME` (1/16 s).
-const MRU_MIN_TIME: Duration = Duration::from_millis(62);
-
 /// The default block size: 256 KiB (measured; see the crate docs).
 pub const DEFAULT_BLOCK_SIZE: u64 = 256 << 10;
 /// The default bound on one coalesced block fetch: 16 MiB.
@@ -203,13 +200,7 @@ impl<S: ObjectStore> Builder<S> {
                 self.block_size
             )));
         }
-        // OpenZFS's ARC_MINTIME: concurrent readers of one file read its
-        // blocks twice within milliseconds; that is not a block used
-        // again, and must not push the hot set out of MFU (issue 24: 32
-        // tasks' scans kept 55% of the hot set without it).
-        let mut cache = Cache::<ObjectBlockKey>::builder()
-            .max_bytes(max_bytes)
-            .mru_min_time(MRU_MIN_TIME);
+        let mut cache = Cache::<ObjectBlockKey>::builder().max_bytes(max_bytes);
         if let Some((path, bytes)) = self.l2 {
             cache = cache.l2(path, bytes);
         }

@@ -4,7 +4,7 @@
 //! check (`l2::L2Config`).
 
 pub use super::error::ConfigError;
-use crate::arc::{Config, HitMode, MruMinTime, PersistentKey, Policy, MRU_MIN_TIME_MAX};
+use crate::arc::{Config, HitMode, PersistentKey, Policy};
 use crate::l2::{KeyCodec, L2Config};
 use std::fmt;
 use std::marker::PhantomData;
@@ -33,7 +33,6 @@ pub struct Builder<K> {
     hit_mode: HitMode,
     policy: Policy,
     seed: Option<u64>,
-    mru_min_time: Duration,
     l2: Option<L2Config>,
     /// Set by `l2` (which needs `K: PersistentKey`); `build` hands it to
     /// the tier.
@@ -62,7 +61,6 @@ impl<K> Clone for Builder<K> {
             hit_mode: self.hit_mode,
             policy: self.policy,
             seed: self.seed,
-            mru_min_time: self.mru_min_time,
             l2: self.l2.clone(),
             key_codec: self.key_codec.clone(),
         }
@@ -82,7 +80,6 @@ impl<K> fmt::Debug for Builder<K> {
             .field("hit_mode", &self.hit_mode)
             .field("policy", &self.policy)
             .field("seed", &self.seed)
-            .field("mru_min_time", &self.mru_min_time)
             .field("l2", &self.l2)
             .finish()
     }
@@ -102,7 +99,6 @@ impl<K> Default for Builder<K> {
             hit_mode: HitMode::default(),
             policy: Policy::default(),
             seed: None,
-            mru_min_time: Duration::ZERO,
             l2: None,
             key_codec: None,
         }
@@ -167,19 +163,6 @@ impl<K> Builder<K> {
     /// Deterministic, but every miss pays for eviction. Default: `false`.
     pub fn inline_eviction(mut self, inline: bool) -> Builder<K> {
         self.inline_eviction = inline;
-        self
-    }
-
-    /// OpenZFS's `ARC_MINTIME` (about 62 ms there): an MRU buffer whose hits
-    /// all came within `window` of its insert is not promoted to MFU (a
-    /// scan that reads its blocks twice in quick succession does not push
-    /// the hot set out). Applied by the evictor, which reads the lazy
-    /// mode's hit counts: with [`HitMode::Lazy`], [`Policy::Arc`] and the
-    /// evict thread; ignored with inline eviction (deterministic, for
-    /// tests and replay), the eager mode or S3ARC. At most 10 s. Default:
-    /// zero (off). `multiarc-object-store`'s `CachedStore` sets 62 ms.
-    pub fn mru_min_time(mut self, window: Duration) -> Builder<K> {
-        self.mru_min_time = window;
         self
     }
 
@@ -271,12 +254,6 @@ impl<K> Builder<K> {
                 "hash_stripes ({hash_stripes}) must be between 1 and 16777216"
             )));
         }
-        if self.mru_min_time > MRU_MIN_TIME_MAX {
-            return Err(ConfigError::invalid(format!(
-                "mru_min_time ({:?}) must be at most {:?}",
-                self.mru_min_time, MRU_MIN_TIME_MAX
-            )));
-        }
         if self.policy == Policy::S3arc && self.hit_mode == HitMode::Eager {
             return Err(ConfigError::invalid(
                 "the S3ARC policy needs the lazy hit mode (it reads the hit counts \
@@ -294,11 +271,6 @@ impl<K> Builder<K> {
             hit_mode: self.hit_mode,
             policy: self.policy,
             seed: self.seed,
-            mru_min_time: (!self.inline_eviction
-                && self.hit_mode == HitMode::Lazy
-                && self.policy == Policy::Arc)
-                .then(|| MruMinTime::new(self.mru_min_time))
-                .flatten(),
         })
     }
 

@@ -72,7 +72,4 @@ pub(crate) struct Config {
     /// `Builder::seed`: where the cache's random choices (the key hasher,
     /// the walks' random starts) come from; `None`: a random seed.
     pub(crate) seed: Option<u64>,
-    /// `Builder::mru_min_time` (lazy mode, ARC, evict thread only; `None`:
-    /// off): see `min_time.rs`.
-    pub(crate) mru_min_time: Option<super::MruMinTime>,
 }

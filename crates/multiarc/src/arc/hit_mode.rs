@@ -29,7 +29,6 @@
 use super::config::HitMode;
 use super::core::Core;
 use super::key::Key;
-use super::min_time::MruMinTime;
 use super::policy::{self, Sizes};
 use super::stats::Event;
 use crate::mem as reclaim;
@@ -366,26 +365,6 @@ impl HitModeImpl for Eager {
 /// does with the hit count differs (`s3arc_at_tail`).
 pub(crate) struct Lazy;
 
-/// `ARC_MINTIME` (`min_time.rs`), in functions of their own.
-impl Lazy {
-    /// Stamps a buffer entering the cache with the time.
-    fn stamp_insert<K>(min_time: &MruMinTime, h: &Header<K>) {
-        h.set_born(min_time.now());
-    }
-
-    /// An MRU buffer at the tail that entered the cache within the window:
-    /// its hits (all within the window) are folded into the statistics and
-    /// cleared, so the walk treats it as unreferenced (evicted unless held).
-    /// A hit that races in after the clearing counts as a reference.
-    fn forget_hits_within<K>(core: &Core<K, Self>, min_time: &MruMinTime, h: &Header<K>) {
-        if meta::hits(h.word()) != 0 && min_time.young(h.born()) {
-            let prev = h.meta.fetch_and(!HITS_MASK, Ordering::AcqRel);
-            Self::count_hits(core, State::Mru, meta::hits(prev));
-            core.events.count(Event::MruMinTimeKept);
-        }
-    }
-}
-
 impl Lazy {
     /// S3ARC's evictor at a list tail (`Policy::S3arc`): the hit count in
     /// the meta word is the buffer's frequency. In MRU, [`S3ARC_PROMOTE_HITS`]
@@ -661,10 +640,6 @@ impl HitModeImpl for Lazy {
     }
 
     unsafe fn installed<K: Key>(core: &Core<K, Self>, state: State, e: EntryPtr<K>) {
-        if let Some(min_time) = &core.config.mru_min_time {
-            // SAFETY: in the table, under the stripe lock the caller holds.
-            Self::stamp_insert(min_time, unsafe { e.header() });
-        }
         // Buffers are linked even while held.
         // SAFETY: in the table, under the stripe lock the caller holds; it
         // leaves its list before it is freed (`detach`, the eviction walk).
@@ -713,11 +688,6 @@ impl HitModeImpl for Lazy {
         let h = unsafe { e.header() };
         if core.s3arc() {
             return Self::s3arc_at_tail(core, h, state);
-        }
-        if state == State::Mru {
-            if let Some(min_time) = &core.config.mru_min_time {
-                Self::forget_hits_within(core, min_time, h);
-            }
         }
         // Holds and hits can start at any time (probes take no lock), so
         // the eviction is a compare-exchange from the word that says
@@ -1229,53 +1199,5 @@ mod tests {
             // other thread has seen it.
             unsafe { e.free() };
         }
-    }
-
-    /// A core of 4 blocks with `Builder::mru_min_time` set to `window`.
-    fn min_time_core(window: std::time::Duration) -> Core<u64, Lazy> {
-        let mut config = super::super::test_support::config(4 * B, HitMode::Lazy);
-        config.mru_min_time = MruMinTime::new(window);
-        Core::new(config, None)
-    }
-
-    #[test]
-    fn lazy_mru_hits_within_the_min_time_do_not_promote() {
-        // Within the window (a long one): inserted, hit, and at the tail
-        // at once: evicted as unreferenced, not promoted.
-        let core = min_time_core(std::time::Duration::from_secs(5));
-        for k in 1..=4 {
-            insert(&core, k, B);
-        }
-        assert!(hit(&core, 1) && hit(&core, 1));
-        insert(&core, 5, B);
-        let evicted = |k| !matches!(state_of(&core, k), Some(State::Mru | State::Mfu));
-        assert!(
-            evicted(1),
-            "lazy, min time: hits all within the window do not promote"
-        );
-        assert_eq!(count(&core, Event::MruMinTimeKept), 1);
-        assert_eq!(
-            count(&core, Event::MruHit),
-            2,
-            "lazy, min time: the forgotten hits are still counted as hits"
-        );
-        // Past the window (a short one): promoted, as without the rule.
-        let core = min_time_core(std::time::Duration::from_millis(1));
-        for k in 1..=4 {
-            insert(&core, k, B);
-        }
-        assert!(hit(&core, 1));
-        std::thread::sleep(std::time::Duration::from_millis(10));
-        insert(&core, 5, B);
-        assert_eq!(
-            state_of(&core, 1),
-            Some(State::Mfu),
-            "lazy, min time: a buffer older than the window with hits is promoted"
-        );
-        assert_eq!(count(&core, Event::MruMinTimeKept), 0);
-        assert!(
-            !matches!(state_of(&core, 2), Some(State::Mru | State::Mfu)),
-            "lazy, min time: the next unreferenced buffer is evicted instead"
-        );
     }
 }

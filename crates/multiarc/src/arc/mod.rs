@@ -101,7 +101,6 @@ mod io_pool;
 mod key;
 mod load;
 mod load_async;
-mod min_time;
 mod policy;
 mod stats;
 #[cfg(all(test, not(loom)))]
@@ -120,6 +119,5 @@ pub(crate) use insert::{insert_entry, remove_key};
 pub(crate) use io_pool::IoPool;
 pub(crate) use load::get_or_load;
 pub(crate) use load_async::get_or_load_async;
-pub(crate) use min_time::{MruMinTime, MAX_WINDOW as MRU_MIN_TIME_MAX};
 pub(crate) use stats::{Event, Supplied};
 pub(crate) use tier::{ArcTails, EvictedCopy, Presence, SecondTier, TierFigures, TierRead};

@@ -134,10 +134,6 @@ statistics! {
     /// Eviction passes that could not bring the cache under its target
     /// (everything left was held).
     evict_not_enough: event(EvictNotEnough),
-    /// MRU buffers at the tail whose hits all came within
-    /// `Builder::mru_min_time` of their insert: not promoted (OpenZFS's
-    /// `ARC_MINTIME`); 0 with the rule off.
-    mru_min_time_kept: event(MruMinTimeKept),
     /// Inserts that had to wait for the evict thread (cache past
     /// `c + c >> overflow_shift`).
     overflow_waits: event(OverflowWait),

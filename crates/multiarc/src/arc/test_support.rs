@@ -27,7 +27,6 @@ pub(super) fn config(max_bytes: u64, hit_mode: HitMode) -> Config {
         hit_mode,
         policy: Policy::Arc,
         seed: Some(0),
-        mru_min_time: None,
     }
 }
 

@@ -56,7 +56,7 @@
 
 #[cfg(loom)]
 use super::sync::AtomicBool;
-use super::sync::{AtomicU16, AtomicU32, AtomicU64, Ordering};
+use super::sync::{AtomicU32, AtomicU64, Ordering};
 use std::alloc::{self, Layout};
 use std::ptr::NonNull;
 
@@ -167,9 +167,6 @@ pub(crate) struct Header<K> {
     slot: AtomicU32,
     /// A ghost: no data follows.
     ghost: bool,
-    /// When it entered the cache, in the units of `arc/min_time.rs` (0
-    /// unless that rule is on); in the header's padding.
-    born: AtomicU16,
     /// Under loom, retired entries are marked instead of freed (and freed
     /// with the cache), so a model in which a probe meets a "freed" entry
     /// fails an assertion instead of reading freed memory.
@@ -207,17 +204,6 @@ impl<K> Header<K> {
 
     pub(crate) fn set_slot(&self, slot: u32) {
         self.slot.store(slot, Ordering::Relaxed);
-    }
-
-    /// Its insert stamp (`arc/min_time.rs`).
-    pub(crate) fn born(&self) -> u16 {
-        self.born.load(Ordering::Relaxed)
-    }
-
-    /// Stamps it as inserted at `t`. Under its stripe lock (exclusive),
-    /// where the evictor reads it.
-    pub(crate) fn set_born(&self, t: u16) {
-        self.born.store(t, Ordering::Relaxed);
     }
 
     pub(crate) fn data_len(&self) -> usize {
@@ -339,7 +325,6 @@ impl<K> EntryPtr<K> {
                 bytes: data.len() as u64,
                 slot: AtomicU32::new(NO_SLOT),
                 ghost: false,
-                born: AtomicU16::new(0),
                 #[cfg(loom)]
                 freed: AtomicBool::new(false),
             },
@@ -358,7 +343,6 @@ impl<K> EntryPtr<K> {
                 bytes,
                 slot: AtomicU32::new(NO_SLOT),
                 ghost: true,
-                born: AtomicU16::new(0),
                 #[cfg(loom)]
                 freed: AtomicBool::new(false),
             },

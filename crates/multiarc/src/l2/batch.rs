@@ -27,6 +27,8 @@ pub(crate) struct Batch<'a, K: Key> {
     pub(super) id: u32,
     /// The buffers, each at a unit boundary.
     pub(super) buf: AlignedBuf,
+    /// The most bytes (padded) it takes: `write_max`, or less (`batch_of`).
+    cap: u64,
     /// Bytes of buffers (padded).
     pub(super) used: u64,
     pub(super) entries: Vec<BatchEntry<K>>,
@@ -51,12 +53,20 @@ impl<K> BatchEntry<K> {
 }
 
 impl<K: Key> Tier<K> {
-    /// An empty batch.
+    /// An empty batch of up to `write_max` bytes.
     pub(crate) fn batch(&self) -> Batch<'_, K> {
+        self.batch_of(self.feed.write_max)
+    }
+
+    /// An empty batch of up to `max_bytes` (at most `write_max`, at least
+    /// one unit).
+    pub(crate) fn batch_of(&self, max_bytes: u64) -> Batch<'_, K> {
+        let cap = units(max_bytes.min(self.feed.write_max)).max(units(1));
         Batch {
             tier: self,
             id: self.next_batch.fetch_add(1, Ordering::Relaxed),
-            buf: AlignedBuf::zeroed(units(self.feed.write_max) as usize),
+            buf: AlignedBuf::zeroed(cap as usize),
+            cap,
             used: 0,
             entries: Vec::new(),
         }
@@ -69,7 +79,7 @@ impl<K: Key> Batch<'_, K> {
     /// of `key` also runs, so a copy of stale bytes cannot be recorded.
     pub(crate) fn add(&mut self, key: &K, data: &[u8], mfu: bool) -> Added {
         let size = padded(data.len() as u64);
-        if data.len() as u64 > MAX_LEN || self.used + size > units(self.tier.feed.write_max) {
+        if data.len() as u64 > MAX_LEN || self.used + size > self.cap {
             return Added::Full;
         }
         // A key already there costs no checksum (`begin_write` checks again

@@ -398,6 +398,9 @@ fn evict_state<K: Key, M: HitModeImpl>(
                 // its list, under our stripe lock, and unheld (the protocol
                 // said `Evict`) or a ghost, until `retire` after the loop.
                 let e = unsafe { entry.header() };
+                // Its table slot, which taking it out changes below: fetched
+                // while the locks and the protocol's decision run.
+                core.table.prefetch(e.hash);
                 looked += 1;
                 examined += 1;
                 let Some(mut stripe) = core.table.stripe(e.hash).try_write() else {

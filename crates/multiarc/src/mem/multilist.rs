@@ -25,6 +25,7 @@
 //! meanwhile are not disturbed.
 
 use super::entry::{EntryPtr, Header, NO_SLOT};
+use super::sync;
 use crate::lock::CachePadded;
 use crate::lock::{LockId, LockstatExt, Mutex, MutexGuard};
 
@@ -201,15 +202,22 @@ impl<K> SublistList<K> {
         }
     }
 
-    /// Starts fetching the entry a walk from `marker` would meet next (the
-    /// node headward of it, which stepping to the marker's place touched),
-    /// so that the next walk of this sublist finds its tail entry in cache
-    /// (a hint: nothing changes).
+    /// Starts fetching what a walk from `marker` would touch next: the entry
+    /// just headward of it (its next candidate), whose node stepping to the
+    /// marker's place touched, and the node beyond that entry (which
+    /// stepping past the entry relinks), so that the next walk of this
+    /// sublist finds them in cache (hints: nothing changes).
     pub(crate) fn prefetch_next(&self, marker: u32) {
         let next = self.nodes[marker as usize].prev;
         if next != NIL {
-            if let Some(e) = self.nodes[next as usize].entry {
+            let node = &self.nodes[next as usize];
+            if let Some(e) = node.entry {
                 e.prefetch();
+            }
+            if node.prev != NIL {
+                // An address only: `prev` is in the slab, and a prefetch
+                // reads nothing.
+                sync::prefetch(self.nodes.as_ptr().wrapping_add(node.prev as usize));
             }
         }
     }

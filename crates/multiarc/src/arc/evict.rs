@@ -495,8 +495,10 @@ fn evict_state<K: Key, M: HitModeImpl>(
                 // held (not in a second locking below), and the sublist's
                 // next tail entry is fetched for the next walk (an inline
                 // walk evicts one buffer a miss, and the tail entry's
-                // cache miss was its largest cost).
-                sl.prefetch_next(marker);
+                // cache miss was its largest cost), with its table slot.
+                if let Some(hash) = sl.prefetch_next(marker) {
+                    core.table.prefetch(hash);
+                }
                 sl.remove_marker(marker);
                 markers[i] = None;
             }

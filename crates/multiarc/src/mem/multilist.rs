@@ -202,24 +202,42 @@ impl<K> SublistList<K> {
         }
     }
 
-    /// Starts fetching what a walk from `marker` would touch next: the entry
-    /// just headward of it (its next candidate), whose node stepping to the
-    /// marker's place touched, and the node beyond that entry (which
-    /// stepping past the entry relinks), so that the next walk of this
-    /// sublist finds them in cache (hints: nothing changes).
-    pub(crate) fn prefetch_next(&self, marker: u32) {
+    /// Starts fetching what the next walks from `marker` will touch, and
+    /// returns the hash of the entry the next one will meet first (for its
+    /// caller to fetch that entry's table slot). A pipeline over the walks
+    /// of this sublist, which take its tail entries one after another:
+    /// - the next entry: its node is in cache (stepping to the marker's
+    ///   place touched it), and its header was fetched by the walk before
+    ///   (as the second entry), so its hash is read at once;
+    /// - the second entry: its node was fetched by the walk before (as the
+    ///   third node); its header is fetched now;
+    /// - the third entry's node (which the walk after next relinks) is
+    ///   fetched now.
+    ///
+    /// Where a walk went otherwise (a promotion, a marker in the way), a
+    /// read here waits for its line, as the next walk would have. Nothing
+    /// changes.
+    pub(crate) fn prefetch_next(&self, marker: u32) -> Option<u64> {
         let next = self.nodes[marker as usize].prev;
-        if next != NIL {
-            let node = &self.nodes[next as usize];
-            if let Some(e) = node.entry {
+        if next == NIL {
+            return None;
+        }
+        let node = &self.nodes[next as usize];
+        if node.prev != NIL {
+            let second = &self.nodes[node.prev as usize];
+            if let Some(e) = second.entry {
                 e.prefetch();
             }
-            if node.prev != NIL {
+            if second.prev != NIL {
                 // An address only: `prev` is in the slab, and a prefetch
                 // reads nothing.
-                sync::prefetch(self.nodes.as_ptr().wrapping_add(node.prev as usize));
+                sync::prefetch(self.nodes.as_ptr().wrapping_add(second.prev as usize));
             }
         }
+        let e = node.entry?;
+        // SAFETY: linked in this sublist, whose lock we hold (`&self` of
+        // the guarded list), so alive (`push_head`).
+        Some(unsafe { e.header() }.hash)
     }
 
     /// Unlinks the entry in `slot` (as returned by `step_marker`).

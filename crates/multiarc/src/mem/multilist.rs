@@ -375,6 +375,26 @@ mod tests {
         unsafe { l.push_head(e) }
     }
 
+    /// A walk's prefetch names the entry the next walk meets first (by its
+    /// hash), and nothing at the head; the list is unchanged.
+    #[test]
+    fn prefetch_next_names_the_next_tail_entry() {
+        let mut l = SublistList::new();
+        for k in [7, 8, 9] {
+            push_head(&mut l, entry(k));
+        }
+        let marker = l.insert_marker_at_tail();
+        let other = l.insert_marker_at_tail();
+        assert_eq!(l.prefetch_next(marker), Some(7));
+        let (slot, e) = l.step_marker(other).unwrap();
+        assert_eq!(header(&e).key, 7);
+        l.take(slot);
+        assert_eq!(l.prefetch_next(other), Some(8));
+        while l.step_marker(other).is_some() {}
+        assert_eq!(l.prefetch_next(other), None);
+        assert_eq!(l.keys_from_head(), vec![9, 8]);
+    }
+
     #[test]
     fn push_remove_and_order() {
         let mut l = SublistList::new();

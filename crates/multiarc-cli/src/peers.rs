@@ -27,6 +27,8 @@ pub trait BenchCache: Send + Sync {
     /// Looks `key` up; on a hit calls `f` with the cached bytes (zero-copy
     /// where the cache allows) and returns true.
     fn with_value(&self, key: u64, f: &mut dyn FnMut(&[u8])) -> bool;
+    /// A hint that `key` will be requested soon (multiarc only).
+    fn prefetch(&self, _key: u64) {}
     /// Starts or stops lockstat tracing of the cache's locks (multiarc only).
     fn set_lockstat(&self, _on: bool) -> bool {
         false
@@ -244,7 +246,10 @@ impl BenchCache for Multiarc {
         self.policy
     }
     fn insert(&self, key: u64, value: &[u8]) {
-        drop(self.cache.insert(key, value.to_vec()));
+        drop(self.cache.insert_slice(key, value));
+    }
+    fn prefetch(&self, key: u64) {
+        self.cache.prefetch(&key);
     }
     fn with_value(&self, key: u64, f: &mut dyn FnMut(&[u8])) -> bool {
         match self.cache.get(&key) {

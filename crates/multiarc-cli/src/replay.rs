@@ -351,13 +351,19 @@ fn replay(
             ci + 1,
             capacities.len()
         ));
+        // Each request is announced to the policies (a prefetch hint)
+        // `LOOKAHEAD` requests before it is driven, in trace order.
+        let mut ahead = Lookahead::new();
         first.read_again(
             source,
             format,
             &format!("capacity {blocks}"),
             |i, id| -> anyhow::Result<()> {
-                for (_, _, policy, hits) in running.iter_mut() {
-                    *hits += policy.access(i, id, next.as_ref()) as u64;
+                for (_, _, policy, _) in running.iter() {
+                    policy.prefetch(id);
+                }
+                if let Some((j, due)) = ahead.push(i, id) {
+                    drive(&mut running, j, due, next.as_ref());
                 }
                 if (i + 1).is_multiple_of(1 << 18) {
                     bar.set_done(done + i + 1);
@@ -365,6 +371,9 @@ fn replay(
                 Ok(())
             },
         )?;
+        for (j, due) in ahead.drain() {
+            drive(&mut running, j, due, next.as_ref());
+        }
         done += requests;
         bar.set_done(done);
         for (name, tier_blocks, policy, hits) in running {
@@ -387,6 +396,54 @@ fn replay(
         capacities,
         results,
     })
+}
+
+/// Requests a replay announces to its policies before driving them: the
+/// memory a request will touch first (multiarc: its hash-table slot) is
+/// then fetched while the requests before it run.
+const LOOKAHEAD: usize = 8;
+
+/// The requests announced and not yet driven, oldest first.
+struct Lookahead {
+    /// `(request number, block id)`, request `i` at `i % LOOKAHEAD`.
+    ring: [(u64, u64); LOOKAHEAD],
+    /// Requests pushed so far.
+    pushed: u64,
+}
+
+impl Lookahead {
+    fn new() -> Lookahead {
+        Lookahead {
+            ring: [(0, 0); LOOKAHEAD],
+            pushed: 0,
+        }
+    }
+
+    /// Adds request `i` (the next in order) for block `id`; returns the
+    /// request now due, once `LOOKAHEAD` are waiting.
+    #[inline]
+    fn push(&mut self, i: u64, id: u64) -> Option<(u64, u64)> {
+        let at = (self.pushed % LOOKAHEAD as u64) as usize;
+        self.pushed += 1;
+        let due = (self.pushed > LOOKAHEAD as u64).then_some(self.ring[at]);
+        self.ring[at] = (i, id);
+        due
+    }
+
+    /// The requests still waiting, oldest first.
+    fn drain(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let waiting = self.pushed.min(LOOKAHEAD as u64);
+        (self.pushed - waiting..self.pushed).map(|k| self.ring[(k % LOOKAHEAD as u64) as usize])
+    }
+}
+
+/// Drives request `i` (block `id`) through every running policy, counting
+/// its hits.
+#[inline]
+fn drive(running: &mut [(String, u64, Policy, u64)], i: u64, id: u64, next: Option<&NextUses>) {
+    for (_, _, policy, hits) in running.iter_mut() {
+        *hits += policy.access(i, id, next) as u64;
+    }
 }
 
 /// Runs the replay.
@@ -676,6 +733,20 @@ mod tests {
             );
         }
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn lookahead_hands_back_every_request_once_in_order() {
+        for n in [0u64, 1, 7, 8, 9, 100] {
+            let mut ahead = Lookahead::new();
+            let mut out = Vec::new();
+            for i in 0..n {
+                out.extend(ahead.push(i, i * 10));
+            }
+            out.extend(ahead.drain());
+            let want: Vec<(u64, u64)> = (0..n).map(|i| (i, i * 10)).collect();
+            assert_eq!(out, want, "{n} requests");
+        }
     }
 
     #[test]

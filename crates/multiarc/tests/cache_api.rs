@@ -45,7 +45,57 @@ in_both_modes!(
     a_panicking_loader_does_not_strand_waiters,
     handles_clone_and_release,
     hash_figures_are_reported,
+    insert_slice_and_prefetch_behave_as_insert_alone,
 );
+
+/// A cache driven with `prefetch` hints (some for keys never asked for)
+/// and `insert_slice` ends exactly as one driven with `insert` alone:
+/// same hits, same statistics, same bytes.
+fn insert_slice_and_prefetch_behave_as_insert_alone(mode: HitMode) {
+    let build = || -> Cache<u64> {
+        Builder::new()
+            .max_bytes(64)
+            .sublists(2)
+            .inline_eviction(true)
+            .seed(5)
+            .hit_mode(mode)
+            .build()
+            .unwrap()
+    };
+    let (plain, hinted) = (build(), build());
+    // A hot set of 10 keys among a loop over 150.
+    let key = |i: u64| {
+        if i.is_multiple_of(3) {
+            i % 10
+        } else {
+            (i * 7 + i / 13) % 150
+        }
+    };
+    let (mut plain_hits, mut hinted_hits) = (0, 0);
+    for i in 0..5000u64 {
+        let k = key(i);
+        let bytes = [k as u8; 3];
+        if plain.get(&k).is_some() {
+            plain_hits += 1;
+        } else {
+            drop(plain.insert(k, bytes.to_vec()));
+        }
+        hinted.prefetch(&key(i + 4));
+        hinted.prefetch(&(1000 + i));
+        if hinted.get(&k).is_some() {
+            hinted_hits += 1;
+        } else {
+            drop(hinted.insert_slice(k, &bytes));
+        }
+    }
+    assert!(plain_hits > 0 && plain_hits < 5000, "{plain_hits} hits");
+    assert_eq!(hinted_hits, plain_hits);
+    assert_eq!(hinted.stats(), plain.stats());
+    for k in 0..150u64 {
+        let (p, h) = (plain.get(&k), hinted.get(&k));
+        assert_eq!(p.as_deref(), h.as_deref(), "key {k}");
+    }
+}
 
 fn get_insert_remove(mode: HitMode) {
     let cache: Cache<BlockKey> = Builder::new()

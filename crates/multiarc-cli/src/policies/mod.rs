@@ -106,10 +106,21 @@ impl Policy {
             Policy::Tiered(tiered) => {
                 let hit = tiered.cache.get(&id).is_some();
                 if !hit {
-                    drop(tiered.cache.insert(id, vec![0]));
+                    drop(tiered.cache.insert_slice(id, &[0]));
                 }
                 hit
             }
+        }
+    }
+
+    /// A hint that block `id` will be requested soon (see
+    /// [`multiarc::Cache::prefetch`]; the multiarc rows only).
+    #[inline]
+    pub fn prefetch(&self, id: u64) {
+        match self {
+            Policy::Cache(c) => c.prefetch(id),
+            Policy::Tiered(tiered) => tiered.cache.prefetch(&id),
+            Policy::Page(_) | Policy::Opt(_) => {}
         }
     }
 

@@ -354,6 +354,16 @@ impl<K: Key> Cache<K> {
         })
     }
 
+    /// A hint that `key` will be looked up or inserted soon: starts fetching
+    /// the part of the hash table that call will read first, so that the
+    /// fetch overlaps with other work (a caller that knows its next keys,
+    /// such as a trace replay, can issue it a few requests ahead). Changes
+    /// nothing and counts nothing.
+    #[inline]
+    pub fn prefetch(&self, key: &K) {
+        dispatch!(&self.shared, core => core.table.prefetch(core.hash(key)))
+    }
+
     /// Caches `data` under `key`, replacing any buffer cached for it (holders
     /// of the old one keep seeing the old bytes), and returns a hold on it.
     ///
@@ -366,8 +376,14 @@ impl<K: Key> Cache<K> {
     /// returns its own bytes to its callers but does not cache them: they may
     /// be older than these (a file layer writing back a block relies on this).
     pub fn insert(&self, key: K, data: Vec<u8>) -> Handle<'_, K> {
+        self.insert_slice(key, &data)
+    }
+
+    /// [`Cache::insert`] with borrowed bytes: the cache copies them into its
+    /// own buffer either way, so a caller need not make a `Vec` first.
+    pub fn insert_slice(&self, key: K, data: &[u8]) -> Handle<'_, K> {
         dispatch!(&self.shared, core, V => {
-            let entry = insert_entry::<K, _, V>(&**core, key, &data, None, None);
+            let entry = insert_entry::<K, _, V>(&**core, key, data, None, None);
             // SAFETY: `insert_entry` returns the entry with a hold for us.
             unsafe { Handle::new(core, entry) }
         })

@@ -398,6 +398,9 @@ fn evict_state<K: Key, M: HitModeImpl>(
                 // its list, under our stripe lock, and unheld (the protocol
                 // said `Evict`) or a ghost, until `retire` after the loop.
                 let e = unsafe { entry.header() };
+                // Its table slot, which taking it out changes below: fetched
+                // while the locks and the protocol's decision run.
+                core.table.prefetch(e.hash);
                 looked += 1;
                 examined += 1;
                 let Some(mut stripe) = core.table.stripe(e.hash).try_write() else {
@@ -496,8 +499,10 @@ fn evict_state<K: Key, M: HitModeImpl>(
                 // held (not in a second locking below), and the sublist's
                 // next tail entry is fetched for the next walk (an inline
                 // walk evicts one buffer a miss, and the tail entry's
-                // cache miss was its largest cost).
-                sl.prefetch_next(marker);
+                // cache miss was its largest cost), with its table slot.
+                if let Some(hash) = sl.prefetch_next(marker) {
+                    core.table.prefetch(hash);
+                }
                 sl.remove_marker(marker);
                 markers[i] = None;
             }

@@ -283,14 +283,7 @@ impl<K> EntryPtr<K> {
     /// prefetch never faults.
     #[inline]
     pub(crate) fn prefetch(self) {
-        #[cfg(all(target_arch = "x86_64", not(loom)))]
-        // SAFETY: SSE, which the instruction needs, is part of every x86-64
-        // processor; a prefetch reads no memory and never faults.
-        unsafe {
-            core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
-                self.0.as_ptr() as *const i8
-            )
-        };
+        super::sync::prefetch(self.0.as_ptr());
     }
 
     /// The pointer as the table's slots store it.

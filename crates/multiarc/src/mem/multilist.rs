@@ -25,6 +25,7 @@
 //! meanwhile are not disturbed.
 
 use super::entry::{EntryPtr, Header, NO_SLOT};
+use super::sync;
 use crate::lock::CachePadded;
 use crate::lock::{LockId, LockstatExt, Mutex, MutexGuard};
 
@@ -201,17 +202,42 @@ impl<K> SublistList<K> {
         }
     }
 
-    /// Starts fetching the entry a walk from `marker` would meet next (the
-    /// node headward of it, which stepping to the marker's place touched),
-    /// so that the next walk of this sublist finds its tail entry in cache
-    /// (a hint: nothing changes).
-    pub(crate) fn prefetch_next(&self, marker: u32) {
+    /// Starts fetching what the next walks from `marker` will touch, and
+    /// returns the hash of the entry the next one will meet first (for its
+    /// caller to fetch that entry's table slot). A pipeline over the walks
+    /// of this sublist, which take its tail entries one after another:
+    /// - the next entry: its node is in cache (stepping to the marker's
+    ///   place touched it), and its header was fetched by the walk before
+    ///   (as the second entry), so its hash is read at once;
+    /// - the second entry: its node was fetched by the walk before (as the
+    ///   third node); its header is fetched now;
+    /// - the third entry's node (which the walk after next relinks) is
+    ///   fetched now.
+    ///
+    /// Where a walk went otherwise (a promotion, a marker in the way), a
+    /// read here waits for its line, as the next walk would have. Nothing
+    /// changes.
+    pub(crate) fn prefetch_next(&self, marker: u32) -> Option<u64> {
         let next = self.nodes[marker as usize].prev;
-        if next != NIL {
-            if let Some(e) = self.nodes[next as usize].entry {
+        if next == NIL {
+            return None;
+        }
+        let node = &self.nodes[next as usize];
+        if node.prev != NIL {
+            let second = &self.nodes[node.prev as usize];
+            if let Some(e) = second.entry {
                 e.prefetch();
             }
+            if second.prev != NIL {
+                // An address only: `prev` is in the slab, and a prefetch
+                // reads nothing.
+                sync::prefetch(self.nodes.as_ptr().wrapping_add(second.prev as usize));
+            }
         }
+        let e = node.entry?;
+        // SAFETY: linked in this sublist, whose lock we hold (`&self` of
+        // the guarded list), so alive (`push_head`).
+        Some(unsafe { e.header() }.hash)
     }
 
     /// Unlinks the entry in `slot` (as returned by `step_marker`).
@@ -347,6 +373,26 @@ mod tests {
     fn push_head(l: &mut SublistList<u32>, e: EntryPtr<u32>) {
         // SAFETY: test entries are never freed.
         unsafe { l.push_head(e) }
+    }
+
+    /// A walk's prefetch names the entry the next walk meets first (by its
+    /// hash), and nothing at the head; the list is unchanged.
+    #[test]
+    fn prefetch_next_names_the_next_tail_entry() {
+        let mut l = SublistList::new();
+        for k in [7, 8, 9] {
+            push_head(&mut l, entry(k));
+        }
+        let marker = l.insert_marker_at_tail();
+        let other = l.insert_marker_at_tail();
+        assert_eq!(l.prefetch_next(marker), Some(7));
+        let (slot, e) = l.step_marker(other).unwrap();
+        assert_eq!(header(&e).key, 7);
+        l.take(slot);
+        assert_eq!(l.prefetch_next(other), Some(8));
+        while l.step_marker(other).is_some() {}
+        assert_eq!(l.prefetch_next(other), None);
+        assert_eq!(l.keys_from_head(), vec![9, 8]);
     }
 
     #[test]

@@ -23,6 +23,22 @@ pub(crate) fn spin_loop() {
     std::hint::spin_loop();
 }
 
+/// Asks the processor to start fetching the cache line at `at` now, for a
+/// use a little later: a hint, which reads nothing and changes nothing (a
+/// no-op where there is no stable prefetch instruction, and under loom).
+/// Any address will do, even a dangling one: a prefetch never faults.
+#[inline]
+pub(crate) fn prefetch<T>(at: *const T) {
+    #[cfg(all(target_arch = "x86_64", not(loom)))]
+    // SAFETY: SSE, which the instruction needs, is part of every x86-64
+    // processor; a prefetch reads no memory and never faults.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(at as *const i8)
+    };
+    #[cfg(not(all(target_arch = "x86_64", not(loom))))]
+    let _ = at;
+}
+
 /// Locking that ignores poisoning: the library's mutexes guard state that
 /// every critical section leaves consistent (or that is only ever replaced
 /// whole), so a panic while one was held must not make later callers panic

@@ -41,7 +41,7 @@
 
 use super::entry::{EntryPtr, Header};
 use super::epoch::{Guard, Limbo};
-use super::sync::{fence, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use super::sync::{self, fence, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use crate::lock::CachePadded;
 use crate::lock::{LockId, LockstatExt, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::ptr;
@@ -621,6 +621,20 @@ impl<K: Eq, S> HashTable<K, S> {
     #[inline]
     pub(crate) fn stripe(&self, hash: u64) -> &Stripe<K, S> {
         &self.stripes[(hash as usize) & (self.stripes.len() - 1)]
+    }
+
+    /// Starts fetching the home slot of `hash` (a hint for a lookup or a
+    /// change of that key a little later, whose first cache miss is that
+    /// slot): reads the stripe's published mask and array, and nothing else.
+    /// A race with a growing stripe only makes the hint point elsewhere.
+    #[inline]
+    pub(crate) fn prefetch(&self, hash: u64) {
+        let p = &self.stripe(hash).published;
+        let mask = p.mask.load(Ordering::Relaxed);
+        let base = p.slots.load(Ordering::Relaxed);
+        // An address only (never dereferenced here): `wrapping_add` keeps
+        // it safe whatever the array is by now.
+        sync::prefetch(base.wrapping_add(tag_of(hash) as usize & mask));
     }
 
     /// Locks the stripe of `hash` exclusively (to change the table or the

@@ -117,6 +117,14 @@ pub struct MountArgs {
     /// change made elsewhere is seen at the next open after it.
     #[arg(long, value_parser = duration_arg)]
     metadata_ttl: Option<std::time::Duration>,
+    /// Of a bucket: open every file with direct I/O, so that no read is
+    /// served from the kernel's page cache (each is a request to the
+    /// mount). By default a file opened for reading uses the page cache,
+    /// kept across opens while the object is unchanged (same ETag) and
+    /// dropped at the first open that finds a new version; files being
+    /// written, and opens with O_DIRECT, use direct I/O either way.
+    #[arg(long)]
+    direct_io: bool,
     /// Internal: this is the background mount process, started by `mount`
     /// without `--foreground`; it reports readiness on its stdout.
     #[arg(long, hide = true)]
@@ -324,6 +332,7 @@ fn check_args(args: &MountArgs) -> anyhow::Result<(PathBuf, PathBuf)> {
         (args.allow_overwrite, "--allow-overwrite"),
         (args.allow_delete, "--allow-delete"),
         (args.metadata_ttl.is_some(), "--metadata-ttl"),
+        (args.direct_io, "--direct-io"),
     ] {
         if given {
             bail!("{flag} is for buckets (s3://BUCKET[/PREFIX]), not a backing directory");

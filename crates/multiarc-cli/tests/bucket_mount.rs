@@ -537,11 +537,11 @@ fn readers_of_an_object_rewritten_under_them_see_one_version_whole_or_estale() {
                             match read_whole(p, chunk) {
                                 Ok(seen) => {
                                     assert!(
-                                        versions.iter().any(|v| *v == seen),
+                                        versions.contains(&seen),
                                         "{extra:?}: a read of {} bytes is none of the versions \
                                          whole: {:?}",
                                         seen.len(),
-                                        pages_of(&seen, &versions)
+                                        pages_of(&seen, versions)
                                     );
                                     whole += 1;
                                 }

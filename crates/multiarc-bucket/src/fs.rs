@@ -230,24 +230,21 @@ impl<S: ObjectStore> BucketFs<S> {
                 // While handles read a version through the kernel's page
                 // cache, the kernel is told that version's size: it cuts
                 // their reads at the size it knows, which a newer, shorter
-                // version must not lower under them (handles of the newer
-                // one meanwhile read with direct I/O, not cut by it).
-                let remote = node
+                // version, or a replacement being written through this
+                // mount, must not lower under them (handles of the newer
+                // one meanwhile read or write with direct I/O, not cut by
+                // it).
+                let paged = node
                     .page_version
                     .as_ref()
                     .filter(|_| node.page_readers > 0)
-                    .map(remote_of)
-                    .or_else(|| node.remote.clone());
-                (
-                    node.writing
-                        .or_else(|| remote.as_ref().map(|r| r.size))
-                        .unwrap_or(0),
-                    match (node.writing, remote) {
-                        (None, Some(r)) => r.mtime,
-                        _ => SystemTime::now(),
-                    },
-                    self.config.file_mode,
-                )
+                    .map(remote_of);
+                match (paged, node.writing, node.remote.as_ref()) {
+                    (Some(p), _, _) => (p.size, p.mtime, self.config.file_mode),
+                    (None, Some(written), _) => (written, SystemTime::now(), self.config.file_mode),
+                    (None, None, Some(r)) => (r.size, r.mtime, self.config.file_mode),
+                    (None, None, None) => (0, SystemTime::now(), self.config.file_mode),
+                }
             }
         };
         Attr {

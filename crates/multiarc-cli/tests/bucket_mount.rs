@@ -422,7 +422,7 @@ fn the_page_cache_is_kept_for_an_unchanged_object_and_dropped_for_a_new_version(
         &server,
         &dir,
         "mnt",
-        &["--metadata-ttl", "1s", "--allow-overwrite"],
+        &["--metadata-ttl", "1s", "--allow-overwrite", "--page-cache"],
     );
     let p = m.path("pc/obj");
     assert!(read_whole(&p, 65536).unwrap() == v1);
@@ -477,15 +477,15 @@ fn the_page_cache_is_kept_for_an_unchanged_object_and_dropped_for_a_new_version(
     assert!(read_whole(&m.path("pc/new"), 8192).unwrap() == v5);
     assert!(get(&server, "pc/new").unwrap() == v5);
 
-    // --direct-io: every read reaches the mount.
-    let d = Mount::start(&server, &dir, "direct", &["--direct-io"]);
+    // Without --page-cache: every read reaches the mount.
+    let d = Mount::start(&server, &dir, "direct", &[]);
     let p = d.path("pc/obj");
     assert!(read_whole(&p, 65536).unwrap() == v4);
     let hits = d.stat("memory_hits");
     assert!(read_whole(&p, 65536).unwrap() == v4);
     assert!(
         d.stat("memory_hits") > hits,
-        "with --direct-io a read was served from the kernel's pages"
+        "without --page-cache a read was served from the kernel's pages"
     );
 }
 
@@ -522,7 +522,7 @@ fn readers_of_an_object_rewritten_under_them_see_one_version_whole_or_estale() {
     for (n, extra) in [&[][..]].into_iter().enumerate() {
         put(&server, "mix", versions[0].clone());
         let name = format!("mnt{n}");
-        let ttl = ["--metadata-ttl", "200ms"];
+        let ttl = ["--metadata-ttl", "200ms", "--page-cache"];
         let m = Mount::start(&server, &dir, &name, &[&ttl[..], extra].concat());
         let p = m.path("mix");
         let stop = std::sync::atomic::AtomicBool::new(false);

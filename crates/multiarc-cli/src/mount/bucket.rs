@@ -191,7 +191,7 @@ fn serve(
         ttl.as_secs_f64(),
         args.threads,
         if args.read_only { ", read-only" } else { "" },
-        if args.direct_io { ", direct I/O" } else { "" }
+        if args.page_cache { ", page cache" } else { "" }
     );
     let extra = if args.read_only {
         vec![fuser::MountOption::RO]
@@ -206,7 +206,7 @@ fn serve(
         uid,
         gid,
         block_size: block_size as u32,
-        direct_io: args.direct_io,
+        page_cache: args.page_cache,
     };
     let session = start_session(mount, &mountpoint, &fsname, args, &extra, ready, msg)?;
     let _ = notifier.set(session.notifier());
@@ -229,8 +229,8 @@ struct BucketMount {
     uid: u32,
     gid: u32,
     block_size: u32,
-    /// `--direct-io`: no file is read through the kernel's page cache.
-    direct_io: bool,
+    /// `--page-cache`: files are read through the kernel's page cache.
+    page_cache: bool,
 }
 
 /// The process (thread group) a request comes from: FUSE names the
@@ -476,7 +476,7 @@ impl Filesystem for BucketMount {
         let writing = flags.0 & libc::O_ACCMODE != libc::O_RDONLY;
         let owner = if writing { process_of(req) } else { 0 };
         // O_DIRECT asks for the mount itself (as mountpoint-s3 answers it).
-        let page_cache = !self.direct_io && flags.0 & libc::O_DIRECT == 0;
+        let page_cache = self.page_cache && flags.0 & libc::O_DIRECT == 0;
         match self.fs.open_file(ino.0, flags.0, owner, page_cache) {
             Ok(opened) => {
                 // multiarc_bucket decides, so that every handle's reads,

@@ -30,7 +30,8 @@
 # --buffered runs fio without O_DIRECT and keeps the file's pages between
 # the whole read and the warm run: a warm figure is then the kernel's page
 # cache wherever the mount keeps it, as an application that read the file
-# before would find it.
+# before would find it; multiarc then mounts with --page-cache (if the
+# binary has it).
 # MULTIARC_BIN=PATH uses that binary instead of building one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -173,6 +174,8 @@ unmount() {
     daemon_pid=""
   fi
 }
+page_cache=()
+[ $buffered = 1 ] && "$bin" mount --help 2>/dev/null | grep -q -- --page-cache && page_cache=(--page-cache)
 # mount KIND [keep]: a fresh mount (caches emptied unless "keep")
 mount_it() {
   local kind=$1 keepcache=${2:-}
@@ -180,13 +183,13 @@ mount_it() {
   case "$kind" in
     multiarc)
       "$bin" mount s3://bench "$mnt" --endpoint "$endpoint" --region garage --read-only \
-        --max-bytes "$cache_bytes" --metadata-ttl "$ttl" --foreground >>"$work/$kind.log" 2>&1 &
+        --max-bytes "$cache_bytes" --metadata-ttl "$ttl" "${page_cache[@]}" --foreground >>"$work/$kind.log" 2>&1 &
       ;;
     multiarc-l2)
       [ -z "$keepcache" ] && rm -f "$work/l2"
       "$bin" mount s3://bench "$mnt" --endpoint "$endpoint" --region garage --read-only \
         --max-bytes "$cache_bytes" --metadata-ttl "$ttl" --l2 "$work/l2" --l2-bytes "$l2_bytes" \
-        --foreground >>"$work/$kind.log" 2>&1 &
+        "${page_cache[@]}" --foreground >>"$work/$kind.log" 2>&1 &
       ;;
     rclone)
       [ -z "$keepcache" ] && rm -rf "$work/rclone-cache"

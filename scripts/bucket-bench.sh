@@ -18,7 +18,7 @@
 #
 #   scripts/bucket-bench.sh [--quick] [--latency MS] [--runtime S]
 #       [--mounts multiarc,multiarc-l2,rclone,s3fs] [--metadata-ttl 60s]
-#       [--json] [--keep] [--seq-only]
+#       [--json] [--keep] [--seq-only] [--random-only] [--buffered]
 #
 # Needs garage (2.5.0; ~/.cargo/bin), rclone, s3fs, fio, python3 with pyarrow,
 # fusermount3 and /dev/fuse. Builds the release multiarc. Prints a table on
@@ -27,6 +27,12 @@
 # checkout's disk, not tmpfs; it is removed at exit unless --keep.
 # --seq-only measures only the cold sequential read (the other rows print -),
 # over the large objects only (no small objects or Parquet files written).
+# --random-only measures only the fio 8 KiB random reads (cold and warm).
+# --buffered runs fio without O_DIRECT and keeps the file's pages between
+# the whole read and the warm run: a warm figure is then the kernel's page
+# cache wherever the mount keeps it, as an application that read the file
+# before would find it; multiarc then mounts with --page-cache (if the
+# binary has it).
 # MULTIARC_BIN=PATH uses that binary instead of building one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,6 +47,8 @@ ttl=60s
 json=0
 keep=0
 seq_only=0
+random_only=0
+buffered=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1; shift ;;
@@ -51,7 +59,9 @@ while [ $# -gt 0 ]; do
     --json) json=1; shift ;;
     --keep) keep=1; shift ;;
     --seq-only) seq_only=1; shift ;;
-    -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --random-only) random_only=1; shift ;;
+    --buffered) buffered=1; shift ;;
+    -h|--help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bucket-bench: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -168,6 +178,8 @@ unmount() {
 }
 # a directory every mount shows once it serves the bucket
 ready_dir=parquet; [ $seq_only = 1 ] && ready_dir=large
+page_cache=()
+[ $buffered = 1 ] && "$bin" mount --help 2>/dev/null | grep -q -- --page-cache && page_cache=(--page-cache)
 # mount KIND [keep]: a fresh mount (caches emptied unless "keep")
 mount_it() {
   local kind=$1 keepcache=${2:-}
@@ -175,13 +187,13 @@ mount_it() {
   case "$kind" in
     multiarc)
       "$bin" mount s3://bench "$mnt" --endpoint "$endpoint" --region garage --read-only \
-        --max-bytes "$cache_bytes" --metadata-ttl "$ttl" --foreground >>"$work/$kind.log" 2>&1 &
+        --max-bytes "$cache_bytes" --metadata-ttl "$ttl" "${page_cache[@]}" --foreground >>"$work/$kind.log" 2>&1 &
       ;;
     multiarc-l2)
       [ -z "$keepcache" ] && rm -f "$work/l2"
       "$bin" mount s3://bench "$mnt" --endpoint "$endpoint" --region garage --read-only \
         --max-bytes "$cache_bytes" --metadata-ttl "$ttl" --l2 "$work/l2" --l2-bytes "$l2_bytes" \
-        --foreground >>"$work/$kind.log" 2>&1 &
+        "${page_cache[@]}" --foreground >>"$work/$kind.log" 2>&1 &
       ;;
     rclone)
       [ -z "$keepcache" ] && rm -rf "$work/rclone-cache"
@@ -226,6 +238,7 @@ emit() { printf '%s\n' "$1" >> "$results"; }
 for kind in ${mounts//,/ }; do
   say "== $kind"
   # sequential read, cold
+  if [ $random_only = 0 ]; then
   mount_it "$kind"
   files=()
   for i in $(seq 0 $((large_n - 1))); do files+=("$mnt/large/obj$i"); done
@@ -235,11 +248,13 @@ for kind in ${mounts//,/ }; do
   seq_mbs=$(python3 -c "print(round($large_n*$large_size/1e6/($t1-$t0),1))")
   say "$kind: sequential cold $seq_mbs MB/s ($((r1 - r0)) requests)"
   emit "{\"mount\":\"$kind\",\"test\":\"seq_cold\",\"mb_s\":$seq_mbs,\"requests\":$((r1 - r0))}"
+  fi
   if [ $seq_only = 1 ]; then unmount; continue; fi
 
   # does the mount take O_DIRECT?
-  fio_direct=1
-  if ! fio --name=probe --filename="$mnt/large/obj0" --rw=read --bs=4k --size=64k --direct=1 \
+  fio_direct=$((1 - buffered))
+  mount_it "$kind"
+  if [ $buffered = 0 ] && ! fio --name=probe --filename="$mnt/large/obj0" --rw=read --bs=4k --size=64k --direct=1 \
       --invalidate=0 --output-format=json >/dev/null 2>&1; then
     fio_direct=0
     say "$kind: O_DIRECT refused; fio runs buffered, page cache dropped before each run"
@@ -247,7 +262,8 @@ for kind in ${mounts//,/ }; do
   emit "{\"mount\":\"$kind\",\"test\":\"direct_io\",\"direct\":$fio_direct}"
 
   # fio: cold (fresh mount, a file not read yet) and warm (read whole first)
-  for bs in 8k 1m; do
+  sizes="8k 1m"; [ $random_only = 1 ] && sizes=8k
+  for bs in $sizes; do
     for j in ${fio_jobs//,/ }; do
       mount_it "$kind"
       f=$mnt/large/obj$((large_n - 1))
@@ -256,7 +272,7 @@ for kind in ${mounts//,/ }; do
       r1=$(requests)
       emit "{\"mount\":\"$kind\",\"test\":\"fio_cold\",\"bs\":\"$bs\",\"jobs\":$j,\"iops\":$iops,\"mb_s\":$mbs,\"requests\":$((r1 - r0))}"
       cat "$f" > /dev/null
-      dontneed "$f"
+      [ $buffered = 1 ] || dontneed "$f"
       r0=$(requests)
       read -r iops2 mbs2 < <(fio_run "$f" "$bs" "$j" || echo "0 0")
       r1=$(requests)
@@ -265,6 +281,7 @@ for kind in ${mounts//,/ }; do
     done
   done
 
+  if [ $random_only = 1 ]; then unmount; continue; fi
   # Parquet: hot query cold, warm, full scan of big, hot query again
   mount_it "$kind"
   hot=$mnt/parquet/hot.parquet big=$mnt/parquet/big.parquet
@@ -297,9 +314,9 @@ for kind in ${mounts//,/ }; do
   unmount
 done
 
-meta=$(printf '{"quick":%s,"latency_ms":%s,"rtt_direct_ms":%s,"rtt_proxy_ms":%s,"large":[%s,%s],"small":%s,"hot_parquet_bytes":%s,"big_parquet_bytes":%s,"cache_bytes":%s,"l2_bytes":%s,"runtime_s":%s,"metadata_ttl":"%s","cpus":%s,"loadavg":"%s"}' \
+meta=$(printf '{"quick":%s,"latency_ms":%s,"rtt_direct_ms":%s,"rtt_proxy_ms":%s,"large":[%s,%s],"small":%s,"hot_parquet_bytes":%s,"big_parquet_bytes":%s,"cache_bytes":%s,"l2_bytes":%s,"runtime_s":%s,"metadata_ttl":"%s","buffered":%s,"cpus":%s,"loadavg":"%s"}' \
   "$quick" "$latency" "$rtt_direct" "$rtt_proxy" "$large_n" "$large_size" "$small_n" "$hot_size" "$big_size" \
-  "$cache_bytes" "$l2_bytes" "$runtime" "$ttl" "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)")
+  "$cache_bytes" "$l2_bytes" "$runtime" "$ttl" "$buffered" "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)")
 python3 - "$results" "$json" "$meta" <<'EOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]

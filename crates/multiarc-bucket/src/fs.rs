@@ -35,6 +35,21 @@ pub struct Attr {
     pub gid: u32,
 }
 
+/// An open file, as [`BucketFs::open_file`] returns it: the handle and how
+/// the kernel is to serve it (FUSE's open flags).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Opened {
+    /// The handle.
+    pub fh: u64,
+    /// Keep what the kernel's page cache holds of the file
+    /// (`FOPEN_KEEP_CACHE`); otherwise the kernel drops it before the open
+    /// returns.
+    pub keep_cache: bool,
+    /// Bypass the page cache (`FOPEN_DIRECT_IO`): every read reaches the
+    /// handle.
+    pub direct_io: bool,
+}
+
 /// One directory entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DirEntry {
@@ -54,6 +69,9 @@ enum Handle {
     Read {
         meta: ObjectMeta,
         sequential: Mutex<Sequential>,
+        /// The inode, if this handle reads through the kernel's page cache
+        /// (counted in its `page_readers` until released).
+        page_cached: Option<u64>,
     },
     /// A file open for writing, and the process that opened it (whose
     /// close uploads it).
@@ -97,6 +115,7 @@ pub struct BucketFs<S: ObjectStore> {
     counters: Counters,
     started: SystemTime,
     on_stale_attr: OnceLock<AttrInvalidator>,
+    on_stale_pages: OnceLock<AttrInvalidator>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -120,6 +139,17 @@ fn child_path(dir: &Path, name: &str) -> Option<Path> {
         format!("{}/{name}", dir.as_ref())
     };
     Path::parse(key).ok()
+}
+
+/// Whether `a` and `b` describe one version of one object. Without an
+/// ETag or a version id, no two are known to be the same.
+fn same_version(a: &ObjectMeta, b: &ObjectMeta) -> bool {
+    (a.e_tag.is_some() || a.version.is_some())
+        && a.location == b.location
+        && a.e_tag == b.e_tag
+        && a.version == b.version
+        && a.size == b.size
+        && a.last_modified == b.last_modified
 }
 
 fn remote_of(meta: &ObjectMeta) -> Remote {
@@ -148,6 +178,7 @@ impl<S: ObjectStore> BucketFs<S> {
             counters: Counters::default(),
             started: SystemTime::now(),
             on_stale_attr: OnceLock::new(),
+            on_stale_pages: OnceLock::new(),
         })
     }
 
@@ -157,6 +188,17 @@ impl<S: ObjectStore> BucketFs<S> {
     /// was told. Once; a second call is ignored.
     pub fn on_stale_attr(&self, invalidate: impl Fn(u64) + Send + Sync + 'static) {
         let _ = self.on_stale_attr.set(Box::new(invalidate));
+    }
+
+    /// Sets what has the kernel drop the pages it caches of an inode (a
+    /// FUSE adapter: an inode invalidation from offset 0), and wait until
+    /// it has: called by an open that will read a new version through the
+    /// page cache, before any other open may. Once; a second call is
+    /// ignored. Without it, only the open's reply (no `keep_cache`) drops
+    /// them, which leaves a moment in which another open of the new
+    /// version could be answered `keep_cache` and read the old pages.
+    pub fn on_stale_pages(&self, invalidate: impl Fn(u64) + Send + Sync + 'static) {
+        let _ = self.on_stale_pages.set(Box::new(invalidate));
     }
 
     /// The cached store the filesystem reads through.
@@ -185,15 +227,24 @@ impl<S: ObjectStore> BucketFs<S> {
         let (size, mtime, perm) = match node.kind {
             Kind::Directory => (0, self.started, self.config.dir_mode),
             Kind::File => {
-                let remote = node.remote.as_ref();
-                (
-                    node.writing.or_else(|| remote.map(|r| r.size)).unwrap_or(0),
-                    match (node.writing, remote) {
-                        (None, Some(r)) => r.mtime,
-                        _ => SystemTime::now(),
-                    },
-                    self.config.file_mode,
-                )
+                // While handles read a version through the kernel's page
+                // cache, the kernel is told that version's size: it cuts
+                // their reads at the size it knows, which a newer, shorter
+                // version, or a replacement being written through this
+                // mount, must not lower under them (handles of the newer
+                // one meanwhile read or write with direct I/O, not cut by
+                // it).
+                let paged = node
+                    .page_version
+                    .as_ref()
+                    .filter(|_| node.page_readers > 0)
+                    .map(remote_of);
+                match (paged, node.writing, node.remote.as_ref()) {
+                    (Some(p), _, _) => (p.size, p.mtime, self.config.file_mode),
+                    (None, Some(written), _) => (written, SystemTime::now(), self.config.file_mode),
+                    (None, None, Some(r)) => (r.size, r.mtime, self.config.file_mode),
+                    (None, None, None) => (0, SystemTime::now(), self.config.file_mode),
+                }
             }
         };
         Attr {
@@ -462,12 +513,40 @@ impl<S: ObjectStore> BucketFs<S> {
         lock(&self.handles).get(&fh).cloned().ok_or(Errno::EBADF)
     }
 
+    /// [`BucketFs::open_file`] with direct I/O, returning only the handle.
+    pub fn open(&self, ino: u64, flags: i32, owner: u32) -> Result<u64, Errno> {
+        self.open_file(ino, flags, owner, false)
+            .map(|opened| opened.fh)
+    }
+
     /// Opens a file: for reading, the object's current version (its
     /// metadata, trusted for the TTL: close-to-open consistency); for
     /// writing, only to replace the object whole (`O_TRUNC`) and only with
     /// `allow_overwrite` (`EPERM` otherwise). `owner` is the opening
     /// process (see [`BucketFs::flush`]).
-    pub fn open(&self, ino: u64, flags: i32, owner: u32) -> Result<u64, Errno> {
+    ///
+    /// With `page_cache`, a file opened for reading may be read through the
+    /// kernel's page cache, which every handle of the inode shares. A
+    /// version never changes, so its pages are kept across opens of it. The
+    /// rule that keeps every handle's reads to its own version:
+    /// - an open of the version the pages hold keeps them
+    ///   ([`Opened::keep_cache`]) and reads through them;
+    /// - an open of another version, while no handle reads through the
+    ///   pages, has the kernel drop them (no `keep_cache`) and reads through
+    ///   them from then on: they become its version's;
+    /// - an open of another version while handles of the older one read
+    ///   through the pages gets direct I/O ([`Opened::direct_io`]), leaving
+    ///   those handles their version's pages, until they are all closed.
+    ///
+    /// Without `page_cache`, and for writing, the open gets direct I/O
+    /// (writes never enter the page cache).
+    pub fn open_file(
+        &self,
+        ino: u64,
+        flags: i32,
+        owner: u32,
+        page_cache: bool,
+    ) -> Result<Opened, Errno> {
         let writing = flags & libc::O_ACCMODE != libc::O_RDONLY;
         let path = {
             let inodes = lock(&self.inodes);
@@ -498,7 +577,11 @@ impl<S: ObjectStore> BucketFs<S> {
                 );
                 return Err(Errno::EPERM);
             }
-            return self.start_upload(ino, path, owner);
+            return self.start_upload(ino, path, owner).map(|fh| Opened {
+                fh,
+                keep_cache: false,
+                direct_io: true,
+            });
         }
         let meta = match self.runtime.block_on(self.store.head(&path)) {
             Ok(meta) => {
@@ -545,10 +628,56 @@ impl<S: ObjectStore> BucketFs<S> {
                 }
             }
         };
-        Ok(self.insert_handle(Handle::Read {
+        let (keep_cache, page_cached, drop_pages) = {
+            let mut inodes = lock(&self.inodes);
+            match inodes.get_mut(ino) {
+                Some(node) => {
+                    let same = !node.dropping_pages
+                        && node
+                            .page_version
+                            .as_ref()
+                            .is_some_and(|v| same_version(v, &meta));
+                    if same && page_cache {
+                        node.page_readers += 1;
+                        (true, Some(ino), false)
+                    } else if same || node.page_readers > 0 || node.dropping_pages {
+                        // Direct I/O, beside the readers of the pages.
+                        (true, None, false)
+                    } else if page_cache {
+                        node.page_version = None;
+                        node.dropping_pages = true;
+                        node.page_readers = 1;
+                        (false, Some(ino), true)
+                    } else {
+                        node.page_version = None;
+                        (false, None, false)
+                    }
+                }
+                None => (false, None, false),
+            }
+        };
+        if drop_pages {
+            // No handle reads through the pages (none can put the old
+            // version's bytes back); once they are gone they become this
+            // version's.
+            if let Some(invalidate) = self.on_stale_pages.get() {
+                invalidate(ino);
+            }
+            if let Some(node) = lock(&self.inodes).get_mut(ino) {
+                node.page_version = Some(meta.clone());
+                node.dropping_pages = false;
+            }
+        }
+        let fh = self.insert_handle(Handle::Read {
             meta,
             sequential: Mutex::new(Sequential::default()),
-        }))
+            page_cached,
+        });
+        Ok(Opened {
+            fh,
+            keep_cache,
+            direct_io: page_cached.is_none(),
+        })
     }
 
     fn start_upload(&self, ino: u64, path: Path, owner: u32) -> Result<u64, Errno> {
@@ -579,7 +708,10 @@ impl<S: ObjectStore> BucketFs<S> {
     /// of the handle's version is still served.
     pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Bytes, Errno> {
         let handle = self.handle(fh)?;
-        let Handle::Read { meta, sequential } = &*handle else {
+        let Handle::Read {
+            meta, sequential, ..
+        } = &*handle
+        else {
             return Err(Errno::EBADF);
         };
         let (path, e_tag) = (&meta.location, &meta.e_tag);
@@ -838,6 +970,15 @@ impl<S: ObjectStore> BucketFs<S> {
                     log::error!("{path}: the upload at release failed: {e}");
                 }
                 result
+            }
+            Handle::Read {
+                page_cached: Some(ino),
+                ..
+            } => {
+                if let Some(node) = lock(&self.inodes).get_mut(*ino) {
+                    node.page_readers = node.page_readers.saturating_sub(1);
+                }
+                Ok(())
             }
             _ => Ok(()),
         }

@@ -47,6 +47,14 @@ pub(crate) struct Node {
     /// The object's metadata as the last open got it from the store: what
     /// an open falls back to while the store cannot be reached.
     pub(crate) opened: Option<ObjectMeta>,
+    /// The only version whose bytes the kernel's page cache of this file
+    /// may hold (see `BucketFs::open_file`), and how many handles read it
+    /// through that cache now.
+    pub(crate) page_version: Option<ObjectMeta>,
+    pub(crate) page_readers: u32,
+    /// An open is having the kernel drop the file's pages: until it is
+    /// done, other opens read with direct I/O.
+    pub(crate) dropping_pages: bool,
     /// A file's size and mtime as last given to the kernel (which caches
     /// them for the TTL): an open that finds them changed tells the kernel
     /// to ask again. `None`: not given, or asked to ask again.
@@ -83,6 +91,9 @@ impl Inodes {
                 writing: None,
                 local_dir: true,
                 opened: None,
+                page_version: None,
+                page_readers: 0,
+                dropping_pages: false,
                 told: None,
                 lookups: 1,
             },
@@ -133,6 +144,9 @@ impl Inodes {
                 writing: None,
                 local_dir: false,
                 opened: None,
+                page_version: None,
+                page_readers: 0,
+                dropping_pages: false,
                 told: None,
                 lookups: 0,
             },

@@ -36,6 +36,24 @@
 //!   told has the kernel drop its cached attributes
 //!   ([`BucketFs::on_stale_attr`]), so `fstat` on the new handle shows the
 //!   new version's size at once, not after the TTL.
+//! - **The kernel's page cache** ([`BucketFs::open_file`]). A version never
+//!   changes, so the pages reads put in the kernel's page cache are kept
+//!   across opens of the same version (FUSE's `FOPEN_KEEP_CACHE`). An open
+//!   that finds another version has them dropped before it returns, unless
+//!   handles of the older version still read through them: then it reads
+//!   with direct I/O, and those handles keep their version's pages. So a
+//!   handle's reads are of its version whether the kernel's pages serve
+//!   them or not. Files open for writing use direct I/O: no written byte
+//!   enters the page cache.
+//! - **The kernel's page cache.** A version never changes, so what reads
+//!   put in the kernel's page cache can be kept across opens of the same
+//!   version ([`Opened::keep_cache`], FUSE's `FOPEN_KEEP_CACHE`). An open
+//!   that finds another version (or follows an upload through this mount)
+//!   is answered without it, so the kernel drops the file's pages before
+//!   the open returns, and from then on reads through handles of the older
+//!   version fail with `ESTALE` (also while the store fails): no bytes of
+//!   it can reach the page cache again. Files open for writing never go
+//!   through it (the adapter opens them with direct I/O).
 //! - **Another node's write** is seen at this node's next open once the
 //!   TTL has passed since this node last checked the object (at most TTL
 //!   plus a HEAD's round trip after the write completed). A file written
@@ -99,7 +117,7 @@ mod s3;
 mod upload;
 
 pub use error::Errno;
-pub use fs::{Attr, BucketFs, DirEntry};
+pub use fs::{Attr, BucketFs, DirEntry, Opened};
 pub use inodes::{FIRST_INO, ROOT_INO};
 pub use s3::{check_bucket, s3_store, S3Options, S3Source};
 

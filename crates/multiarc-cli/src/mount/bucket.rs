@@ -161,21 +161,37 @@ fn serve(
     let for_fs = Arc::clone(&notifier);
     fs.on_stale_attr(move |ino| {
         if let Some(notifier) = for_fs.get() {
-            // Attributes only (a negative offset): the data is direct I/O.
+            // Attributes only (a negative offset): the file's pages are
+            // dropped by the open's reply (no FOPEN_KEEP_CACHE for a new
+            // version), in the opener's context rather than here, where
+            // waiting on pages that reads in flight hold could block the
+            // threads those reads need.
             if let Err(e) = notifier.inval_inode(INodeNo(ino), -1, 0) {
                 log::debug!("invalidating the attributes of inode {ino}: {e}");
+            }
+        }
+    });
+    let for_pages = Arc::clone(&notifier);
+    fs.on_stale_pages(move |ino| {
+        if let Some(notifier) = for_pages.get() {
+            // Pages and attributes. Called only while no handle reads the
+            // file through the page cache, so no page is locked by a read
+            // waiting on this mount's threads.
+            if let Err(e) = notifier.inval_inode(INodeNo(ino), 0, 0) {
+                log::debug!("invalidating the pages of inode {ino}: {e}");
             }
         }
     });
     let fsname = format!("multiarc:{source}");
     let msg = format!(
         "mounted {source} on {} (endpoint {endpoint}, cache {} bytes, {block_size}-byte blocks, \
-         metadata TTL {} s, {} threads{})",
+         metadata TTL {} s, {} threads{}{})",
         mountpoint.display(),
         args.max_bytes,
         ttl.as_secs_f64(),
         args.threads,
-        if args.read_only { ", read-only" } else { "" }
+        if args.read_only { ", read-only" } else { "" },
+        if args.page_cache { ", page cache" } else { "" }
     );
     let extra = if args.read_only {
         vec![fuser::MountOption::RO]
@@ -190,6 +206,7 @@ fn serve(
         uid,
         gid,
         block_size: block_size as u32,
+        page_cache: args.page_cache,
     };
     let session = start_session(mount, &mountpoint, &fsname, args, &extra, ready, msg)?;
     let _ = notifier.set(session.notifier());
@@ -212,6 +229,8 @@ struct BucketMount {
     uid: u32,
     gid: u32,
     block_size: u32,
+    /// `--page-cache`: files are read through the kernel's page cache.
+    page_cache: bool,
 }
 
 /// The process (thread group) a request comes from: FUSE names the
@@ -456,10 +475,21 @@ impl Filesystem for BucketMount {
         }
         let writing = flags.0 & libc::O_ACCMODE != libc::O_RDONLY;
         let owner = if writing { process_of(req) } else { 0 };
-        match self.fs.open(ino.0, flags.0, owner) {
-            // Direct I/O: every read reaches the handle (and its version),
-            // none is cut at a size the kernel cached before the open.
-            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::FOPEN_DIRECT_IO),
+        // O_DIRECT asks for the mount itself (as mountpoint-s3 answers it).
+        let page_cache = self.page_cache && flags.0 & libc::O_DIRECT == 0;
+        match self.fs.open_file(ino.0, flags.0, owner, page_cache) {
+            Ok(opened) => {
+                // multiarc_bucket decides, so that every handle's reads,
+                // through the kernel's pages or not, are of its version.
+                let mut fopen = FopenFlags::empty();
+                if opened.keep_cache {
+                    fopen |= FopenFlags::FOPEN_KEEP_CACHE;
+                }
+                if opened.direct_io {
+                    fopen |= FopenFlags::FOPEN_DIRECT_IO;
+                }
+                reply.opened(FileHandle(opened.fh), fopen)
+            }
             Err(e) => reply.error(errno(e)),
         }
     }

@@ -117,6 +117,14 @@ pub struct MountArgs {
     /// change made elsewhere is seen at the next open after it.
     #[arg(long, value_parser = duration_arg)]
     metadata_ttl: Option<std::time::Duration>,
+    /// Of a bucket: read files through the kernel's page cache, kept across
+    /// opens while the object is unchanged (same ETag) and dropped at the
+    /// first open that finds a new version; files being written, and opens
+    /// with O_DIRECT, use direct I/O either way. Off by default (every read
+    /// is a request to the mount): a reader of a file replaced through the
+    /// same mount can still see the kernel's size of the moment.
+    #[arg(long)]
+    page_cache: bool,
     /// Internal: this is the background mount process, started by `mount`
     /// without `--foreground`; it reports readiness on its stdout.
     #[arg(long, hide = true)]
@@ -324,6 +332,7 @@ fn check_args(args: &MountArgs) -> anyhow::Result<(PathBuf, PathBuf)> {
         (args.allow_overwrite, "--allow-overwrite"),
         (args.allow_delete, "--allow-delete"),
         (args.metadata_ttl.is_some(), "--metadata-ttl"),
+        (args.page_cache, "--page-cache"),
     ] {
         if given {
             bail!("{flag} is for buckets (s3://BUCKET[/PREFIX]), not a backing directory");

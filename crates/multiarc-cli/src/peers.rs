@@ -192,6 +192,46 @@ pub fn build_replayed(name: &str, blocks: u64, seed: u64) -> anyhow::Result<Box<
     })
 }
 
+/// A key hasher with fixed keys (SipHash with zero keys), for peers that
+/// otherwise seed theirs at random per cache: which keys share a shard or
+/// a sketch's counter then repeats from run to run.
+#[cfg(feature = "peers")]
+type FixedHasher = std::hash::BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
+
+/// A peer as `replay` builds it, where the peer can be made to repeat
+/// itself: moka and quick_cache get a key hasher with fixed keys, and moka
+/// runs its pending housekeeping after every operation (as it otherwise
+/// does when a log fills or a timer fires, so its admissions would depend
+/// on the clock). The rows are then equal from run to run. Other peers
+/// are built as by [`build`] (foyer's hasher has fixed keys already;
+/// TinyUFO seeds its hasher at random and offers no way to fix it, and
+/// concread's ARC still varies a little from run to run).
+/// `capacity` counts 1-byte values, as `replay`'s rows do.
+pub fn build_replayed_peer(name: &str, capacity: u64) -> anyhow::Result<Box<dyn BenchCache>> {
+    #[cfg(feature = "peers")]
+    match name {
+        "moka" => {
+            return Ok(Box::new(SettledMoka(
+                moka::sync::Cache::builder()
+                    .max_capacity(capacity)
+                    .weigher(|_k: &u64, v: &Arc<[u8]>| v.len().try_into().unwrap_or(u32::MAX))
+                    .build_with_hasher(FixedHasher::default()),
+            )))
+        }
+        "quick_cache" if capacity <= MAX_CAPACITY_BYTES => {
+            return Ok(Box::new(QuickCache(quick_cache::sync::Cache::with(
+                capacity.max(1) as usize,
+                capacity,
+                LenWeighter,
+                FixedHasher::default(),
+                quick_cache::sync::DefaultLifecycle::default(),
+            ))))
+        }
+        _ => {}
+    }
+    build(name, capacity, 1)
+}
+
 struct Multiarc {
     cache: Cache<u64>,
     policy: &'static str,
@@ -282,6 +322,27 @@ impl BenchCache for Moka {
     }
 }
 
+/// moka with a fixed key hasher, its pending housekeeping run after every
+/// operation (see [`build_replayed_peer`]).
+#[cfg(feature = "peers")]
+struct SettledMoka(moka::sync::Cache<u64, Arc<[u8]>, FixedHasher>);
+
+#[cfg(feature = "peers")]
+impl BenchCache for SettledMoka {
+    fn policy(&self) -> &'static str {
+        "TinyLFU admission + LRU (W-TinyLFU), sharded; housekeeping after every operation"
+    }
+    fn insert(&self, key: u64, value: &[u8]) {
+        self.0.insert(key, value.into());
+        self.0.run_pending_tasks();
+    }
+    fn with_value(&self, key: u64, f: &mut dyn FnMut(&[u8])) -> bool {
+        let hit = on_hit(self.0.get(&key), f);
+        self.0.run_pending_tasks();
+        hit
+    }
+}
+
 #[cfg(feature = "peers")]
 #[derive(Clone)]
 struct LenWeighter;
@@ -294,10 +355,12 @@ impl quick_cache::Weighter<u64, Arc<[u8]>> for LenWeighter {
 }
 
 #[cfg(feature = "peers")]
-struct QuickCache(quick_cache::sync::Cache<u64, Arc<[u8]>, LenWeighter>);
+struct QuickCache<B = quick_cache::DefaultHashBuilder>(
+    quick_cache::sync::Cache<u64, Arc<[u8]>, LenWeighter, B>,
+);
 
 #[cfg(feature = "peers")]
-impl BenchCache for QuickCache {
+impl<B: std::hash::BuildHasher + Clone + Send + Sync> BenchCache for QuickCache<B> {
     fn policy(&self) -> &'static str {
         "CLOCK-PRO, sharded"
     }

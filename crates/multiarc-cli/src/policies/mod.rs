@@ -193,16 +193,22 @@ pub fn build(name: &str, blocks: u64) -> anyhow::Result<Policy> {
 /// Like [`build`], for `replay`: a multiarc row evicts inline (no evict
 /// thread whose timing would change the hits) and draws its random choices
 /// from `seed` (`Builder::seed`), so that the same trace gives the same
-/// hits in every run, whatever other rows run beside it. Other rows are
-/// built as by [`build`].
+/// hits in every run, whatever other rows run beside it. Peers are built
+/// by [`peers::build_replayed_peer`] (fixed hashers, settled housekeeping
+/// where the peer allows it); the simulator's rows as by [`build`].
 pub fn build_replayed(name: &str, blocks: u64, seed: u64) -> anyhow::Result<Policy> {
-    if !peers::MULTIARC_NAMES.contains(&name) {
+    let multiarc = peers::MULTIARC_NAMES.contains(&name);
+    if !multiarc && !peers::PEER_NAMES.contains(&name) {
         return build(name, blocks);
     }
     if blocks == 0 || blocks > MAX_POLICY_BLOCKS {
         bail!("{name}: a capacity of {blocks} blocks is outside 1 to 2^48 blocks");
     }
-    Ok(Policy::Cache(peers::build_replayed(name, blocks, seed)?))
+    Ok(Policy::Cache(if multiarc {
+        peers::build_replayed(name, blocks, seed)?
+    } else {
+        peers::build_replayed_peer(name, blocks)?
+    }))
 }
 
 /// Builds `name` (a multiarc policy, see [`can_have_tier`]) with `blocks`

@@ -133,12 +133,7 @@ pub fn build_with(
         // hits that take it (eager).
         "multiarc-1list" => Box::new(Multiarc::new(capacity_bytes, Some(1), name, None)?),
         #[cfg(feature = "peers")]
-        "moka" => Box::new(Moka(
-            moka::sync::Cache::builder()
-                .max_capacity(capacity_bytes)
-                .weigher(|_k: &u64, v: &Arc<[u8]>| v.len().try_into().unwrap_or(u32::MAX))
-                .build(),
-        )),
+        "moka" => Box::new(Moka(moka_builder(capacity_bytes).build())),
         #[cfg(feature = "peers")]
         "quick_cache" => Box::new(QuickCache(quick_cache::sync::Cache::with_weighter(
             entries,
@@ -212,10 +207,7 @@ pub fn build_replayed_peer(name: &str, capacity: u64) -> anyhow::Result<Box<dyn 
     match name {
         "moka" => {
             return Ok(Box::new(SettledMoka(
-                moka::sync::Cache::builder()
-                    .max_capacity(capacity)
-                    .weigher(|_k: &u64, v: &Arc<[u8]>| v.len().try_into().unwrap_or(u32::MAX))
-                    .build_with_hasher(FixedHasher::default()),
+                moka_builder(capacity).build_with_hasher(FixedHasher::default()),
             )))
         }
         "quick_cache" if capacity <= MAX_CAPACITY_BYTES => {
@@ -306,8 +298,20 @@ impl BenchCache for Multiarc {
     }
 }
 
+/// A moka cache of the benchmark's keys and values.
 #[cfg(feature = "peers")]
-struct Moka(moka::sync::Cache<u64, Arc<[u8]>>);
+type MokaCache = moka::sync::Cache<u64, Arc<[u8]>>;
+
+#[cfg(feature = "peers")]
+struct Moka(MokaCache);
+
+/// moka bounded to `capacity` bytes of values, as every moka row is built.
+#[cfg(feature = "peers")]
+fn moka_builder(capacity: u64) -> moka::sync::CacheBuilder<u64, Arc<[u8]>, MokaCache> {
+    MokaCache::builder()
+        .max_capacity(capacity)
+        .weigher(|_k: &u64, v: &Arc<[u8]>| v.len().try_into().unwrap_or(u32::MAX))
+}
 
 #[cfg(feature = "peers")]
 impl BenchCache for Moka {

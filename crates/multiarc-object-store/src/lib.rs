@@ -215,3 +215,11 @@ pub use config::{
 pub use key::ObjectBlockKey;
 pub use stats::CachedStoreStats;
 pub use store::CachedStore;
+
+/// Locks `mutex`, also after a thread panicked holding it: every state
+/// behind these locks stays consistent between statements.
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -1,10 +1,11 @@
 //! The metadata cache: each object's last HEAD answer, kept for a TTL.
 
+use crate::lock;
 use object_store::path::Path;
 use object_store::{Attributes, ObjectMeta};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// What a HEAD of an object said: the version a read serves.
@@ -32,10 +33,6 @@ pub(crate) struct MetadataCache {
     entries: Mutex<HashMap<Path, Entry>>,
     /// Counts invalidations.
     epoch: AtomicU64,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl MetadataCache {

@@ -4,6 +4,7 @@
 
 use crate::error::FetchError;
 use crate::key::{ObjectBlockKey, ObjectIdentity};
+use crate::lock;
 use crate::metadata::ObjectHead;
 use crate::stats::Counters;
 use crate::store::State;
@@ -20,7 +21,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
 /// Block loads of one read in flight at once, at most.
@@ -330,10 +331,6 @@ impl ArcWake for Waiting {
             waker.wake();
         }
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// One ranged GET of a run of adjacent blocks, shared by the loads of

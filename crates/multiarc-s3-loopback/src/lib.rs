@@ -29,9 +29,14 @@
 #![warn(missing_docs)]
 
 mod counting_store;
+mod forward;
 mod restartable;
 
 pub use counting_store::{CountingStore, ReadCounts, ReadTraffic};
+#[doc(hidden)]
+pub use forward::{BoxFuture as __BoxFuture, BoxStream as __BoxStream};
+#[doc(hidden)]
+pub use object_store as __object_store;
 pub use restartable::RestartableS3;
 
 use hyper_util::rt::{TokioExecutor, TokioIo};

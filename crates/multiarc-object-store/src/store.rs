@@ -3,6 +3,7 @@
 use crate::config::{Builder, ReadConfig};
 use crate::error::{self, FetchError};
 use crate::key::{ObjectBlockKey, ObjectIdentity};
+use crate::lock;
 use crate::metadata::{MetadataCache, ObjectHead};
 use crate::read;
 use crate::readahead::Readahead;
@@ -23,7 +24,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
 /// How many times a read starts again when the object changes under it
@@ -130,10 +131,7 @@ impl<S: ObjectStore> State<S> {
             return Ok(head);
         }
         let fetch = {
-            let mut in_flight = self
-                .heads_in_flight
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
+            let mut in_flight = lock(&self.heads_in_flight);
             match in_flight.get(location) {
                 Some((_, fetch)) => {
                     Counters::add(&self.counters.metadata_waits, 1);
@@ -162,10 +160,7 @@ impl<S: ObjectStore> State<S> {
     fn invalidate(&self, location: &Path) {
         Counters::add(&self.counters.invalidations, 1);
         let old = self.metadata.invalidate(location);
-        self.heads_in_flight
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(location);
+        lock(&self.heads_in_flight).remove(location);
         if let Some(old) = old {
             let block_size = self.config.block_size;
             let identity =
@@ -247,10 +242,7 @@ async fn fetch_head<S: ObjectStore>(
                 .metadata
                 .insert(&location, Arc::clone(head), sent, epoch);
         }
-        let mut in_flight = state
-            .heads_in_flight
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut in_flight = lock(&state.heads_in_flight);
         if in_flight.get(&location).is_some_and(|(i, _)| *i == id) {
             in_flight.remove(&location);
         }

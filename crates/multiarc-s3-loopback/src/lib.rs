@@ -67,13 +67,50 @@ impl Keys {
     }
 }
 
-/// A running server. Dropping it stops the server.
-pub struct S3Loopback {
+/// Where a server listens and what it serves: the endpoint its clients
+/// use, its bucket over a directory, the key pair it accepts.
+/// [`S3Loopback`] and [`RestartableS3`] dereference to theirs.
+#[derive(Clone, Debug)]
+pub struct ServedBucket {
     endpoint: String,
     addr: SocketAddr,
     root: PathBuf,
     bucket: String,
     keys: Keys,
+}
+
+impl ServedBucket {
+    /// The endpoint URL: `http://127.0.0.1:PORT`.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// The address the server listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The bucket's name.
+    pub fn bucket(&self) -> &str {
+        &self.bucket
+    }
+
+    /// The directory that holds the bucket's objects (object `a/b` is the
+    /// file `bucket_dir()/a/b`).
+    pub fn bucket_dir(&self) -> PathBuf {
+        self.root.join(&self.bucket)
+    }
+
+    /// The key pair the server accepts.
+    pub fn keys(&self) -> &Keys {
+        &self.keys
+    }
+}
+
+/// A running server. Dropping it stops the server. Its endpoint, address,
+/// bucket and keys: [`ServedBucket`]'s accessors, through `Deref`.
+pub struct S3Loopback {
+    served: ServedBucket,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
 }
@@ -156,40 +193,16 @@ impl S3Loopback {
         });
         log::debug!("s3 loopback serving {} on {addr}", root.display());
         Ok(S3Loopback {
-            endpoint: format!("http://{addr}"),
-            addr,
-            root: root.to_path_buf(),
-            bucket: bucket.to_string(),
-            keys,
+            served: ServedBucket {
+                endpoint: format!("http://{addr}"),
+                addr,
+                root: root.to_path_buf(),
+                bucket: bucket.to_string(),
+                keys,
+            },
             stop: Some(stop),
             task: Some(task),
         })
-    }
-
-    /// The endpoint URL: `http://127.0.0.1:PORT`.
-    pub fn endpoint(&self) -> &str {
-        &self.endpoint
-    }
-
-    /// The address the server listens on.
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    /// The bucket's name.
-    pub fn bucket(&self) -> &str {
-        &self.bucket
-    }
-
-    /// The directory that holds the bucket's objects (object `a/b` is the
-    /// file `bucket_dir()/a/b`).
-    pub fn bucket_dir(&self) -> PathBuf {
-        self.root.join(&self.bucket)
-    }
-
-    /// The key pair the server accepts.
-    pub fn keys(&self) -> &Keys {
-        &self.keys
     }
 
     /// Stops the server: no new connection is accepted, open ones are
@@ -201,6 +214,14 @@ impl S3Loopback {
         if let Some(task) = self.task.take() {
             let _ = task.await;
         }
+    }
+}
+
+impl std::ops::Deref for S3Loopback {
+    type Target = ServedBucket;
+
+    fn deref(&self) -> &ServedBucket {
+        &self.served
     }
 }
 

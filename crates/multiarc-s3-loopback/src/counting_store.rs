@@ -255,9 +255,21 @@ mod tests {
         assert_eq!(recorded[2], [0..5, 500..510]);
     }
 
+    /// The names `store` lists, sorted.
+    async fn names(store: &impl ObjectStore) -> Vec<String> {
+        use futures::TryStreamExt;
+        let mut names: Vec<String> = store
+            .list(None)
+            .map_ok(|m| m.location.to_string())
+            .try_collect()
+            .await
+            .unwrap();
+        names.sort();
+        names
+    }
+
     #[tokio::test]
     async fn writes_lists_copies_renames_and_deletes_reach_the_inner_store_uncounted() {
-        use futures::TryStreamExt;
         let store = CountingStore::new(InMemory::new(), Duration::ZERO);
         let (a, b, c) = (Path::from("d/a"), Path::from("d/b"), Path::from("c"));
         store.put(&a, PutPayload::from_static(b"a")).await.unwrap();
@@ -270,23 +282,8 @@ mod tests {
         store.copy(&a, &c).await.unwrap();
         store.rename(&b, &Path::from("d/e")).await.unwrap();
         store.delete(&a).await.unwrap();
-        let inner = store.inner();
-        let mut names: Vec<String> = inner
-            .list(None)
-            .map_ok(|m| m.location.to_string())
-            .try_collect()
-            .await
-            .unwrap();
-        names.sort();
-        assert_eq!(names, ["c", "d/e"]);
-        let mut listed: Vec<String> = store
-            .list(None)
-            .map_ok(|m| m.location.to_string())
-            .try_collect()
-            .await
-            .unwrap();
-        listed.sort();
-        assert_eq!(listed, names);
+        assert_eq!(names(store.inner()).await, ["c", "d/e"]);
+        assert_eq!(names(&store).await, ["c", "d/e"]);
         let top = store.list_with_delimiter(None).await.unwrap();
         assert_eq!(top.common_prefixes, [Path::from("d")]);
         assert_eq!(top.objects.len(), 1);

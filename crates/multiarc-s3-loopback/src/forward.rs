@@ -48,50 +48,23 @@ macro_rules! forward_object_store {
         $($crate::forward_object_store!(@method $field $method);)+
     };
     (@method $field:ident put_opts) => {
-        fn put_opts<'life0, 'life1, 'async_trait>(
-            &'life0 self,
+        $crate::forward_object_store!(@boxed $field put_opts<'life1>(
             location: &'life1 $crate::__object_store::path::Path,
             payload: $crate::__object_store::PutPayload,
             options: $crate::__object_store::PutOptions,
-        ) -> $crate::__BoxFuture<'async_trait, $crate::__object_store::PutResult>
-        where
-            'life0: 'async_trait,
-            'life1: 'async_trait,
-            Self: 'async_trait,
-        {
-            self.$field.put_opts(location, payload, options)
-        }
+        ) -> $crate::__object_store::PutResult);
     };
     (@method $field:ident put_multipart_opts) => {
-        fn put_multipart_opts<'life0, 'life1, 'async_trait>(
-            &'life0 self,
+        $crate::forward_object_store!(@boxed $field put_multipart_opts<'life1>(
             location: &'life1 $crate::__object_store::path::Path,
             options: $crate::__object_store::PutMultipartOptions,
-        ) -> $crate::__BoxFuture<
-            'async_trait,
-            ::std::boxed::Box<dyn $crate::__object_store::MultipartUpload>,
-        >
-        where
-            'life0: 'async_trait,
-            'life1: 'async_trait,
-            Self: 'async_trait,
-        {
-            self.$field.put_multipart_opts(location, options)
-        }
+        ) -> ::std::boxed::Box<dyn $crate::__object_store::MultipartUpload>);
     };
     (@method $field:ident get_opts) => {
-        fn get_opts<'life0, 'life1, 'async_trait>(
-            &'life0 self,
+        $crate::forward_object_store!(@boxed $field get_opts<'life1>(
             location: &'life1 $crate::__object_store::path::Path,
             options: $crate::__object_store::GetOptions,
-        ) -> $crate::__BoxFuture<'async_trait, $crate::__object_store::GetResult>
-        where
-            'life0: 'async_trait,
-            'life1: 'async_trait,
-            Self: 'async_trait,
-        {
-            self.$field.get_opts(location, options)
-        }
+        ) -> $crate::__object_store::GetResult);
     };
     (@method $field:ident delete_stream) => {
         fn delete_stream(
@@ -110,48 +83,39 @@ macro_rules! forward_object_store {
         }
     };
     (@method $field:ident list_with_delimiter) => {
-        fn list_with_delimiter<'life0, 'life1, 'async_trait>(
-            &'life0 self,
+        $crate::forward_object_store!(@boxed $field list_with_delimiter<'life1>(
             prefix: ::std::option::Option<&'life1 $crate::__object_store::path::Path>,
-        ) -> $crate::__BoxFuture<'async_trait, $crate::__object_store::ListResult>
-        where
-            'life0: 'async_trait,
-            'life1: 'async_trait,
-            Self: 'async_trait,
-        {
-            self.$field.list_with_delimiter(prefix)
-        }
+        ) -> $crate::__object_store::ListResult);
     };
     (@method $field:ident copy_opts) => {
-        fn copy_opts<'life0, 'life1, 'life2, 'async_trait>(
-            &'life0 self,
+        $crate::forward_object_store!(@boxed $field copy_opts<'life1, 'life2>(
             from: &'life1 $crate::__object_store::path::Path,
             to: &'life2 $crate::__object_store::path::Path,
             options: $crate::__object_store::CopyOptions,
-        ) -> $crate::__BoxFuture<'async_trait, ()>
-        where
-            'life0: 'async_trait,
-            'life1: 'async_trait,
-            'life2: 'async_trait,
-            Self: 'async_trait,
-        {
-            self.$field.copy_opts(from, to, options)
-        }
+        ) -> ());
     };
     (@method $field:ident rename_opts) => {
-        fn rename_opts<'life0, 'life1, 'life2, 'async_trait>(
-            &'life0 self,
+        $crate::forward_object_store!(@boxed $field rename_opts<'life1, 'life2>(
             from: &'life1 $crate::__object_store::path::Path,
             to: &'life2 $crate::__object_store::path::Path,
             options: $crate::__object_store::RenameOptions,
-        ) -> $crate::__BoxFuture<'async_trait, ()>
+        ) -> ());
+    };
+    // An `async` method of the trait, as `#[async_trait]` writes it: every
+    // borrow outlives the boxed future.
+    (@boxed $field:ident $name:ident<$($life:lifetime),*>(
+        $($arg:ident: $ty:ty),* $(,)?
+    ) -> $output:ty) => {
+        fn $name<'life0, $($life,)* 'async_trait>(
+            &'life0 self,
+            $($arg: $ty),*
+        ) -> $crate::__BoxFuture<'async_trait, $output>
         where
             'life0: 'async_trait,
-            'life1: 'async_trait,
-            'life2: 'async_trait,
+            $($life: 'async_trait,)*
             Self: 'async_trait,
         {
-            self.$field.rename_opts(from, to, options)
+            self.$field.$name($($arg),*)
         }
     };
 }

@@ -207,6 +207,12 @@ impl<S: ObjectStore> State<S> {
     fn cacheable(head: &ObjectHead) -> bool {
         head.meta.e_tag.is_some() || head.meta.version.is_some()
     }
+
+    /// Counts a read passed to the store as it is, not cached.
+    fn count_passthrough_read(&self) {
+        Counters::add(&self.counters.store_requests, 1);
+        Counters::add(&self.counters.passthrough_reads, 1);
+    }
 }
 
 /// One HEAD of `location`; then, if the store is still there, the answer
@@ -332,16 +338,14 @@ impl<S: ObjectStore> ObjectStore for CachedStore<S> {
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
         let state = &self.state;
         if options.version.is_some() {
-            Counters::add(&state.counters.store_requests, 1);
-            Counters::add(&state.counters.passthrough_reads, 1);
+            state.count_passthrough_read();
             return state.inner.get_opts(location, options).await;
         }
         let mut attempt = 0;
         loop {
             let head = state.head(location).await?;
             if !State::<S>::cacheable(&head) {
-                Counters::add(&state.counters.store_requests, 1);
-                Counters::add(&state.counters.passthrough_reads, 1);
+                state.count_passthrough_read();
                 return state.inner.get_opts(location, options).await;
             }
             let meta = &head.meta;
@@ -380,8 +384,7 @@ impl<S: ObjectStore> ObjectStore for CachedStore<S> {
         loop {
             let head = state.head(location).await?;
             if !State::<S>::cacheable(&head) {
-                Counters::add(&state.counters.store_requests, 1);
-                Counters::add(&state.counters.passthrough_reads, 1);
+                state.count_passthrough_read();
                 return state.inner.get_ranges(location, ranges).await;
             }
             let size = head.meta.size;

@@ -236,9 +236,9 @@ impl Drop for S3Loopback {
 impl std::fmt::Debug for S3Loopback {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("S3Loopback")
-            .field("endpoint", &self.endpoint)
-            .field("root", &self.root)
-            .field("bucket", &self.bucket)
+            .field("endpoint", &self.served.endpoint)
+            .field("root", &self.served.root)
+            .field("bucket", &self.served.bucket)
             .finish_non_exhaustive()
     }
 }

@@ -57,14 +57,8 @@ impl RestartableS3 {
         self.stop();
         let deadline = Instant::now() + REBIND_FOR;
         loop {
-            let ServedBucket {
-                root,
-                bucket,
-                keys,
-                addr,
-                ..
-            } = &self.served;
-            match serve(root, bucket, keys, *addr) {
+            let served = &self.served;
+            match serve(&served.root, &served.bucket, &served.keys, served.addr) {
                 Ok(serving) => {
                     self.serving = Some(serving);
                     return Ok(());
@@ -75,7 +69,7 @@ impl RestartableS3 {
                 Err(e) => {
                     return Err(io::Error::new(
                         e.kind(),
-                        format!("serving again on {}: {e}", self.addr),
+                        format!("serving again on {}: {e}", self.served.addr),
                     ))
                 }
             }
@@ -100,9 +94,9 @@ impl Drop for RestartableS3 {
 impl std::fmt::Debug for RestartableS3 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RestartableS3")
-            .field("endpoint", &self.endpoint)
-            .field("root", &self.root)
-            .field("bucket", &self.bucket)
+            .field("endpoint", &self.served.endpoint)
+            .field("root", &self.served.root)
+            .field("bucket", &self.served.bucket)
             .field("serving", &self.serving.is_some())
             .finish_non_exhaustive()
     }

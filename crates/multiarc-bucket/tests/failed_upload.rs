@@ -3,15 +3,13 @@
 //! in-memory store, with a part that fails).
 
 use async_trait::async_trait;
-use futures::stream::BoxStream;
 use multiarc_bucket::{BucketConfig, BucketFs, Errno, ROOT_INO};
 use multiarc_object_store::CachedStore;
 use object_store::memory::InMemory;
 use object_store::path::Path;
 use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result,
-    UploadPart,
+    MultipartUpload, ObjectStore, ObjectStoreExt, PutMultipartOptions, PutPayload, PutResult,
+    Result, UploadPart,
 };
 use std::ffi::OsStr;
 
@@ -76,9 +74,6 @@ impl MultipartUpload for FailingUpload {
 
 #[async_trait]
 impl ObjectStore for FailingParts {
-    async fn put_opts(&self, l: &Path, p: PutPayload, o: PutOptions) -> Result<PutResult> {
-        self.inner.put_opts(l, p, o).await
-    }
     async fn put_multipart_opts(
         &self,
         l: &Path,
@@ -90,26 +85,9 @@ impl ObjectStore for FailingParts {
             seen: Arc::clone(&self.seen),
         }))
     }
-    async fn get_opts(&self, l: &Path, o: GetOptions) -> Result<GetResult> {
-        self.inner.get_opts(l, o).await
-    }
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, Result<Path>>,
-    ) -> BoxStream<'static, Result<Path>> {
-        self.inner.delete_stream(locations)
-    }
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-    async fn copy_opts(&self, from: &Path, to: &Path, o: CopyOptions) -> Result<()> {
-        self.inner.copy_opts(from, to, o).await
-    }
-    async fn rename_opts(&self, from: &Path, to: &Path, o: RenameOptions) -> Result<()> {
-        self.inner.rename_opts(from, to, o).await
+    multiarc_s3_loopback::forward_object_store! {
+        inner: put_opts, get_opts, delete_stream, list, list_with_delimiter, copy_opts,
+        rename_opts
     }
 }
 

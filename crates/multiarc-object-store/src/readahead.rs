@@ -14,8 +14,9 @@
 //! stream, as long as the table has room for them.
 
 use crate::key::ObjectIdentity;
+use crate::lock;
 use std::ops::Range;
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 
 /// Streams followed at once, at most (bounded memory: a few KiB).
 const MAX_STREAMS: usize = 64;
@@ -72,7 +73,7 @@ impl Readahead {
         }
         let first = span.start / block_size;
         let last = (span.end - 1) / block_size;
-        let mut table = self.table.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut table = lock(&self.table);
         table.clock += 1;
         let now = table.clock;
         let continued = table.streams.iter_mut().find(|s| {

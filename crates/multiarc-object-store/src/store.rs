@@ -3,6 +3,7 @@
 use crate::config::{Builder, ReadConfig};
 use crate::error::{self, FetchError};
 use crate::key::{ObjectBlockKey, ObjectIdentity};
+use crate::lock;
 use crate::metadata::{MetadataCache, ObjectHead};
 use crate::read;
 use crate::readahead::Readahead;
@@ -23,7 +24,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
 /// How many times a read starts again when the object changes under it
@@ -130,10 +131,7 @@ impl<S: ObjectStore> State<S> {
             return Ok(head);
         }
         let fetch = {
-            let mut in_flight = self
-                .heads_in_flight
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
+            let mut in_flight = lock(&self.heads_in_flight);
             match in_flight.get(location) {
                 Some((_, fetch)) => {
                     Counters::add(&self.counters.metadata_waits, 1);
@@ -162,10 +160,7 @@ impl<S: ObjectStore> State<S> {
     fn invalidate(&self, location: &Path) {
         Counters::add(&self.counters.invalidations, 1);
         let old = self.metadata.invalidate(location);
-        self.heads_in_flight
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(location);
+        lock(&self.heads_in_flight).remove(location);
         if let Some(old) = old {
             let block_size = self.config.block_size;
             let identity =
@@ -212,6 +207,12 @@ impl<S: ObjectStore> State<S> {
     fn cacheable(head: &ObjectHead) -> bool {
         head.meta.e_tag.is_some() || head.meta.version.is_some()
     }
+
+    /// Counts a read passed to the store as it is, not cached.
+    fn count_passthrough_read(&self) {
+        Counters::add(&self.counters.store_requests, 1);
+        Counters::add(&self.counters.passthrough_reads, 1);
+    }
 }
 
 /// One HEAD of `location`; then, if the store is still there, the answer
@@ -247,10 +248,7 @@ async fn fetch_head<S: ObjectStore>(
                 .metadata
                 .insert(&location, Arc::clone(head), sent, epoch);
         }
-        let mut in_flight = state
-            .heads_in_flight
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut in_flight = lock(&state.heads_in_flight);
         if in_flight.get(&location).is_some_and(|(i, _)| *i == id) {
             in_flight.remove(&location);
         }
@@ -340,16 +338,14 @@ impl<S: ObjectStore> ObjectStore for CachedStore<S> {
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
         let state = &self.state;
         if options.version.is_some() {
-            Counters::add(&state.counters.store_requests, 1);
-            Counters::add(&state.counters.passthrough_reads, 1);
+            state.count_passthrough_read();
             return state.inner.get_opts(location, options).await;
         }
         let mut attempt = 0;
         loop {
             let head = state.head(location).await?;
             if !State::<S>::cacheable(&head) {
-                Counters::add(&state.counters.store_requests, 1);
-                Counters::add(&state.counters.passthrough_reads, 1);
+                state.count_passthrough_read();
                 return state.inner.get_opts(location, options).await;
             }
             let meta = &head.meta;
@@ -388,8 +384,7 @@ impl<S: ObjectStore> ObjectStore for CachedStore<S> {
         loop {
             let head = state.head(location).await?;
             if !State::<S>::cacheable(&head) {
-                Counters::add(&state.counters.store_requests, 1);
-                Counters::add(&state.counters.passthrough_reads, 1);
+                state.count_passthrough_read();
                 return state.inner.get_ranges(location, ranges).await;
             }
             let size = head.meta.size;

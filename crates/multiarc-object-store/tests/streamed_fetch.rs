@@ -18,9 +18,7 @@ use multiarc_object_store::CachedStore;
 use object_store::aws::AmazonS3;
 use object_store::path::Path;
 use object_store::{
-    CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload, ObjectMeta,
-    ObjectStore, ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload, PutResult,
-    RenameOptions, Result,
+    GetOptions, GetResult, GetResultPayload, ObjectStore, ObjectStoreExt, PutPayload, Result,
 };
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -133,18 +131,6 @@ fn held_stream(
 
 #[async_trait]
 impl<S: ObjectStore> ObjectStore for TailHeld<S> {
-    async fn put_opts(&self, l: &Path, p: PutPayload, o: PutOptions) -> Result<PutResult> {
-        self.inner.put_opts(l, p, o).await
-    }
-
-    async fn put_multipart_opts(
-        &self,
-        l: &Path,
-        o: PutMultipartOptions,
-    ) -> Result<Box<dyn MultipartUpload>> {
-        self.inner.put_multipart_opts(l, o).await
-    }
-
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
         if options.head {
             return self.inner.get_opts(location, options).await;
@@ -187,27 +173,9 @@ impl<S: ObjectStore> ObjectStore for TailHeld<S> {
         })
     }
 
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, Result<Path>>,
-    ) -> BoxStream<'static, Result<Path>> {
-        self.inner.delete_stream(locations)
-    }
-
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-
-    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-
-    async fn copy_opts(&self, from: &Path, to: &Path, o: CopyOptions) -> Result<()> {
-        self.inner.copy_opts(from, to, o).await
-    }
-
-    async fn rename_opts(&self, from: &Path, to: &Path, o: RenameOptions) -> Result<()> {
-        self.inner.rename_opts(from, to, o).await
+    multiarc_s3_loopback::forward_object_store! {
+        inner: put_opts, put_multipart_opts, delete_stream, list, list_with_delimiter,
+        copy_opts, rename_opts
     }
 }
 

@@ -7,12 +7,8 @@
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use futures::stream::BoxStream;
 use object_store::path::Path;
-use object_store::{
-    CopyOptions, GetOptions, GetRange, GetResult, ListResult, MultipartUpload, ObjectMeta,
-    ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result,
-};
+use object_store::{GetOptions, GetRange, GetResult, ObjectStore, Result};
 use std::fmt;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -185,18 +181,6 @@ impl<S: ObjectStore> fmt::Debug for CountingStore<S> {
 
 #[async_trait]
 impl<S: ObjectStore> ObjectStore for CountingStore<S> {
-    async fn put_opts(&self, l: &Path, p: PutPayload, o: PutOptions) -> Result<PutResult> {
-        self.inner.put_opts(l, p, o).await
-    }
-
-    async fn put_multipart_opts(
-        &self,
-        l: &Path,
-        o: PutMultipartOptions,
-    ) -> Result<Box<dyn MultipartUpload>> {
-        self.inner.put_multipart_opts(l, o).await
-    }
-
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
         let result = self.counted_get(location, options).await?;
         self.record(vec![result.range.clone()]);
@@ -218,27 +202,9 @@ impl<S: ObjectStore> ObjectStore for CountingStore<S> {
         .await
     }
 
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, Result<Path>>,
-    ) -> BoxStream<'static, Result<Path>> {
-        self.inner.delete_stream(locations)
-    }
-
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-
-    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-
-    async fn copy_opts(&self, from: &Path, to: &Path, o: CopyOptions) -> Result<()> {
-        self.inner.copy_opts(from, to, o).await
-    }
-
-    async fn rename_opts(&self, from: &Path, to: &Path, o: RenameOptions) -> Result<()> {
-        self.inner.rename_opts(from, to, o).await
+    crate::forward_object_store! {
+        inner: put_opts, put_multipart_opts, delete_stream, list, list_with_delimiter,
+        copy_opts, rename_opts
     }
 }
 
@@ -246,7 +212,7 @@ impl<S: ObjectStore> ObjectStore for CountingStore<S> {
 mod tests {
     use super::*;
     use object_store::memory::InMemory;
-    use object_store::ObjectStoreExt;
+    use object_store::{ObjectStoreExt, PutPayload};
     use std::time::Instant;
 
     #[tokio::test]
@@ -287,6 +253,41 @@ mod tests {
         assert_eq!(recorded[0], std::slice::from_ref(&(10..110)));
         assert_eq!(recorded[1], std::slice::from_ref(&(0..1000)));
         assert_eq!(recorded[2], [0..5, 500..510]);
+    }
+
+    /// The names `store` lists, sorted.
+    async fn names(store: &impl ObjectStore) -> Vec<String> {
+        use futures::TryStreamExt;
+        let mut names: Vec<String> = store
+            .list(None)
+            .map_ok(|m| m.location.to_string())
+            .try_collect()
+            .await
+            .unwrap();
+        names.sort();
+        names
+    }
+
+    #[tokio::test]
+    async fn writes_lists_copies_renames_and_deletes_reach_the_inner_store_uncounted() {
+        let store = CountingStore::new(InMemory::new(), Duration::ZERO);
+        let (a, b, c) = (Path::from("d/a"), Path::from("d/b"), Path::from("c"));
+        store.put(&a, PutPayload::from_static(b"a")).await.unwrap();
+        let mut upload = store.put_multipart(&b).await.unwrap();
+        upload
+            .put_part(PutPayload::from_static(b"b"))
+            .await
+            .unwrap();
+        upload.complete().await.unwrap();
+        store.copy(&a, &c).await.unwrap();
+        store.rename(&b, &Path::from("d/e")).await.unwrap();
+        store.delete(&a).await.unwrap();
+        assert_eq!(names(store.inner()).await, ["c", "d/e"]);
+        assert_eq!(names(&store).await, ["c", "d/e"]);
+        let top = store.list_with_delimiter(None).await.unwrap();
+        assert_eq!(top.common_prefixes, [Path::from("d")]);
+        assert_eq!(top.objects.len(), 1);
+        assert_eq!(store.counts().snapshot(), ReadTraffic::default());
     }
 
     #[tokio::test]

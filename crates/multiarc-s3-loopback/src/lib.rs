@@ -29,9 +29,14 @@
 #![warn(missing_docs)]
 
 mod counting_store;
+mod forward;
 mod restartable;
 
 pub use counting_store::{CountingStore, ReadCounts, ReadTraffic};
+#[doc(hidden)]
+pub use forward::{BoxFuture as __BoxFuture, BoxStream as __BoxStream};
+#[doc(hidden)]
+pub use object_store as __object_store;
 pub use restartable::RestartableS3;
 
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -62,13 +67,50 @@ impl Keys {
     }
 }
 
-/// A running server. Dropping it stops the server.
-pub struct S3Loopback {
+/// Where a server listens and what it serves: the endpoint its clients
+/// use, its bucket over a directory, the key pair it accepts.
+/// [`S3Loopback`] and [`RestartableS3`] dereference to theirs.
+#[derive(Clone, Debug)]
+pub struct ServedBucket {
     endpoint: String,
     addr: SocketAddr,
     root: PathBuf,
     bucket: String,
     keys: Keys,
+}
+
+impl ServedBucket {
+    /// The endpoint URL: `http://127.0.0.1:PORT`.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// The address the server listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The bucket's name.
+    pub fn bucket(&self) -> &str {
+        &self.bucket
+    }
+
+    /// The directory that holds the bucket's objects (object `a/b` is the
+    /// file `bucket_dir()/a/b`).
+    pub fn bucket_dir(&self) -> PathBuf {
+        self.root.join(&self.bucket)
+    }
+
+    /// The key pair the server accepts.
+    pub fn keys(&self) -> &Keys {
+        &self.keys
+    }
+}
+
+/// A running server. Dropping it stops the server. Its endpoint, address,
+/// bucket and keys: [`ServedBucket`]'s accessors, through `Deref`.
+pub struct S3Loopback {
+    served: ServedBucket,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
 }
@@ -151,40 +193,16 @@ impl S3Loopback {
         });
         log::debug!("s3 loopback serving {} on {addr}", root.display());
         Ok(S3Loopback {
-            endpoint: format!("http://{addr}"),
-            addr,
-            root: root.to_path_buf(),
-            bucket: bucket.to_string(),
-            keys,
+            served: ServedBucket {
+                endpoint: format!("http://{addr}"),
+                addr,
+                root: root.to_path_buf(),
+                bucket: bucket.to_string(),
+                keys,
+            },
             stop: Some(stop),
             task: Some(task),
         })
-    }
-
-    /// The endpoint URL: `http://127.0.0.1:PORT`.
-    pub fn endpoint(&self) -> &str {
-        &self.endpoint
-    }
-
-    /// The address the server listens on.
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    /// The bucket's name.
-    pub fn bucket(&self) -> &str {
-        &self.bucket
-    }
-
-    /// The directory that holds the bucket's objects (object `a/b` is the
-    /// file `bucket_dir()/a/b`).
-    pub fn bucket_dir(&self) -> PathBuf {
-        self.root.join(&self.bucket)
-    }
-
-    /// The key pair the server accepts.
-    pub fn keys(&self) -> &Keys {
-        &self.keys
     }
 
     /// Stops the server: no new connection is accepted, open ones are
@@ -199,6 +217,14 @@ impl S3Loopback {
     }
 }
 
+impl std::ops::Deref for S3Loopback {
+    type Target = ServedBucket;
+
+    fn deref(&self) -> &ServedBucket {
+        &self.served
+    }
+}
+
 impl Drop for S3Loopback {
     fn drop(&mut self) {
         if let Some(task) = self.task.take() {
@@ -210,9 +236,9 @@ impl Drop for S3Loopback {
 impl std::fmt::Debug for S3Loopback {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("S3Loopback")
-            .field("endpoint", &self.endpoint)
-            .field("root", &self.root)
-            .field("bucket", &self.bucket)
+            .field("endpoint", &self.served.endpoint)
+            .field("root", &self.served.root)
+            .field("bucket", &self.served.bucket)
             .finish_non_exhaustive()
     }
 }

@@ -3,10 +3,10 @@
 //! which can be stopped and started again on the same port over the same
 //! directory: a store that goes away and comes back.
 
-use crate::{Keys, S3Loopback};
+use crate::{Keys, S3Loopback, ServedBucket};
 use std::io;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// How long [`RestartableS3::restart`] retries binding the old port (its
@@ -15,13 +15,11 @@ const REBIND_FOR: Duration = Duration::from_secs(10);
 
 /// A server on its own two-thread runtime: serving from
 /// [`RestartableS3::start`] until [`RestartableS3::stop`] or drop, and
-/// again after [`RestartableS3::restart`].
+/// again after [`RestartableS3::restart`]. Its endpoint, address, bucket
+/// and keys, the same after a restart: [`ServedBucket`]'s accessors,
+/// through `Deref`.
 pub struct RestartableS3 {
-    endpoint: String,
-    addr: SocketAddr,
-    root: PathBuf,
-    bucket: String,
-    keys: Keys,
+    served: ServedBucket,
     /// The server and the runtime its tasks run on, while it serves.
     serving: Option<(tokio::runtime::Runtime, S3Loopback)>,
 }
@@ -33,40 +31,10 @@ impl RestartableS3 {
     pub fn start(root: &Path, bucket: &str, keys: Keys) -> io::Result<RestartableS3> {
         let any = SocketAddr::from(([127, 0, 0, 1], 0));
         let (runtime, server) = serve(root, bucket, &keys, any)?;
-        let addr = server.addr();
         Ok(RestartableS3 {
-            endpoint: server.endpoint().to_string(),
-            addr,
-            root: root.to_path_buf(),
-            bucket: bucket.to_string(),
-            keys,
+            served: server.served.clone(),
             serving: Some((runtime, server)),
         })
-    }
-
-    /// The endpoint URL: `http://127.0.0.1:PORT` (the same after a restart).
-    pub fn endpoint(&self) -> &str {
-        &self.endpoint
-    }
-
-    /// The address the server listens on (the same after a restart).
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    /// The bucket's name.
-    pub fn bucket(&self) -> &str {
-        &self.bucket
-    }
-
-    /// The directory that holds the bucket's objects.
-    pub fn bucket_dir(&self) -> PathBuf {
-        self.root.join(&self.bucket)
-    }
-
-    /// The key pair the server accepts.
-    pub fn keys(&self) -> &Keys {
-        &self.keys
     }
 
     /// Whether it serves (started, and not stopped since).
@@ -89,7 +57,8 @@ impl RestartableS3 {
         self.stop();
         let deadline = Instant::now() + REBIND_FOR;
         loop {
-            match serve(&self.root, &self.bucket, &self.keys, self.addr) {
+            let served = &self.served;
+            match serve(&served.root, &served.bucket, &served.keys, served.addr) {
                 Ok(serving) => {
                     self.serving = Some(serving);
                     return Ok(());
@@ -100,11 +69,19 @@ impl RestartableS3 {
                 Err(e) => {
                     return Err(io::Error::new(
                         e.kind(),
-                        format!("serving again on {}: {e}", self.addr),
+                        format!("serving again on {}: {e}", self.served.addr),
                     ))
                 }
             }
         }
+    }
+}
+
+impl std::ops::Deref for RestartableS3 {
+    type Target = ServedBucket;
+
+    fn deref(&self) -> &ServedBucket {
+        &self.served
     }
 }
 
@@ -117,9 +94,9 @@ impl Drop for RestartableS3 {
 impl std::fmt::Debug for RestartableS3 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RestartableS3")
-            .field("endpoint", &self.endpoint)
-            .field("root", &self.root)
-            .field("bucket", &self.bucket)
+            .field("endpoint", &self.served.endpoint)
+            .field("root", &self.served.root)
+            .field("bucket", &self.served.bucket)
             .field("serving", &self.serving.is_some())
             .finish_non_exhaustive()
     }

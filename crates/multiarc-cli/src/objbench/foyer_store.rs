@@ -11,13 +11,10 @@
 
 use bytes::Bytes;
 use futures::future::{BoxFuture, FutureExt, Shared};
-use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{
-    CopyOptions, GetOptions, GetRange, GetResult, GetResultPayload, ListResult, MultipartUpload,
-    ObjectMeta, ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
-    Result,
+    GetOptions, GetRange, GetResult, GetResultPayload, ObjectMeta, ObjectStore, Result,
 };
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap};
@@ -373,18 +370,6 @@ fn payload(bytes: Bytes) -> GetResultPayload {
 
 #[async_trait::async_trait]
 impl<S: ObjectStore> ObjectStore for FoyerBlockStore<S> {
-    async fn put_opts(&self, l: &Path, p: PutPayload, o: PutOptions) -> Result<PutResult> {
-        self.inner.put_opts(l, p, o).await
-    }
-
-    async fn put_multipart_opts(
-        &self,
-        l: &Path,
-        o: PutMultipartOptions,
-    ) -> Result<Box<dyn MultipartUpload>> {
-        self.inner.put_multipart_opts(l, o).await
-    }
-
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
         let meta = self.head(location).await?;
         options.check_preconditions(&meta)?;
@@ -424,26 +409,8 @@ impl<S: ObjectStore> ObjectStore for FoyerBlockStore<S> {
         self.read_ranges(location, &meta, ranges).await
     }
 
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, Result<Path>>,
-    ) -> BoxStream<'static, Result<Path>> {
-        self.inner.delete_stream(locations)
-    }
-
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-
-    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-
-    async fn copy_opts(&self, from: &Path, to: &Path, o: CopyOptions) -> Result<()> {
-        self.inner.copy_opts(from, to, o).await
-    }
-
-    async fn rename_opts(&self, from: &Path, to: &Path, o: RenameOptions) -> Result<()> {
-        self.inner.rename_opts(from, to, o).await
+    multiarc_s3_loopback::forward_object_store! {
+        inner: put_opts, put_multipart_opts, delete_stream, list, list_with_delimiter,
+        copy_opts, rename_opts
     }
 }

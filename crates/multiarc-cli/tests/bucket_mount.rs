@@ -574,6 +574,82 @@ fn readers_of_an_object_rewritten_under_them_see_one_version_whole_or_estale() {
 }
 
 #[test]
+fn readers_on_the_writers_mount_see_one_version_whole_while_it_overwrites_the_file() {
+    if !have_fuse("readers_on_the_writers_mount_see_one_version_whole_while_it_overwrites_the_file")
+    {
+        return;
+    }
+    let server = start_server();
+    // Each version longer than the one before, so a read cut at a size the
+    // kernel was given by the overwrite (0 at its truncating open, then
+    // what was written so far) is a prefix of its version, not a version.
+    let versions: Vec<Vec<u8>> = (0..16)
+        .map(|i| pattern(300_000 + 4_000 * i, 40 + i as u64))
+        .collect();
+    put(&server, "ow", versions[0].clone());
+    let dir = Dir::new("overwrite");
+    let m = Mount::start(
+        &server,
+        &dir,
+        "mnt",
+        &[
+            "--metadata-ttl",
+            "200ms",
+            "--allow-overwrite",
+            "--page-cache",
+        ],
+    );
+    let p = m.path("ow");
+    assert!(read_whole(&p, 65536).unwrap() == versions[0]);
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (whole, refused) = std::thread::scope(|s| {
+        let readers: Vec<_> = [8192, 65536, 131072]
+            .into_iter()
+            .map(|chunk| {
+                let (p, versions, stop) = (&p, &versions, &stop);
+                s.spawn(move || {
+                    let (mut whole, mut refused) = (0u32, 0u32);
+                    while !stop.load(Ordering::Relaxed) {
+                        match read_whole(p, chunk) {
+                            Ok(seen) => {
+                                assert!(
+                                    versions.contains(&seen),
+                                    "a read of {} bytes in reads of {chunk} is none of the \
+                                     versions whole: {:?}",
+                                    seen.len(),
+                                    pages_of(&seen, versions)
+                                );
+                                whole += 1;
+                            }
+                            // Opened while the file is being written
+                            // (EBUSY), or read after it was replaced
+                            // (ESTALE): both documented.
+                            Err(e) if e == libc::EBUSY || e == libc::ESTALE => refused += 1,
+                            Err(e) => panic!("reading in reads of {chunk}: errno {e}"),
+                        }
+                    }
+                    (whole, refused)
+                })
+            })
+            .collect();
+        for v in &versions[1..] {
+            std::thread::sleep(Duration::from_millis(30));
+            fs::write(&p, v).unwrap_or_else(|e| panic!("overwriting: {e}: {}", m.log_text()));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        stop.store(true, Ordering::Relaxed);
+        readers
+            .into_iter()
+            .map(|r| r.join().unwrap())
+            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+    });
+    assert!(whole > 0, "no read completed ({refused} refused)");
+    let last = versions.last().unwrap();
+    assert!(read_whole(&p, 8192).unwrap() == *last);
+    assert!(get(&server, "ow").unwrap() == *last);
+}
+
+#[test]
 fn a_missing_bucket_or_unreachable_endpoint_is_one_line_and_nothing_mounted() {
     if !have_fuse("a_missing_bucket_or_unreachable_endpoint_is_one_line_and_nothing_mounted") {
         return;

@@ -640,9 +640,11 @@ impl<S: ObjectStore> BucketFs<S> {
             let mut inodes = lock(&self.inodes);
             match inodes.get_mut(ino) {
                 Some(node) => {
-                    // A replacement waits for the pages' readers to close:
-                    // none may start meanwhile.
-                    let replacing = node.overwrites_waiting > 0;
+                    // A replacement waits for the pages' readers to close,
+                    // and sets the kernel's size as it writes: no reader
+                    // may start on the pages meanwhile (one that checked
+                    // before the write started gets here after it).
+                    let replacing = node.overwrites_waiting > 0 || node.writing.is_some();
                     let same = !node.dropping_pages
                         && !replacing
                         && node

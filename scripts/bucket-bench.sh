@@ -31,8 +31,8 @@
 # --buffered runs fio without O_DIRECT and keeps the file's pages between
 # the whole read and the warm run: a warm figure is then the kernel's page
 # cache wherever the mount keeps it, as an application that read the file
-# before would find it; multiarc then mounts with --page-cache (if the
-# binary has it).
+# before would find it (the page cache is multiarc's default; a binary
+# from before, whose help lists --page-cache, is given that flag).
 # MULTIARC_BIN=PATH uses that binary instead of building one.
 set -euo pipefail
 cd "$(dirname "$0")/.."

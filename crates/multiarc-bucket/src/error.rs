@@ -24,13 +24,16 @@ impl Errno {
     pub const EROFS: Errno = Errno(libc::EROFS);
     /// The object changed in the store since this handle opened it: reopen.
     pub const ESTALE: Errno = Errno(libc::ESTALE);
+    /// The file is being written through this mount (an open), or is
+    /// still read through the kernel's page cache here when a write would
+    /// replace it (see `BucketConfig::overwrite_wait`).
+    pub const EBUSY: Errno = Errno(libc::EBUSY);
     pub(crate) const EEXIST: Errno = Errno(libc::EEXIST);
     pub(crate) const EISDIR: Errno = Errno(libc::EISDIR);
     pub(crate) const ENOTDIR: Errno = Errno(libc::ENOTDIR);
     pub(crate) const ENOTEMPTY: Errno = Errno(libc::ENOTEMPTY);
     pub(crate) const EBADF: Errno = Errno(libc::EBADF);
     pub(crate) const EACCES: Errno = Errno(libc::EACCES);
-    pub(crate) const EBUSY: Errno = Errno(libc::EBUSY);
     pub(crate) const ENAMETOOLONG: Errno = Errno(libc::ENAMETOOLONG);
 }
 

@@ -2,7 +2,7 @@
 //! blocking call (run on the filesystem's own tokio runtime).
 
 use crate::error::{store_errno, Errno};
-use crate::inodes::{Inodes, Node, Remote};
+use crate::inodes::{Inodes, Node, Remote, Told};
 use crate::prefetch::{chunks, Sequential};
 use crate::upload::Upload;
 use crate::{BucketConfig, Kind};
@@ -13,7 +13,7 @@ use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore, ObjectStoreExt
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 /// A file's or directory's attributes, as the kernel is told them.
@@ -110,6 +110,9 @@ pub struct BucketFs<S: ObjectStore> {
     store: Arc<CachedStore<S>>,
     config: BucketConfig,
     inodes: Mutex<Inodes>,
+    /// Signalled (with `inodes`) when a handle that read a file through the
+    /// kernel's page cache is released: replacements wait for it.
+    pages_released: Condvar,
     handles: Mutex<HashMap<u64, Arc<Handle>>>,
     next_fh: AtomicU64,
     counters: Counters,
@@ -173,6 +176,7 @@ impl<S: ObjectStore> BucketFs<S> {
             store: Arc::new(store),
             config,
             inodes: Mutex::new(Inodes::new(root)),
+            pages_released: Condvar::new(),
             handles: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             counters: Counters::default(),
@@ -265,7 +269,7 @@ impl<S: ObjectStore> BucketFs<S> {
         let node = inodes.get_mut(ino).ok_or(Errno::ENOENT)?;
         let attr = self.attr(ino, node);
         if node.kind == Kind::File {
-            node.told = Some((attr.size, attr.mtime));
+            node.told = Told::Attrs(attr.size, attr.mtime);
         }
         Ok(attr)
     }
@@ -539,7 +543,9 @@ impl<S: ObjectStore> BucketFs<S> {
     ///   those handles their version's pages, until they are all closed.
     ///
     /// Without `page_cache`, and for writing, the open gets direct I/O
-    /// (writes never enter the page cache).
+    /// (writes never enter the page cache). An open for writing waits
+    /// until no handle reads the file through the page cache (see
+    /// [`BucketConfig::overwrite_wait`]).
     pub fn open_file(
         &self,
         ino: u64,
@@ -590,11 +596,13 @@ impl<S: ObjectStore> BucketFs<S> {
                 if let Some(node) = lock(&self.inodes).get_mut(ino) {
                     // The kernel holds the old size for up to a TTL (an
                     // `fstat` after this open would show it): have it ask.
-                    stale = node
-                        .told
-                        .is_some_and(|told| told != (remote.size, remote.mtime));
+                    stale = match node.told {
+                        Told::Nothing => false,
+                        Told::Attrs(size, mtime) => (size, mtime) != (remote.size, remote.mtime),
+                        Told::Unknown => true,
+                    };
                     if stale {
-                        node.told = None;
+                        node.told = Told::Nothing;
                     }
                     node.remote = Some(remote);
                     node.checked = Some(Instant::now());
@@ -632,7 +640,13 @@ impl<S: ObjectStore> BucketFs<S> {
             let mut inodes = lock(&self.inodes);
             match inodes.get_mut(ino) {
                 Some(node) => {
+                    // A replacement waits for the pages' readers to close,
+                    // and sets the kernel's size as it writes: no reader
+                    // may start on the pages meanwhile (one that checked
+                    // before the write started gets here after it).
+                    let replacing = node.overwrites_waiting > 0 || node.writing.is_some();
                     let same = !node.dropping_pages
+                        && !replacing
                         && node
                             .page_version
                             .as_ref()
@@ -640,7 +654,7 @@ impl<S: ObjectStore> BucketFs<S> {
                     if same && page_cache {
                         node.page_readers += 1;
                         (true, Some(ino), false)
-                    } else if same || node.page_readers > 0 || node.dropping_pages {
+                    } else if same || replacing || node.page_readers > 0 || node.dropping_pages {
                         // Direct I/O, beside the readers of the pages.
                         (true, None, false)
                     } else if page_cache {
@@ -680,14 +694,23 @@ impl<S: ObjectStore> BucketFs<S> {
         })
     }
 
+    /// Starts writing `ino` (new, or replaced whole), once no handle of
+    /// this mount reads it through the kernel's page cache (see
+    /// [`BucketFs::wait_for_page_readers`]).
     fn start_upload(&self, ino: u64, path: Path, owner: u32) -> Result<u64, Errno> {
         {
-            let mut inodes = lock(&self.inodes);
+            let mut inodes = self.wait_for_page_readers(ino, &path)?;
             let node = inodes.get_mut(ino).ok_or(Errno::ENOENT)?;
             if node.writing.is_some() {
                 return Err(Errno::EBUSY);
             }
             node.writing = Some(0);
+            // The kernel drops the file's pages and sets its size itself
+            // from here on (0 at the truncating open, then the bytes
+            // written): what it holds is no version's, and the next open
+            // has it ask.
+            node.page_version = None;
+            node.told = Told::Unknown;
         }
         let upload = Upload::new(
             ino,
@@ -699,6 +722,58 @@ impl<S: ObjectStore> BucketFs<S> {
             upload: Arc::new(tokio::sync::Mutex::new(upload)),
             owner,
         }))
+    }
+
+    /// The inode table, once no handle reads `ino` through the kernel's
+    /// page cache, for a write to start on it; `EBUSY` if some still do
+    /// after [`BucketConfig::overwrite_wait`].
+    ///
+    /// The kernel keeps one size per file, and cuts reads through its
+    /// pages at it. A write through this mount sets it (0 at a truncating
+    /// open, then the bytes written so far), so a handle reading the old
+    /// version through the pages meanwhile would see its file end early,
+    /// or pages past its end, whatever size this mount tells the kernel.
+    /// So the write waits for those handles to be released; meanwhile
+    /// new opens for reading get direct I/O (their reads do not depend on
+    /// the kernel's size), and once it has started they get `EBUSY`.
+    fn wait_for_page_readers(
+        &self,
+        ino: u64,
+        path: &Path,
+    ) -> Result<MutexGuard<'_, Inodes>, Errno> {
+        let mut inodes = lock(&self.inodes);
+        let node = inodes.get_mut(ino).ok_or(Errno::ENOENT)?;
+        if node.page_readers == 0 && !node.dropping_pages {
+            return Ok(inodes);
+        }
+        node.overwrites_waiting += 1;
+        let deadline = Instant::now() + self.config.overwrite_wait;
+        let outcome = loop {
+            let Some(node) = inodes.get(ino) else {
+                break Err(Errno::ENOENT);
+            };
+            if node.page_readers == 0 && !node.dropping_pages {
+                break Ok(());
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                log::warn!(
+                    "{path}: still open for reading through the page cache after {:?}: not \
+                     replaced (close it first, or mount with --no-page-cache)",
+                    self.config.overwrite_wait
+                );
+                break Err(Errno::EBUSY);
+            }
+            inodes = self
+                .pages_released
+                .wait_timeout(inodes, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        };
+        if let Some(node) = inodes.get_mut(ino) {
+            node.overwrites_waiting -= 1;
+        }
+        outcome.map(|()| inodes)
     }
 
     /// Reads `size` bytes at `offset` of the version the handle opened
@@ -978,6 +1053,7 @@ impl<S: ObjectStore> BucketFs<S> {
                 if let Some(node) = lock(&self.inodes).get_mut(*ino) {
                     node.page_readers = node.page_readers.saturating_sub(1);
                 }
+                self.pages_released.notify_all();
                 Ok(())
             }
             _ => Ok(()),

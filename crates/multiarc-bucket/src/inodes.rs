@@ -20,6 +20,19 @@ pub const ROOT_INO: u64 = 1;
 /// root, are free for a mount's own control files).
 pub const FIRST_INO: u64 = 16;
 
+/// What the kernel was last told of a file's size and mtime, which it
+/// caches for the TTL (see `BucketFs::open_file`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Told {
+    /// Nothing it may still hold: never told, or asked to ask again.
+    Nothing,
+    /// This size and mtime.
+    Attrs(u64, SystemTime),
+    /// A size the kernel set itself: a replacement written through this
+    /// mount (its truncating open sets 0, each write the bytes so far).
+    Unknown,
+}
+
 /// What the store said about an object.
 #[derive(Clone, Debug)]
 pub(crate) struct Remote {
@@ -55,10 +68,13 @@ pub(crate) struct Node {
     /// An open is having the kernel drop the file's pages: until it is
     /// done, other opens read with direct I/O.
     pub(crate) dropping_pages: bool,
-    /// A file's size and mtime as last given to the kernel (which caches
-    /// them for the TTL): an open that finds them changed tells the kernel
-    /// to ask again. `None`: not given, or asked to ask again.
-    pub(crate) told: Option<(u64, SystemTime)>,
+    /// Opens for writing (replacing the object) waiting until no handle
+    /// reads the file through the page cache: meanwhile new readers get
+    /// direct I/O.
+    pub(crate) overwrites_waiting: u32,
+    /// A file's size and mtime as the kernel holds them: an open that
+    /// finds them changed tells the kernel to ask again.
+    pub(crate) told: Told,
     /// The kernel's references (lookups not yet forgotten).
     pub(crate) lookups: u64,
 }
@@ -94,7 +110,8 @@ impl Inodes {
                 page_version: None,
                 page_readers: 0,
                 dropping_pages: false,
-                told: None,
+                overwrites_waiting: 0,
+                told: Told::Nothing,
                 lookups: 1,
             },
         );
@@ -147,7 +164,8 @@ impl Inodes {
                 page_version: None,
                 page_readers: 0,
                 dropping_pages: false,
-                told: None,
+                overwrites_waiting: 0,
+                told: Told::Nothing,
                 lookups: 0,
             },
         );

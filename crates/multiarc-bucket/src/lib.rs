@@ -38,22 +38,19 @@
 //!   new version's size at once, not after the TTL.
 //! - **The kernel's page cache** ([`BucketFs::open_file`]). A version never
 //!   changes, so the pages reads put in the kernel's page cache are kept
-//!   across opens of the same version (FUSE's `FOPEN_KEEP_CACHE`). An open
-//!   that finds another version has them dropped before it returns, unless
-//!   handles of the older version still read through them: then it reads
-//!   with direct I/O, and those handles keep their version's pages. So a
-//!   handle's reads are of its version whether the kernel's pages serve
-//!   them or not. Files open for writing use direct I/O: no written byte
-//!   enters the page cache.
-//! - **The kernel's page cache.** A version never changes, so what reads
-//!   put in the kernel's page cache can be kept across opens of the same
-//!   version ([`Opened::keep_cache`], FUSE's `FOPEN_KEEP_CACHE`). An open
-//!   that finds another version (or follows an upload through this mount)
-//!   is answered without it, so the kernel drops the file's pages before
-//!   the open returns, and from then on reads through handles of the older
-//!   version fail with `ESTALE` (also while the store fails): no bytes of
-//!   it can reach the page cache again. Files open for writing never go
-//!   through it (the adapter opens them with direct I/O).
+//!   across opens of the same version ([`Opened::keep_cache`], FUSE's
+//!   `FOPEN_KEEP_CACHE`). An open that finds another version has them
+//!   dropped before it returns, unless handles of the older version still
+//!   read through them: then it reads with direct I/O, those handles keep
+//!   their version's pages, and the kernel is told their version's size
+//!   (it cuts reads through its pages at the size it holds). So a handle's
+//!   reads are of its version whether the kernel's pages serve them or not.
+//!   Files open for writing use direct I/O: no written byte enters the page
+//!   cache. A write through this mount sets the kernel's size of the file
+//!   itself (0 at a truncating open, then the bytes written), so a
+//!   replacement waits until no handle of this mount reads the file
+//!   through the pages (new readers meanwhile get direct I/O), for at most
+//!   [`BucketConfig::overwrite_wait`], then fails with `EBUSY`.
 //! - **Another node's write** is seen at this node's next open once the
 //!   TTL has passed since this node last checked the object (at most TTL
 //!   plus a HEAD's round trip after the write completed). A file written
@@ -159,6 +156,11 @@ pub struct BucketConfig {
     /// The size of each ranged GET of a prefetch (the window's chunks are
     /// fetched at once). Default 8 MiB (s3fs fetches ~10 MB parts).
     pub prefetch_chunk: u64,
+    /// How long a write that replaces a file (or creates one of its name)
+    /// waits for the handles of this mount that read it through the
+    /// kernel's page cache to be closed, before it fails with `EBUSY`
+    /// (see [`BucketFs::open_file`]). Default 5 s.
+    pub overwrite_wait: Duration,
     /// The runtime's worker threads. Default 2.
     pub runtime_threads: usize,
     /// Owner of every file and directory.
@@ -182,6 +184,7 @@ impl Default for BucketConfig {
             parts_in_flight: 4,
             prefetch_bytes: 32 << 20,
             prefetch_chunk: 8 << 20,
+            overwrite_wait: Duration::from_secs(5),
             runtime_threads: 2,
             uid: 0,
             gid: 0,

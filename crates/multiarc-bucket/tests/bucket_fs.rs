@@ -515,3 +515,63 @@ fn a_sequential_read_waits_for_the_prefetch_instead_of_fetching_again() {
     assert_eq!(stat(&fs, "store_bytes"), size as u64);
     assert!(stat(&fs, "single_flight_waits") + stat(&fs, "memory_hits") > 0);
 }
+
+#[test]
+fn a_replacement_waits_for_the_page_caches_readers_and_new_readers_get_direct_io() {
+    let server = start_server();
+    put(&server, "pc", pattern(200_000, 1));
+    let wait = Duration::from_millis(300);
+    let fs = mount(
+        &server,
+        "",
+        BucketConfig {
+            allow_overwrite: true,
+            overwrite_wait: wait,
+            ..BucketConfig::default()
+        },
+    );
+    let ino = walk(&fs, "pc").unwrap();
+    let replace = libc::O_WRONLY | libc::O_TRUNC;
+    // A handle reading through the kernel's pages: a replacement waits for
+    // it, and fails with EBUSY if it stays open.
+    let reader = fs.open_file(ino, libc::O_RDONLY, OWNER, true).unwrap();
+    assert!(!reader.direct_io);
+    let started = std::time::Instant::now();
+    assert_eq!(fs.open(ino, replace, OWNER).map(|_| ()), Err(Errno::EBUSY));
+    assert!(started.elapsed() >= wait, "{:?}", started.elapsed());
+    // Released while the replacement waits: it goes ahead; a reader that
+    // opens meanwhile gets direct I/O (does not hold the replacement up).
+    let (writer, during) = std::thread::scope(|s| {
+        let writer = s.spawn(|| fs.open(ino, replace, OWNER));
+        std::thread::sleep(wait / 3);
+        let during = fs.open_file(ino, libc::O_RDONLY, OWNER, true).unwrap();
+        fs.release(reader.fh).unwrap();
+        (writer.join().unwrap(), during)
+    });
+    assert!(
+        during.direct_io,
+        "a reader opened during the wait used the pages"
+    );
+    let writer = writer.expect("the replacement, once the reader closed");
+    // While it is written, opens for reading are refused.
+    assert_eq!(
+        fs.open_file(ino, libc::O_RDONLY, OWNER, true).map(|_| ()),
+        Err(Errno::EBUSY)
+    );
+    let v2 = pattern(150_000, 2);
+    fs.write(writer, 0, &v2).unwrap();
+    fs.flush(writer, OWNER).unwrap();
+    fs.release(writer).unwrap();
+    fs.release(during.fh).unwrap();
+    // The next open reads the new version through fresh pages (the old
+    // ones dropped: no keep_cache).
+    let next = fs.open_file(ino, libc::O_RDONLY, OWNER, true).unwrap();
+    assert!(!next.direct_io && !next.keep_cache, "{next:?}");
+    assert_eq!(fs.read(next.fh, 0, 200_000).unwrap(), v2);
+    fs.release(next.fh).unwrap();
+    // No page reader: a replacement starts at once.
+    let started = std::time::Instant::now();
+    let fh = fs.open(ino, replace, OWNER).unwrap();
+    assert!(started.elapsed() < wait, "{:?}", started.elapsed());
+    fs.release(fh).unwrap();
+}

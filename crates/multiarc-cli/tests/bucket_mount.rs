@@ -182,48 +182,53 @@ fn every_object_reads_back_equal_to_the_bucket_and_prefixes_list() {
     }
     put(&server, "data/sub/deep/x", b"deep".to_vec());
     put(&server, "top", b"top".to_vec());
+    // Through the kernel's page cache (the default), and without it.
     let dir = Dir::new("read");
-    let m = Mount::start(&server, &dir, "mnt", &[]);
-    assert_eq!(names(&m.mnt), ["data", "top"]);
-    let mut want: Vec<String> = (0..sizes.len()).map(|i| format!("o{i}")).collect();
-    want.push("sub".into());
-    want.sort();
-    assert_eq!(names(&m.path("data")), want);
-    assert_eq!(names(&m.path("data/sub")), ["deep"]);
-    assert!(m.path("data/sub").is_dir() && m.path("data/o1").is_file());
-    assert_eq!(fs::read(m.path("data/sub/deep/x")).unwrap(), b"deep");
-    assert!(!m.path("data/missing").exists());
-    for (i, &len) in sizes.iter().enumerate() {
-        let p = m.path(&format!("data/o{i}"));
-        let want = pattern(len, i as u64);
-        assert_eq!(fs::metadata(&p).unwrap().len(), len as u64, "o{i}");
-        assert!(
-            fs::read(&p).unwrap() == want,
-            "o{i} ({len} bytes) read whole"
-        );
-        // `cat` too: another program, its own read sizes.
-        let cat = Command::new("cat").arg(&p).output().unwrap();
-        assert!(cat.status.success() && cat.stdout == want, "cat o{i}");
-        let f = File::open(&p).unwrap();
-        let mut x = 99u64 + i as u64;
-        for _ in 0..16 {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            let off = (x >> 33) as usize % (len + 100);
-            let size = ((x >> 11) % 150_000) as usize;
-            let mut buf = vec![0u8; size];
-            let n = f.read_at(&mut buf, off as u64).unwrap();
-            let start = off.min(len);
-            let end = (off + size).min(len);
+    for (n, extra) in [&[][..], &["--no-page-cache"][..]].into_iter().enumerate() {
+        let m = Mount::start(&server, &dir, &format!("mnt{n}"), extra);
+        assert_eq!(names(&m.mnt), ["data", "top"]);
+        let mut want: Vec<String> = (0..sizes.len()).map(|i| format!("o{i}")).collect();
+        want.push("sub".into());
+        want.sort();
+        assert_eq!(names(&m.path("data")), want);
+        assert_eq!(names(&m.path("data/sub")), ["deep"]);
+        assert!(m.path("data/sub").is_dir() && m.path("data/o1").is_file());
+        assert_eq!(fs::read(m.path("data/sub/deep/x")).unwrap(), b"deep");
+        assert!(!m.path("data/missing").exists());
+        for (i, &len) in sizes.iter().enumerate() {
+            let p = m.path(&format!("data/o{i}"));
+            let want = pattern(len, i as u64);
+            assert_eq!(fs::metadata(&p).unwrap().len(), len as u64, "o{i}");
             assert!(
-                buf[..n] == want[start..end],
-                "o{i} at {off}+{size}: {n} bytes"
+                fs::read(&p).unwrap() == want,
+                "o{i} ({len} bytes) read whole"
             );
+            // `cat` too: another program, its own read sizes.
+            let cat = Command::new("cat").arg(&p).output().unwrap();
+            assert!(cat.status.success() && cat.stdout == want, "cat o{i}");
+            let f = File::open(&p).unwrap();
+            let mut x = 99u64 + i as u64;
+            for _ in 0..16 {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let off = (x >> 33) as usize % (len + 100);
+                let size = ((x >> 11) % 150_000) as usize;
+                let mut buf = vec![0u8; size];
+                let n = f.read_at(&mut buf, off as u64).unwrap();
+                let start = off.min(len);
+                let end = (off + size).min(len);
+                assert!(
+                    buf[..n] == want[start..end],
+                    "o{i} at {off}+{size}: {n} bytes"
+                );
+            }
+        }
+        assert!(m.stat("store_requests") > 0);
+        if !extra.is_empty() {
+            assert!(m.stat("memory_hits") > 0, "rereads hit the cache");
         }
     }
-    assert!(m.stat("store_requests") > 0);
-    assert!(m.stat("memory_hits") > 0, "rereads hit the cache");
 }
 
 #[test]
@@ -422,7 +427,7 @@ fn the_page_cache_is_kept_for_an_unchanged_object_and_dropped_for_a_new_version(
         &server,
         &dir,
         "mnt",
-        &["--metadata-ttl", "1s", "--allow-overwrite", "--page-cache"],
+        &["--metadata-ttl", "1s", "--allow-overwrite"],
     );
     let p = m.path("pc/obj");
     assert!(read_whole(&p, 65536).unwrap() == v1);
@@ -477,15 +482,15 @@ fn the_page_cache_is_kept_for_an_unchanged_object_and_dropped_for_a_new_version(
     assert!(read_whole(&m.path("pc/new"), 8192).unwrap() == v5);
     assert!(get(&server, "pc/new").unwrap() == v5);
 
-    // Without --page-cache: every read reaches the mount.
-    let d = Mount::start(&server, &dir, "direct", &[]);
+    // With --no-page-cache: every read reaches the mount.
+    let d = Mount::start(&server, &dir, "direct", &["--no-page-cache"]);
     let p = d.path("pc/obj");
     assert!(read_whole(&p, 65536).unwrap() == v4);
     let hits = d.stat("memory_hits");
     assert!(read_whole(&p, 65536).unwrap() == v4);
     assert!(
         d.stat("memory_hits") > hits,
-        "without --page-cache a read was served from the kernel's pages"
+        "with --no-page-cache a read was served from the kernel's pages"
     );
 }
 
@@ -519,10 +524,10 @@ fn readers_of_an_object_rewritten_under_them_see_one_version_whole_or_estale() {
         .map(|i| pattern(600_000 + 1000 * i, 10 + i as u64))
         .collect();
     let dir = Dir::new("mix");
-    for (n, extra) in [&[][..]].into_iter().enumerate() {
+    for (n, extra) in [&[][..], &["--no-page-cache"][..]].into_iter().enumerate() {
         put(&server, "mix", versions[0].clone());
         let name = format!("mnt{n}");
-        let ttl = ["--metadata-ttl", "200ms", "--page-cache"];
+        let ttl = ["--metadata-ttl", "200ms"];
         let m = Mount::start(&server, &dir, &name, &[&ttl[..], extra].concat());
         let p = m.path("mix");
         let stop = std::sync::atomic::AtomicBool::new(false);
@@ -571,6 +576,77 @@ fn readers_of_an_object_rewritten_under_them_see_one_version_whole_or_estale() {
         std::thread::sleep(Duration::from_millis(300));
         assert!(read_whole(&p, 8192).unwrap() == versions[0], "{extra:?}");
     }
+}
+
+#[test]
+fn readers_on_the_writers_mount_see_one_version_whole_while_it_overwrites_the_file() {
+    if !have_fuse("readers_on_the_writers_mount_see_one_version_whole_while_it_overwrites_the_file")
+    {
+        return;
+    }
+    let server = start_server();
+    // Each version longer than the one before, so a read cut at a size the
+    // kernel was given by the overwrite (0 at its truncating open, then
+    // what was written so far) is a prefix of its version, not a version.
+    let versions: Vec<Vec<u8>> = (0..16)
+        .map(|i| pattern(300_000 + 4_000 * i, 40 + i as u64))
+        .collect();
+    put(&server, "ow", versions[0].clone());
+    let dir = Dir::new("overwrite");
+    let m = Mount::start(
+        &server,
+        &dir,
+        "mnt",
+        &["--metadata-ttl", "200ms", "--allow-overwrite"],
+    );
+    let p = m.path("ow");
+    assert!(read_whole(&p, 65536).unwrap() == versions[0]);
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (whole, refused) = std::thread::scope(|s| {
+        let readers: Vec<_> = [8192, 65536, 131072]
+            .into_iter()
+            .map(|chunk| {
+                let (p, versions, stop) = (&p, &versions, &stop);
+                s.spawn(move || {
+                    let (mut whole, mut refused) = (0u32, 0u32);
+                    while !stop.load(Ordering::Relaxed) {
+                        match read_whole(p, chunk) {
+                            Ok(seen) => {
+                                assert!(
+                                    versions.contains(&seen),
+                                    "a read of {} bytes in reads of {chunk} is none of the \
+                                     versions whole: {:?}",
+                                    seen.len(),
+                                    pages_of(&seen, versions)
+                                );
+                                whole += 1;
+                            }
+                            // Opened while the file is being written
+                            // (EBUSY), or read after it was replaced
+                            // (ESTALE): both documented.
+                            Err(e) if e == libc::EBUSY || e == libc::ESTALE => refused += 1,
+                            Err(e) => panic!("reading in reads of {chunk}: errno {e}"),
+                        }
+                    }
+                    (whole, refused)
+                })
+            })
+            .collect();
+        for v in &versions[1..] {
+            std::thread::sleep(Duration::from_millis(30));
+            fs::write(&p, v).unwrap_or_else(|e| panic!("overwriting: {e}: {}", m.log_text()));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        stop.store(true, Ordering::Relaxed);
+        readers
+            .into_iter()
+            .map(|r| r.join().unwrap())
+            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+    });
+    assert!(whole > 0, "no read completed ({refused} refused)");
+    let last = versions.last().unwrap();
+    assert!(read_whole(&p, 8192).unwrap() == *last);
+    assert!(get(&server, "ow").unwrap() == *last);
 }
 
 #[test]

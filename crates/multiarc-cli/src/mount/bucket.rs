@@ -183,7 +183,8 @@ fn serve(
         }
     });
     let fsname = format!("multiarc:{source}");
-    let msg = format!(
+    let msg =
+        format!(
         "mounted {source} on {} (endpoint {endpoint}, cache {} bytes, {block_size}-byte blocks, \
          metadata TTL {} s, {} threads{}{})",
         mountpoint.display(),
@@ -191,7 +192,7 @@ fn serve(
         ttl.as_secs_f64(),
         args.threads,
         if args.read_only { ", read-only" } else { "" },
-        if args.page_cache { ", page cache" } else { "" }
+        if args.no_page_cache { ", no page cache" } else { "" }
     );
     let extra = if args.read_only {
         vec![fuser::MountOption::RO]
@@ -206,7 +207,7 @@ fn serve(
         uid,
         gid,
         block_size: block_size as u32,
-        page_cache: args.page_cache,
+        page_cache: !args.no_page_cache,
     };
     let session = start_session(mount, &mountpoint, &fsname, args, &extra, ready, msg)?;
     let _ = notifier.set(session.notifier());
@@ -229,7 +230,8 @@ struct BucketMount {
     uid: u32,
     gid: u32,
     block_size: u32,
-    /// `--page-cache`: files are read through the kernel's page cache.
+    /// Files are read through the kernel's page cache (unless
+    /// `--no-page-cache`).
     page_cache: bool,
 }
 

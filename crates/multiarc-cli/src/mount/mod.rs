@@ -117,13 +117,17 @@ pub struct MountArgs {
     /// change made elsewhere is seen at the next open after it.
     #[arg(long, value_parser = duration_arg)]
     metadata_ttl: Option<std::time::Duration>,
-    /// Of a bucket: read files through the kernel's page cache, kept across
-    /// opens while the object is unchanged (same ETag) and dropped at the
-    /// first open that finds a new version; files being written, and opens
-    /// with O_DIRECT, use direct I/O either way. Off by default (every read
-    /// is a request to the mount): a reader of a file replaced through the
-    /// same mount can still see the kernel's size of the moment.
+    /// Of a bucket: read every file with a request to the mount (direct
+    /// I/O), not through the kernel's page cache. By default files opened
+    /// for reading go through the page cache, kept across opens while the
+    /// object is unchanged (same ETag) and dropped at the first open that
+    /// finds a new version; files being written, and opens with O_DIRECT,
+    /// use direct I/O either way.
     #[arg(long)]
+    no_page_cache: bool,
+    /// Of a bucket: the page cache, the default (accepted for scripts
+    /// written when it was not).
+    #[arg(long, hide = true, conflicts_with = "no_page_cache")]
     page_cache: bool,
     /// Internal: this is the background mount process, started by `mount`
     /// without `--foreground`; it reports readiness on its stdout.
@@ -332,6 +336,7 @@ fn check_args(args: &MountArgs) -> anyhow::Result<(PathBuf, PathBuf)> {
         (args.allow_overwrite, "--allow-overwrite"),
         (args.allow_delete, "--allow-delete"),
         (args.metadata_ttl.is_some(), "--metadata-ttl"),
+        (args.no_page_cache, "--no-page-cache"),
         (args.page_cache, "--page-cache"),
     ] {
         if given {

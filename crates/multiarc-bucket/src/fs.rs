@@ -843,7 +843,7 @@ impl<S: ObjectStore> BucketFs<S> {
     /// Fetches `range` of the version `meta` describes into the cache in
     /// the background: chunks of [`BucketConfig::prefetch_chunk`] bytes,
     /// each a task of the runtime (one ranged GET of the blocks not cached,
-    /// conditional on the ETag), first polled on the caller's thread so its
+    /// conditional on the ETag, cached as read ahead), first polled on the caller's thread so its
     /// blocks are marked as loading before this returns. Failures are only
     /// logged: a read that needs those bytes fetches them itself.
     fn prefetch(&self, meta: &ObjectMeta, range: std::ops::Range<u64>) {
@@ -867,14 +867,11 @@ impl<S: ObjectStore> BucketFs<S> {
             let store = Arc::clone(&self.store);
             let (path, e_tag) = (meta.location.clone(), meta.e_tag.clone());
             let mut task = Box::pin(async move {
-                let options = GetOptions {
-                    range: Some(GetRange::Bounded(chunk.clone())),
-                    if_match: e_tag,
-                    ..GetOptions::default()
-                };
-                // The blocks are cached once the read returns: its bytes
-                // are not needed (collecting them would copy the chunk).
-                if let Err(e) = store.get_opts(&path, options).await {
+                // Cached as read ahead: the reader's one read of a block
+                // later is its first use, so read-once data does not fill
+                // the cache's frequency list and push out the prefetched
+                // blocks not read yet (`CachedStore::load_ahead`).
+                if let Err(e) = store.load_ahead(&path, chunk.clone(), e_tag).await {
                     log::debug!("{path}: prefetching {chunk:?}: {e}");
                 }
             });

@@ -66,7 +66,11 @@
 //! topped up in whole chunks as the reads advance; a read that reaches a
 //! chunk in flight waits only for its own blocks of it (the cached store
 //! caches each block of a GET as its bytes stream in). A read elsewhere
-//! stops it.
+//! stops it. Prefetched blocks are cached as read ahead
+//! ([`multiarc_object_store::CachedStore::load_ahead`]): the read that
+//! consumes one is its first use, so a file read once from end to end
+//! leaves memory first, before the blocks prefetched and not read yet and
+//! before what is read again.
 //!
 //! # Writes
 //!

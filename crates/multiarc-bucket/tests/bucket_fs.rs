@@ -575,3 +575,55 @@ fn a_replacement_waits_for_the_page_caches_readers_and_new_readers_get_direct_io
     assert!(started.elapsed() < wait, "{:?}", started.elapsed());
     fs.release(fh).unwrap();
 }
+
+/// Issue 25's cold sequential read at a small scale: objects read one
+/// after another in 128 KiB reads, together four times larger than the
+/// memory cache, with the mount's prefetch (the window an eighth of
+/// memory, as the mount's 32 MiB of 384 MiB is about). Each byte should be
+/// fetched once: a block read ahead must stay cached until the reader gets
+/// there, which needs the blocks already read (once) to be evicted first.
+#[test]
+fn a_sequential_read_larger_than_memory_fetches_each_byte_once() {
+    let server = start_server();
+    let (objects, size) = (4, 16 << 20);
+    for i in 0..objects {
+        put(&server, &format!("big{i}"), pattern(size, 20 + i as u64));
+    }
+    let config = BucketConfig {
+        prefetch_bytes: 2 << 20,
+        prefetch_chunk: 512 << 10,
+        metadata_ttl: Duration::from_secs(600),
+        ..BucketConfig::default()
+    };
+    let store = CachedStore::builder(s3_client(&server))
+        .max_bytes(16 << 20)
+        .block_size(64 << 10)
+        .metadata_ttl(config.metadata_ttl)
+        .readahead(0)
+        .build()
+        .expect("a cached store");
+    let fs = BucketFs::new(store, Path::from(""), config).expect("the filesystem");
+    for i in 0..objects {
+        let ino = walk(&fs, &format!("big{i}")).unwrap();
+        assert!(read_all(&fs, ino, 128 << 10).unwrap() == pattern(size, 20 + i as u64));
+    }
+    let stats = fs.stats();
+    let total = (objects * size) as u64;
+    println!(
+        "{} block GETs for {total} bytes; MFU {} of {} bytes; read ahead: {} inserted, \
+         {} used, {} evicted unused; MRU ghost hits {}",
+        stat(&fs, "block_requests"),
+        stat(&fs, "mfu_bytes"),
+        stat(&fs, "c"),
+        stat(&fs, "read_ahead_inserts"),
+        stat(&fs, "read_ahead_hits"),
+        stat(&fs, "read_ahead_evicted_unused"),
+        stat(&fs, "mru_ghost_hits"),
+    );
+    assert_eq!(
+        stat(&fs, "store_bytes"),
+        total,
+        "each byte fetched once ({} block GETs): {stats:?}",
+        stat(&fs, "block_requests")
+    );
+}

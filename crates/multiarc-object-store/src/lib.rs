@@ -165,8 +165,14 @@
 //! so random reads fetch nothing beyond the blocks they cover. Streams are
 //! kept per object version in a table of 64 (the least recently read one
 //! is replaced), so several readers of one object each keep theirs.
-//! Read-ahead blocks are cached like the others (within `max_bytes`), go
-//! through the same single-flight load and the same version checks, never
+//! Read-ahead blocks are cached within `max_bytes`, marked as read ahead
+//! ([`multiarc::Cache::load_ahead_async`], OpenZFS's prefetch flag): the
+//! one read that later consumes such a block is its first use, not its
+//! second, so data read once sequentially does not fill the cache's
+//! frequency list and push out blocks read ahead but not read yet (or
+//! what is read again). [`CachedStore::load_ahead`] does the same for a
+//! caller's own prefetch (the bucket mount's). They go through the same
+//! single-flight load and the same version checks, never
 //! pass the object's end, and stop before the first block that memory or
 //! the second tier holds or that another reader is loading
 //! ([`multiarc::Cache::is_loading`]): that one is not fetched twice. The

@@ -99,50 +99,31 @@ pub(crate) async fn read_ranges<S: ObjectStore>(
             Counters::add(&state.counters.readahead_blocks, 1);
         }
     }
-    // Runs of adjacent missing blocks, each at most `max_fetch_blocks`.
-    let mut runs: Vec<Range<u64>> = Vec::new();
-    for &(block, found) in &planned {
-        if found != Found::Missing {
-            continue;
-        }
-        match runs.last_mut() {
-            Some(run)
-                if run.end == block && run.end - run.start < state.config.max_fetch_blocks =>
-            {
-                run.end += 1
-            }
-            _ => runs.push(block..block + 1),
-        }
-    }
+    let runs = missing_runs(&planned, state.config.max_fetch_blocks);
     let fetches: Vec<SharedFetch<'_>> = runs
         .iter()
         .map(|run| Arc::new(RunFetch::new(state, location, head, run.clone())))
         .collect();
     let loads = planned.into_iter().map(|(block, found)| {
-        let run = runs
-            .iter()
-            .position(|run| run.contains(&block))
-            .map(|i| Arc::clone(&fetches[i]));
+        let run = run_of(&runs, &fetches, block);
         let span = needed[&block].clone();
-        load_block(
-            state,
-            location,
-            head,
-            identity.block(block),
-            span.clone(),
-            found,
-            run,
-        )
-        .map(move |r| match r {
-            Ok(bytes) => Ok(Some((block, (span.start, bytes)))),
-            // A block read ahead that failed alone (e.g. another's load
-            // of it failed) costs this read nothing.
-            Err(e) if block >= ahead_from => {
-                log::debug!("{location}: block {block} read ahead: {e}");
-                Ok(None)
-            }
-            Err(e) => Err(e),
-        })
+        let key = identity.block(block);
+        if block >= ahead_from {
+            // Read ahead: cached marked as such (not a use), none of its
+            // bytes returned. Failed alone (e.g. another's load of it
+            // failed), it costs this read nothing.
+            return load_block_ahead(state, location, head, key, run)
+                .map(move |r| {
+                    if let Err(e) = r {
+                        log::debug!("{location}: block {block} read ahead: {e}");
+                    }
+                    Ok(None)
+                })
+                .left_future();
+        }
+        load_block(state, location, head, key, span.clone(), found, run)
+            .map(move |r| r.map(|bytes| Some((block, (span.start, bytes)))))
+            .right_future()
     });
     // Every load runs to its end, even after one failed: a load dropped
     // unfinished would be abandoned, and the readers waiting for it would
@@ -175,6 +156,110 @@ pub(crate) async fn read_ranges<S: ObjectStore>(
             chunks
         })
         .collect())
+}
+
+/// Runs of adjacent missing blocks of `planned`, each at most `max_blocks`.
+fn missing_runs(planned: &[(u64, Found)], max_blocks: u64) -> Vec<Range<u64>> {
+    let mut runs: Vec<Range<u64>> = Vec::new();
+    for &(block, found) in planned {
+        if found != Found::Missing {
+            continue;
+        }
+        match runs.last_mut() {
+            Some(run) if run.end == block && run.end - run.start < max_blocks => run.end += 1,
+            _ => runs.push(block..block + 1),
+        }
+    }
+    runs
+}
+
+/// The fetch (of `fetches`, one per run of `runs`) that holds `block`.
+fn run_of<'a>(
+    runs: &[Range<u64>],
+    fetches: &[SharedFetch<'a>],
+    block: u64,
+) -> Option<SharedFetch<'a>> {
+    runs.iter()
+        .position(|run| run.contains(&block))
+        .map(|i| Arc::clone(&fetches[i]))
+}
+
+/// Loads the blocks of `blocks` (of the version `head` describes) that
+/// memory does not hold and no one is loading into the cache, ahead of the
+/// reads expected to need them: marked as read ahead
+/// ([`Cache::load_ahead_async`]: not a use of the block, so a reader's
+/// single later read of it does not promote it). Missing adjacent blocks
+/// share a ranged GET; blocks the second tier holds come from it. Returns
+/// the number of blocks loaded, or the first error once every load is
+/// over (the blocks completed before it stay cached).
+pub(crate) async fn load_ahead<S: ObjectStore>(
+    state: &State<S>,
+    location: &Path,
+    head: &ObjectHead,
+    blocks: Range<u64>,
+) -> Result<u64, Arc<FetchError>> {
+    let block_size = state.config.block_size;
+    let identity = ObjectIdentity::of(&state.config.namespace, location, &head.meta, block_size);
+    let planned: Vec<(u64, Found)> = blocks
+        .filter_map(|block| {
+            let key = identity.block(block);
+            if state.cache.contains(&key) || state.cache.is_loading(&key) {
+                None
+            } else if state.cache.l2_contains(&key) {
+                Some((block, Found::SecondTier))
+            } else {
+                Some((block, Found::Missing))
+            }
+        })
+        .collect();
+    let runs = missing_runs(&planned, state.config.max_fetch_blocks);
+    let fetches: Vec<SharedFetch<'_>> = runs
+        .iter()
+        .map(|run| Arc::new(RunFetch::new(state, location, head, run.clone())))
+        .collect();
+    let loads = planned.into_iter().map(|(block, _)| {
+        let run = run_of(&runs, &fetches, block);
+        load_block_ahead(state, location, head, identity.block(block), run)
+    });
+    // Every load runs to its end (see `read_ranges`).
+    let loaded: Vec<Result<bool, Arc<FetchError>>> = futures::stream::iter(loads)
+        .buffered(LOADS_IN_FLIGHT)
+        .collect()
+        .await;
+    let mut count = 0;
+    for result in loaded {
+        count += u64::from(result?);
+    }
+    Ok(count)
+}
+
+/// Block `key.block` into the cache ahead of any read of it, marked as
+/// read ahead: from `run` (the fetch of adjacent missing blocks that holds
+/// it) or a GET of its own, or the second tier; nothing if memory holds it
+/// or someone is loading it. True if this call loaded it.
+async fn load_block_ahead<'a, S: ObjectStore>(
+    state: &'a State<S>,
+    location: &'a Path,
+    head: &'a ObjectHead,
+    key: ObjectBlockKey,
+    run: Option<SharedFetch<'a>>,
+) -> Result<bool, Arc<FetchError>> {
+    let block = key.block;
+    let loader = || async {
+        match run {
+            Some(fetch) => fetch.block(block).await,
+            None => {
+                RunFetch::new(state, location, head, block..block + 1)
+                    .block(block)
+                    .await
+            }
+        }
+    };
+    state
+        .cache
+        .load_ahead_async(key, loader)
+        .await
+        .map_err(|shared| Arc::clone(&*shared))
 }
 
 /// The bytes from the first range's start to the last one's end, ignoring

@@ -114,6 +114,51 @@ impl<S: ObjectStore> CachedStore<S> {
         self.state.counters.snapshot()
     }
 
+    /// Loads bytes `range` of `location` into the block cache ahead of the
+    /// reads expected to need them (a prefetch), returning nothing of
+    /// them: the blocks that cover the range and that memory does not
+    /// hold (nor anyone is loading) come from the second tier or from the
+    /// store (adjacent ones in one ranged GET, conditional on the version,
+    /// as a read's), and are cached marked as read ahead
+    /// ([`Cache::load_ahead_async`]): not a use of the block, so the one
+    /// read that later consumes a block does not promote it to the
+    /// cache's frequency list, and sequential data read once leaves
+    /// memory before what is read again. `if_match`: the ETag the caller
+    /// read (a `Precondition` error if the object has another). The range
+    /// is clipped to the object. Returns the blocks this call loaded.
+    /// An object that cannot be cached (neither ETag nor version) is not
+    /// read.
+    pub async fn load_ahead(
+        &self,
+        location: &Path,
+        range: Range<u64>,
+        if_match: Option<String>,
+    ) -> Result<u64> {
+        let state = &self.state;
+        let options = GetOptions {
+            if_match,
+            ..GetOptions::default()
+        };
+        let mut attempt = 0;
+        loop {
+            let head = state.head(location).await?;
+            if !State::<S>::cacheable(&head) {
+                return Ok(0);
+            }
+            options.check_preconditions(&head.meta)?;
+            let end = range.end.min(head.meta.size);
+            if range.start >= end {
+                return Ok(0);
+            }
+            let block_size = state.config.block_size;
+            let blocks = range.start / block_size..(end - 1) / block_size + 1;
+            match read::load_ahead(state, location, &head, blocks).await {
+                Ok(loaded) => return Ok(loaded),
+                Err(e) => state.after_failed_read(location, &head, &e, &mut attempt)?,
+            }
+        }
+    }
+
     /// Forgets what is cached of `location`: its metadata and the blocks of
     /// the version that metadata described. Writes through this store do it
     /// themselves; call it after writing the object some other way.

@@ -88,6 +88,59 @@ async fn a_sequential_scan_makes_far_fewer_requests_with_readahead() {
     assert_eq!(with.inner().counts().gets(), gets_on);
 }
 
+/// `CachedStore::load_ahead` (a caller's own prefetch, the bucket
+/// mount's): one GET for the missing blocks of the range, cached as read
+/// ahead (not a use: no hit counted), served to the reads that follow
+/// with no request; a second call for cached blocks sends nothing and
+/// counts nothing; a wrong ETag is a `Precondition` error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_ahead_caches_blocks_as_read_ahead_for_the_reads_that_follow() {
+    let server = start_server().await;
+    let raw = s3_client(&server);
+    let data = pattern((16 * BLOCK) as usize, 14);
+    let path = Path::from("ahead/object");
+    put(&raw, &path, &data).await;
+    let store = cached(&server, Duration::ZERO, 0);
+    let etag = raw.head(&path).await.unwrap().e_tag;
+    let loaded = store
+        .load_ahead(&path, 2 * BLOCK + 10..8 * BLOCK, etag.clone())
+        .await
+        .unwrap();
+    assert_eq!(loaded, 6, "blocks 2 to 7");
+    let cache = store.cache().stats();
+    assert_eq!(
+        (cache.read_ahead_inserts, cache.hits),
+        (6, 0),
+        "read ahead, not used: {cache:?}"
+    );
+    let gets = store.inner().counts().gets();
+    assert_eq!(gets, 1, "one ranged GET for the run");
+    // Again, to past the object's end: the blocks cached are skipped.
+    assert_eq!(
+        store
+            .load_ahead(&path, 2 * BLOCK..20 * BLOCK, etag)
+            .await
+            .unwrap(),
+        8,
+        "only blocks 8 to 15 were missing"
+    );
+    assert_eq!(store.inner().counts().gets(), 2);
+    assert_eq!(store.cache().stats().hits, 0, "a read ahead is no hit");
+    // The reads that follow: from memory, their first use of each block.
+    let got = store.get_range(&path, 2 * BLOCK..16 * BLOCK).await.unwrap();
+    assert_eq!(got, &data[2 * BLOCK as usize..]);
+    assert_eq!(store.inner().counts().gets(), 2, "no request for them");
+    assert_eq!(store.stats().memory_hits, 14);
+    let err = store
+        .load_ahead(&path, 0..BLOCK, Some("\"other\"".into()))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, object_store::Error::Precondition { .. }),
+        "{err}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_reads_fetch_no_extra_block() {
     let server = start_server().await;

@@ -12,9 +12,9 @@
 
 use super::builder::{Builder, ConfigError, MAX_BYTES};
 use crate::arc::{
-    get_or_load, get_or_load_async, insert_entry, remove_key, Core, CoreRef, Eager, Event,
-    EvictThread, Evictable, Evictor, HitMode, HitModeImpl, Inline, IoPool, Key, Lazy, Presence,
-    SecondTier, Stats, Supplied, Threaded,
+    get_or_load, get_or_load_async, insert_entry, load_ahead_async, remove_key, Core, CoreRef,
+    Eager, Event, EvictThread, Evictable, Evictor, HitMode, HitModeImpl, Inline, IoPool, Key, Lazy,
+    Presence, SecondTier, Stats, Supplied, Threaded,
 };
 use crate::l2::{self, FeedThread, Tier};
 use crate::mem::meta::{self, HOLD, HOLD_LIMIT};
@@ -503,6 +503,51 @@ impl<K: Key> Cache<K> {
                 .await
                 // SAFETY: the load returns the entry with a hold for us.
                 .map(|e| unsafe { Handle::new(core, e) })
+        })
+    }
+
+    /// Loads `key` into memory ahead of a read expected soon (readahead,
+    /// prefetch), marked as read ahead, as OpenZFS marks its prefetch
+    /// reads: a read ahead is not a use of the block. Returns true if this
+    /// call loaded it.
+    ///
+    /// - If memory holds `key`, or another caller is loading it, nothing is
+    ///   done and nothing is counted (no hit: the block is not promoted).
+    /// - Otherwise the block comes from the second tier or `loader` (as in
+    ///   [`Cache::get_or_load_async`]; callers of `get_or_load` or
+    ///   `get_or_load_async` meanwhile wait for this load) and enters MRU
+    ///   marked, also if the cache remembered the key as a ghost (the ghost
+    ///   hit then neither moves the MRU/MFU split nor counts as one).
+    /// - The first demand use of a block read ahead is its first use, not
+    ///   its second: it stays in MRU, and only a later hit promotes it to
+    ///   MFU. So data read once, sequentially, after being read ahead does
+    ///   not fill MFU and push out what is read again. In the lazy hit mode
+    ///   the hit path is unchanged (one atomic): the hits a marked block
+    ///   has had by the time eviction reaches it at the MRU tail count as
+    ///   that one use. A caller waiting for the load when it completes is
+    ///   that use.
+    /// - A block read ahead and evicted before any use is counted
+    ///   (`read_ahead_evicted_unused`), and a later demand miss on it is a
+    ///   ghost hit that adapts the split but enters MRU, not MFU.
+    ///
+    /// Statistics: `read_ahead_inserts`, `read_ahead_hits` (blocks read
+    /// ahead that a demand read used) and `read_ahead_evicted_unused`.
+    /// A failed load caches nothing and returns its error.
+    pub async fn load_ahead_async<E, F, Fut>(&self, key: K, loader: F) -> Result<bool, Arc<E>>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<Vec<u8>, E>>,
+        E: Send + Sync + 'static,
+    {
+        let io = &self.io;
+        dispatch!(&self.shared, core, V => {
+            let core: &Core<K, _> = core;
+            let loaded = load_ahead_async::<K, _, V, E, F, Fut>(core, io, key, loader).await?;
+            Ok(loaded.map(|e| {
+                // SAFETY: the load returns the entry with a hold for us,
+                // released at once.
+                drop(unsafe { Handle::new(core, e) });
+            }).is_some())
         })
     }
 

@@ -444,6 +444,16 @@ fn evict_state<K: Key, M: HitModeImpl>(
                             walk.moved += e.bytes.max(1);
                             continue;
                         }
+                        Tail::Requeue => {
+                            // Used once since it was read ahead: a clock
+                            // turn within MRU (progress, as a promotion).
+                            let moving = sl.take(slot);
+                            // SAFETY: in the table, under the stripe lock we
+                            // hold; unlinked before it is freed.
+                            unsafe { sl.push_head(moving) };
+                            walk.moved += e.bytes.max(1);
+                            continue;
+                        }
                         Tail::Skip => {
                             // Held: passed over, to the head so the walk
                             // does not meet it again at once.
@@ -472,8 +482,20 @@ fn evict_state<K: Key, M: HitModeImpl>(
                     // S3ARC: an MFU ghost remembers whether the buffer was
                     // reused in MFU (never marked under ARC).
                     let reused = state == State::Mfu && e.reused_in_mfu();
-                    let ghost =
-                        EntryPtr::ghost(e.key.clone(), e.hash, e.bytes, state.ghost(), reused);
+                    // Read ahead and never used: counted, and its ghost
+                    // remembers it (a demand for it later is a first use).
+                    let unused = state == State::Mru && e.read_ahead();
+                    if unused {
+                        core.events.count(Event::ReadAheadEvictedUnused);
+                    }
+                    let ghost = EntryPtr::ghost(
+                        e.key.clone(),
+                        e.hash,
+                        e.bytes,
+                        state.ghost(),
+                        reused,
+                        unused,
+                    );
                     // SAFETY: new; like every entry, it leaves the table and
                     // its list (under their locks) before it is freed.
                     unsafe {

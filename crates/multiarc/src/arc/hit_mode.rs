@@ -46,6 +46,9 @@ pub(crate) enum Tail {
     Skip,
     /// Referenced (lazy mode): move it to the MFU head, not evicted.
     Promote,
+    /// Read ahead, and used since (lazy mode): that use was its first, so
+    /// it goes to the head of its own list (MRU), unmarked, not to MFU.
+    Requeue,
 }
 
 /// A way of recording hits. Every method that names a stripe lock expects
@@ -242,7 +245,14 @@ impl HitModeImpl for Eager {
             // 0 -> 1: the buffer leaves its list (see the module comment).
             core.list(state).remove(h);
         }
-        if state == State::Mru {
+        if state == State::Mru && h.read_ahead() {
+            // The first use of a buffer read ahead (OpenZFS: a demand hit
+            // on a prefetched buffer clears the flag and stays in MRU; the
+            // last release links it back at the MRU head).
+            core.events.count(Event::MruHit);
+            core.events.count(Event::ReadAheadHit);
+            h.set_read_ahead(false);
+        } else if state == State::Mru {
             core.events.count(Event::MruHit);
             // Second access: MRU -> MFU (the paper's case I). The entry is
             // held, so it is on no list: only the state and the bytes move.
@@ -423,6 +433,25 @@ impl Lazy {
                 Err(now) => w = now,
             }
         }
+    }
+
+    /// The evictor at the MRU tail found `h` marked read ahead (ARC, CAR
+    /// and S3ARC alike). The hits it has had since it was inserted are one
+    /// demand use, its first (a lazy hit only counts; it cannot tell the
+    /// first from the second): they are folded into the statistics, the
+    /// mark and the count cleared, and the buffer requeued at the MRU
+    /// head, where a later hit promotes it as any MRU buffer's. With no
+    /// hit, `None`: the buffer is unused, and the caller's rules evict it
+    /// (it is at the tail; its ghost keeps the mark).
+    fn read_ahead_at_tail<K>(core: &Core<K, Self>, h: &Header<K>) -> Option<Tail> {
+        if meta::hits(h.word()) == 0 {
+            return None;
+        }
+        let prev = h.meta.fetch_and(!HITS_MASK, Ordering::AcqRel);
+        Self::count_hits(core, State::Mru, meta::hits(prev));
+        core.events.count(Event::ReadAheadHit);
+        h.set_read_ahead(false);
+        Some(Tail::Requeue)
     }
 
     /// Adds `n` hits counted while in `state` to the statistics.
@@ -688,6 +717,11 @@ impl HitModeImpl for Lazy {
         // SAFETY: linked, under its sublist lock (the contract); and only
         // our compare-exchange below can make it `Dead` (to be retired).
         let h = unsafe { e.header() };
+        if state == State::Mru && h.read_ahead() {
+            if let Some(tail) = Self::read_ahead_at_tail(core, h) {
+                return tail;
+            }
+        }
         if core.s3arc() {
             return Self::s3arc_at_tail(core, h, state);
         }

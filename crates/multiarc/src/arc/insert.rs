@@ -25,6 +25,28 @@ pub(crate) fn insert_entry<K: Key, M: HitModeImpl, V: Evictor>(
     pending: Option<&Arc<Pending<K>>>,
     l2_origin: Option<GhostHit>,
 ) -> EntryPtr<K> {
+    insert_entry_as::<K, M, V>(core, key, data, pending, l2_origin, false)
+}
+
+/// [`insert_entry`], for bytes read ahead of any demand (`read_ahead`;
+/// OpenZFS's prefetch read) or not. A buffer read ahead is no use of its
+/// key yet: it enters MRU marked (`Header::read_ahead`), also on a ghost
+/// hit, which then neither adapts `p` nor counts as a ghost hit (a read
+/// ahead is no evidence that the lists are the wrong size), and the first
+/// demand use of it will be its first use (`hit_mode.rs`). Demand readers
+/// already waiting for the load make it a used buffer at once. A demand
+/// insert over the MRU ghost of a buffer read ahead and evicted unused
+/// adapts `p` as any ghost hit but enters MRU: it was never used before.
+pub(crate) fn insert_entry_as<K: Key, M: HitModeImpl, V: Evictor>(
+    core: &Core<K, M>,
+    key: K,
+    data: &[u8],
+    pending: Option<&Arc<Pending<K>>>,
+    l2_origin: Option<GhostHit>,
+    read_ahead: bool,
+) -> EntryPtr<K> {
+    // A second tier's copy read back ahead of any demand is no ghost hit.
+    let l2_origin = if read_ahead { None } else { l2_origin };
     let hash = core.hash(&key);
     let idx = core.sublist_of(hash);
     let size = data.len() as u64;
@@ -36,6 +58,8 @@ pub(crate) fn insert_entry<K: Key, M: HitModeImpl, V: Evictor>(
     let mut ghost_hit = None;
     // S3ARC: the MFU ghost hit was a buffer reused in MFU.
     let mut ghost_reused = false;
+    // The MRU ghost of a buffer read ahead and evicted unused.
+    let mut ghost_unused = false;
     let mut reaccess = false;
     {
         let mut stripe = core.table.write(hash);
@@ -44,7 +68,13 @@ pub(crate) fn insert_entry<K: Key, M: HitModeImpl, V: Evictor>(
             // block ends); once we take it out below, `detach` has it.
             let e = unsafe { e.header() };
             let state = e.state();
-            if state.is_ghost() {
+            if state.is_ghost() && read_ahead {
+                // Read ahead: the ghost goes, nothing adapts (see above).
+                let ghost = stripe.remove(hash, &key).expect("found above");
+                // SAFETY: just out of the table under the stripe lock we
+                // hold; not used after.
+                unsafe { M::detach(core, ghost) };
+            } else if state.is_ghost() {
                 let hit = if state == State::MruGhost {
                     GhostHit::Mru
                 } else {
@@ -61,6 +91,7 @@ pub(crate) fn insert_entry<K: Key, M: HitModeImpl, V: Evictor>(
                 let ghost = stripe.remove(hash, &key).expect("found above");
                 ghost_hit = Some((hit, e.bytes));
                 ghost_reused = e.reused_in_mfu();
+                ghost_unused = e.read_ahead();
                 // SAFETY: just out of the table under the stripe lock we
                 // hold; not used after.
                 unsafe { M::detach(core, ghost) };
@@ -102,10 +133,13 @@ pub(crate) fn insert_entry<K: Key, M: HitModeImpl, V: Evictor>(
         let mut stripe = core.table.write(hash);
         // The caller's hold, and each waiting loader's.
         let mut holds = 1;
+        let mut demanded = false;
         match pending {
             Some(p) => {
                 stripe.per_stripe().forget(p);
-                holds += u64::from(p.waiters.load(Ordering::Relaxed));
+                let waiters = u64::from(p.waiters.load(Ordering::Relaxed));
+                holds += waiters;
+                demanded = waiters > 0;
                 if p.superseded.load(Ordering::Relaxed) {
                     // The key was written or removed while we loaded:
                     // hand the bytes to the loader and its waiters only,
@@ -135,7 +169,7 @@ pub(crate) fn insert_entry<K: Key, M: HitModeImpl, V: Evictor>(
         // (`multiarc_sim::probation`).
         let ghost_to_mfu = match ghost_hit {
             Some((GhostHit::Mfu, _)) => !core.s3arc() || ghost_reused,
-            Some((GhostHit::Mru, _)) => true,
+            Some((GhostHit::Mru, _)) => !ghost_unused,
             None => false,
         };
         let state = if ghost_to_mfu || reaccess || old_live == Some(true) {
@@ -144,6 +178,16 @@ pub(crate) fn insert_entry<K: Key, M: HitModeImpl, V: Evictor>(
             State::Mru
         };
         entry = EntryPtr::new(key, hash, data, state, holds);
+        if read_ahead {
+            core.events.count(Event::ReadAheadInsert);
+            if demanded {
+                // Demand readers waited for it: used already.
+                core.events.count(Event::ReadAheadHit);
+            } else if state == State::Mru {
+                // SAFETY: ours (new, not yet in the table).
+                unsafe { entry.header() }.set_read_ahead(true);
+            }
+        }
         // SAFETY: `entry` is new (and held by us); like every entry, it
         // leaves the table and its list (under their locks) before it is
         // freed. `old` is out of the table under the stripe lock we hold,
@@ -587,5 +631,181 @@ mod tests {
         assert_eq!(state_of(&core, 0), Some(State::MfuGhost));
         insert(&core, 0, 1);
         assert_eq!(state_of(&core, 0), Some(State::Mru));
+    }
+    /// Inserts `key` as read ahead (`len` bytes) and drops the hold.
+    fn insert_ahead<M: HitModeImpl>(core: &Core<u64, M>, key: u64, len: u64) {
+        let e = insert_entry_as::<u64, M, super::super::evict::Inline>(
+            core,
+            key,
+            &data(key, len),
+            None,
+            None,
+            true,
+        );
+        release(core, e);
+    }
+
+    /// A core of 4 blocks with two of them in MFU (so that MRU ghosts fit
+    /// in ARC's bound of |T1| + |B1| <= c).
+    fn half_mfu<M: HitModeImpl>() -> Core<u64, M> {
+        let core = core::<M>(4 * B);
+        for k in [100, 101, 100, 101] {
+            insert(&core, k, B);
+        }
+        core
+    }
+
+    /// Whether `key`'s entry (live or ghost) is marked read ahead.
+    fn marked<M>(core: &Core<u64, M>, key: u64) -> Option<bool> {
+        let hash = core.hash(&key);
+        let stripe = core.table.write(hash);
+        // SAFETY: in the table, under its stripe lock (held).
+        stripe
+            .find(hash, &key)
+            .map(|e| unsafe { e.header() }.read_ahead())
+    }
+
+    /// Lazy mode: the hits a buffer read ahead has had when the evictor
+    /// reaches it are its first use: requeued in MRU, unmarked; a hit
+    /// after that promotes it as any MRU buffer's.
+    #[test]
+    fn lazy_the_first_use_of_a_buffer_read_ahead_keeps_it_in_mru() {
+        let core = half_mfu::<Lazy>();
+        insert_ahead(&core, 1, B);
+        assert_eq!(
+            (state_of(&core, 1), marked(&core, 1)),
+            (Some(State::Mru), Some(true))
+        );
+        assert_eq!(count(&core, Event::ReadAheadInsert), 1);
+        assert!(hit(&core, 1) && hit(&core, 1), "two reads of it");
+        insert(&core, 2, B);
+        // Full: the walk meets 1 at the MRU tail, hit since it was read
+        // ahead: requeued at the MRU head; 2 goes instead.
+        insert(&core, 3, B);
+        assert_eq!(
+            (state_of(&core, 1), marked(&core, 1)),
+            (Some(State::Mru), Some(false)),
+            "lazy: the first use of a buffer read ahead does not promote it"
+        );
+        assert_eq!(state_of(&core, 2), Some(State::MruGhost));
+        assert_eq!(count(&core, Event::ReadAheadHit), 1);
+        assert_eq!(count(&core, Event::ReadAheadEvictedUnused), 0);
+        assert!(hit(&core, 1));
+        insert(&core, 4, B);
+        assert_eq!(
+            state_of(&core, 1),
+            Some(State::Mfu),
+            "lazy: a use after the first promotes it"
+        );
+        assert_eq!(state_of(&core, 3), Some(State::MruGhost));
+    }
+
+    /// Eager mode (OpenZFS's own rule): the first hit on a buffer read
+    /// ahead clears the mark and leaves it in MRU; the next one promotes.
+    #[test]
+    fn eager_the_first_hit_on_a_buffer_read_ahead_keeps_it_in_mru() {
+        let core = core::<Eager>(4 * B);
+        insert_ahead(&core, 1, B);
+        assert_eq!(marked(&core, 1), Some(true));
+        assert!(hit(&core, 1));
+        assert_eq!(
+            (state_of(&core, 1), marked(&core, 1)),
+            (Some(State::Mru), Some(false)),
+            "eager: the first hit on a buffer read ahead does not promote it"
+        );
+        assert_eq!(count(&core, Event::ReadAheadHit), 1);
+        assert!(hit(&core, 1));
+        assert_eq!(
+            state_of(&core, 1),
+            Some(State::Mfu),
+            "eager: the second does"
+        );
+        assert_eq!(count(&core, Event::ReadAheadHit), 1);
+    }
+
+    /// A buffer read ahead and evicted unused is counted and its ghost
+    /// marked; a demand for it later adapts `p` as a ghost hit but enters
+    /// MRU (it was never used), unmarked.
+    fn unused_read_ahead_ghost<M: HitModeImpl>() {
+        let mode = M::MODE;
+        let core = half_mfu::<M>();
+        insert_ahead(&core, 1, B);
+        insert(&core, 2, B);
+        insert(&core, 3, B);
+        assert_eq!(
+            (state_of(&core, 1), marked(&core, 1)),
+            (Some(State::MruGhost), Some(true)),
+            "{mode:?}: evicted unused, its ghost marked"
+        );
+        assert_eq!(count(&core, Event::ReadAheadEvictedUnused), 1, "{mode:?}");
+        let p0 = core.p();
+        insert(&core, 1, B);
+        assert_eq!(
+            (state_of(&core, 1), marked(&core, 1)),
+            (Some(State::Mru), Some(false)),
+            "{mode:?}: a demand for a buffer read ahead and evicted unused is its first use"
+        );
+        assert!(core.p() > p0, "{mode:?}: the ghost hit raised p");
+        assert_eq!(count(&core, Event::MruGhostHit), 1, "{mode:?}");
+    }
+
+    #[test]
+    fn a_buffer_read_ahead_and_evicted_unused_comes_back_to_mru() {
+        unused_read_ahead_ghost::<Eager>();
+        unused_read_ahead_ghost::<Lazy>();
+    }
+
+    /// A read ahead of a key remembered as a ghost is no ghost hit: `p`
+    /// stays, nothing counted, the buffer enters MRU marked. Demand
+    /// readers waiting for a load read ahead make it used at once.
+    fn read_ahead_over_a_ghost_and_with_waiters<M: HitModeImpl>() {
+        let mode = M::MODE;
+        let core = half_mfu::<M>();
+        for k in 1..=3 {
+            insert(&core, k, B);
+        }
+        assert_eq!(state_of(&core, 1), Some(State::MruGhost), "{mode:?}");
+        let p0 = core.p();
+        insert_ahead(&core, 1, B);
+        assert_eq!(
+            (state_of(&core, 1), marked(&core, 1), core.p()),
+            (Some(State::Mru), Some(true), p0),
+            "{mode:?}: a read ahead over a ghost enters MRU marked, p unchanged"
+        );
+        assert_eq!(
+            count(&core, Event::MruGhostHit) + count(&core, Event::MfuGhostHit),
+            0,
+            "{mode:?}: a read ahead is no ghost hit"
+        );
+        let hash = core.hash(&9);
+        let pending = Arc::new(Pending::new());
+        pending.waiters.store(1, Ordering::Relaxed);
+        core.table
+            .write(hash)
+            .per_stripe()
+            .push(9, Arc::clone(&pending));
+        let e = insert_entry_as::<u64, M, super::super::evict::Inline>(
+            &core,
+            9,
+            &data(9, B),
+            Some(&pending),
+            None,
+            true,
+        );
+        assert_eq!(
+            (state_of(&core, 9), marked(&core, 9)),
+            (Some(State::Mru), Some(false)),
+            "{mode:?}: a load read ahead that a demand waited for is used"
+        );
+        assert_eq!(count(&core, Event::ReadAheadHit), 1, "{mode:?}");
+        assert_eq!(count(&core, Event::ReadAheadInsert), 2, "{mode:?}");
+        release(&core, e);
+        release(&core, e);
+    }
+
+    #[test]
+    fn a_read_ahead_is_no_ghost_hit_and_a_waited_for_one_is_used() {
+        read_ahead_over_a_ghost_and_with_waiters::<Eager>();
+        read_ahead_over_a_ghost_and_with_waiters::<Lazy>();
     }
 }

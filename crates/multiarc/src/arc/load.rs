@@ -8,7 +8,7 @@ use super::core::Core;
 use super::evict::Evictor;
 use super::hit_mode::HitModeImpl;
 use super::inflight::{LoadResult, Pending};
-use super::insert::insert_entry;
+use super::insert::insert_entry_as;
 use super::key::Key;
 use super::policy::GhostHit;
 use super::stats::Event;
@@ -93,8 +93,10 @@ where
                 }
             },
         };
-        return finish_load::<K, M, V, E>(core, &key, hash, &pending, guard, load, l2_origin)
-            .map_err(Some);
+        return finish_load::<K, M, V, E>(
+            core, &key, hash, &pending, guard, load, l2_origin, false,
+        )
+        .map_err(Some);
     }
 }
 
@@ -120,7 +122,9 @@ pub(super) fn l2_origin(read: &TierRead) -> Option<GhostHit> {
 /// A load's outcome, for its waiters too (the sync and the async path
 /// alike): loaded bytes are inserted and handed to every waiter, an error
 /// is shared with them and caches nothing. `guard` is disarmed once the
-/// outcome is settled.
+/// outcome is settled. `read_ahead`: the bytes were loaded ahead of any
+/// demand (`insert_entry_as`).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn finish_load<K: Key, M: HitModeImpl, V: Evictor, E: Send + Sync + 'static>(
     core: &Core<K, M>,
     key: &K,
@@ -129,10 +133,18 @@ pub(super) fn finish_load<K: Key, M: HitModeImpl, V: Evictor, E: Send + Sync + '
     mut guard: AbandonOnDrop<'_, K, M>,
     load: Result<Vec<u8>, E>,
     l2_origin: Option<GhostHit>,
+    read_ahead: bool,
 ) -> Result<EntryPtr<K>, Arc<E>> {
     match load {
         Ok(data) => {
-            let entry = insert_entry::<K, M, V>(core, key.clone(), &data, Some(pending), l2_origin);
+            let entry = insert_entry_as::<K, M, V>(
+                core,
+                key.clone(),
+                &data,
+                Some(pending),
+                l2_origin,
+                read_ahead,
+            );
             guard.disarm();
             complete_done(core, pending, entry);
             Ok(entry)

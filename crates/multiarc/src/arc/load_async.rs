@@ -104,22 +104,82 @@ where
             Role::Load(p) => p,
         };
         core.events.count(Event::Miss);
-        // Dropped (the future cancelled, or the loader panicked) before
-        // the load completes: abandoned, and a waiter takes it over.
-        let guard = AbandonOnDrop::new(core, hash, &pending);
-        let (load, l2_origin) = match read_tier(core, io, &key).await {
-            Some(read) => {
-                let origin = l2_origin(&read);
-                (Ok(read.data), origin)
-            }
-            None => {
-                let loader = loader.take().expect("a caller loads at most once");
-                core.events.count(Event::Load);
-                (loader().await, None)
-            }
-        };
-        return finish_load::<K, M, V, E>(core, &key, hash, &pending, guard, load, l2_origin);
+        let loader = loader.take().expect("a caller loads at most once");
+        return run_load::<K, M, V, E, F, Fut>(core, io, &key, hash, &pending, loader, false).await;
     }
+}
+
+/// Runs the load of `key` registered as `pending` (this caller's): the
+/// second tier's copy, or `loader`'s bytes, inserted (read ahead or not).
+async fn run_load<K, M, V, E, F, Fut>(
+    core: &Core<K, M>,
+    io: &IoPool,
+    key: &K,
+    hash: u64,
+    pending: &Arc<Pending<K>>,
+    loader: F,
+    read_ahead: bool,
+) -> Result<EntryPtr<K>, Arc<E>>
+where
+    K: Key,
+    M: HitModeImpl,
+    V: Evictor,
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<Vec<u8>, E>>,
+    E: Send + Sync + 'static,
+{
+    // Dropped (the future cancelled, or the loader panicked) before
+    // the load completes: abandoned, and a waiter takes it over.
+    let guard = AbandonOnDrop::new(core, hash, pending);
+    let (load, l2_origin) = match read_tier(core, io, key).await {
+        Some(read) => {
+            let origin = l2_origin(&read);
+            (Ok(read.data), origin)
+        }
+        None => {
+            core.events.count(Event::Load);
+            (loader().await, None)
+        }
+    };
+    finish_load::<K, M, V, E>(core, key, hash, pending, guard, load, l2_origin, read_ahead)
+}
+
+/// Loads `key` ahead of any demand for it (`Cache::load_ahead_async`):
+/// `None` (nothing done, nothing counted: not an access) if memory holds
+/// it or another caller is loading it; else this caller's load, from the
+/// second tier or `loader`, inserted as read ahead, with a hold for the
+/// caller.
+pub(crate) async fn load_ahead_async<K, M, V, E, F, Fut>(
+    core: &Core<K, M>,
+    io: &IoPool,
+    key: K,
+    loader: F,
+) -> Result<Option<EntryPtr<K>>, Arc<E>>
+where
+    K: Key,
+    M: HitModeImpl,
+    V: Evictor,
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<Vec<u8>, E>>,
+    E: Send + Sync + 'static,
+{
+    let hash = core.hash(&key);
+    let pending = {
+        let mut stripe = core.table.write(hash);
+        let cached = stripe
+            .find(hash, &key)
+            // SAFETY: in the table, under its stripe lock (exclusive).
+            .is_some_and(|e| unsafe { e.header() }.state().is_live());
+        if cached || stripe.per_stripe().find(&key).is_some() {
+            return Ok(None);
+        }
+        let p = Arc::new(Pending::new());
+        stripe.per_stripe().push(key.clone(), Arc::clone(&p));
+        p
+    };
+    run_load::<K, M, V, E, F, Fut>(core, io, &key, hash, &pending, loader, true)
+        .await
+        .map(Some)
 }
 
 /// The second tier's copy of `key`, if it holds one: the device read runs

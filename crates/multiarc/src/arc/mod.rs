@@ -120,6 +120,6 @@ pub(crate) use hit_mode::{too_many_holds, CoreRef, Eager, HitModeImpl, Lazy};
 pub(crate) use insert::{insert_entry, remove_key};
 pub(crate) use io_pool::IoPool;
 pub(crate) use load::get_or_load;
-pub(crate) use load_async::get_or_load_async;
+pub(crate) use load_async::{get_or_load_async, load_ahead_async};
 pub(crate) use stats::{Event, Supplied};
 pub(crate) use tier::{ArcTails, EvictedCopy, Presence, SecondTier, TierFigures, TierRead};

@@ -220,6 +220,16 @@ statistics! {
     l2_rebuild_blocks: counter,
     /// Time that rebuild took, in milliseconds.
     l2_rebuild_ms: counter,
+    /// Buffers loaded ahead of a read (`Cache::load_ahead_async`) and
+    /// inserted (OpenZFS's prefetch reads).
+    read_ahead_inserts: event(ReadAheadInsert),
+    /// Buffers read ahead that a demand read used (OpenZFS's
+    /// `demand_hit_predictive_prefetch`): that use was their first, so they
+    /// stayed in MRU.
+    read_ahead_hits: event(ReadAheadHit),
+    /// Buffers read ahead that were evicted before any demand read used
+    /// them: fetched for nothing (or too early).
+    read_ahead_evicted_unused: event(ReadAheadEvictedUnused),
 }
 
 /// Per-thread striped event counters.
@@ -319,6 +329,9 @@ mod tests {
                 "l2_ghost_bytes",
                 "l2_rebuild_blocks",
                 "l2_rebuild_ms",
+                "read_ahead_inserts",
+                "read_ahead_hits",
+                "read_ahead_evicted_unused",
             ]
         );
     }
@@ -371,6 +384,6 @@ mod tests {
         assert!(pairs.contains(&("load_waits", 3)));
         assert!(pairs.contains(&("c", 5)));
         assert!(pairs.contains(&("l2_rebuild_ms", 29)));
-        assert_eq!(EVENTS, 21);
+        assert_eq!(EVENTS, 24);
     }
 }

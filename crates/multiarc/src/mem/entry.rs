@@ -169,6 +169,14 @@ pub(crate) struct Header<K> {
     /// there since it entered MFU), or the MFU ghost of one. Written and
     /// read under the entry's stripe lock, held exclusively.
     reused_in_mfu: AtomicBool,
+    /// A buffer inserted by a read ahead (`Cache::load_ahead_async`) that no
+    /// demand read has used yet as far as the evictor knows (OpenZFS's
+    /// `ARC_FLAG_PREFETCH`), or the MRU ghost of one evicted unread. Its
+    /// first demand use is its first use, not a second: it keeps it in MRU
+    /// (see `arc/hit_mode.rs`). In the header's padding (the header stays
+    /// 48 B). Written and read under the entry's stripe lock, held
+    /// exclusively.
+    read_ahead: AtomicBool,
     /// Under loom, retired entries are marked instead of freed (and freed
     /// with the cache), so a model in which a probe meets a "freed" entry
     /// fails an assertion instead of reading freed memory.
@@ -217,6 +225,17 @@ impl<K> Header<K> {
     /// lock exclusively.
     pub(crate) fn mark_reused_in_mfu(&self) {
         self.reused_in_mfu.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the entry was read ahead and not yet used (see the field).
+    pub(crate) fn read_ahead(&self) -> bool {
+        self.read_ahead.load(Ordering::Relaxed)
+    }
+
+    /// Marks or unmarks the entry as read ahead and not yet used. Caller
+    /// holds the entry's stripe lock exclusively.
+    pub(crate) fn set_read_ahead(&self, on: bool) {
+        self.read_ahead.store(on, Ordering::Relaxed);
     }
 
     pub(crate) fn data_len(&self) -> usize {
@@ -332,6 +351,7 @@ impl<K> EntryPtr<K> {
                 slot: AtomicU32::new(NO_SLOT),
                 ghost: false,
                 reused_in_mfu: AtomicBool::new(false),
+                read_ahead: AtomicBool::new(false),
                 #[cfg(loom)]
                 freed: AtomicBool::new(false),
             },
@@ -340,13 +360,15 @@ impl<K> EntryPtr<K> {
     }
 
     /// A ghost of `bytes` bytes (no data); `reused_in_mfu` is the evicted
-    /// buffer's mark (S3ARC).
+    /// buffer's mark (S3ARC), `read_ahead` whether it was read ahead and
+    /// evicted unused.
     pub(crate) fn ghost(
         key: K,
         hash: u64,
         bytes: u64,
         state: State,
         reused_in_mfu: bool,
+        read_ahead: bool,
     ) -> EntryPtr<K> {
         debug_assert!(state.is_ghost());
         Self::alloc(
@@ -358,6 +380,7 @@ impl<K> EntryPtr<K> {
                 slot: AtomicU32::new(NO_SLOT),
                 ghost: true,
                 reused_in_mfu: AtomicBool::new(reused_in_mfu),
+                read_ahead: AtomicBool::new(read_ahead),
                 #[cfg(loom)]
                 freed: AtomicBool::new(false),
             },
@@ -448,7 +471,7 @@ mod tests {
         assert_eq!(std::mem::size_of::<Header<crate::BlockKey>>(), 48);
         // SAFETY: created above, never shared, not used after.
         unsafe { p.free() };
-        let p = EntryPtr::ghost(String::from("k"), 1, 8192, State::MruGhost, false);
+        let p = EntryPtr::ghost(String::from("k"), 1, 8192, State::MruGhost, false, false);
         // SAFETY: as above.
         let g = unsafe { p.header() };
         assert_eq!(g.data_len(), 0);

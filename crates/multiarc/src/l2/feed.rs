@@ -2,8 +2,10 @@
 //!
 //! Why from the list tails: the buffers near a list's tail are the ones
 //! eviction reaches next. Copying them to the device *before* they are
-//! evicted means that eviction itself never waits for I/O, and that most
-//! buffers it drops already have a copy (`evict_l2_cached`). A feed looks
+//! evicted means that most buffers eviction drops already have a copy
+//! (`evict_l2_cached`), and that eviction rarely waits for I/O: only the
+//! evict thread does, for one batch before a pass, when the tails hold
+//! buffers no feed has copied yet (below). A feed looks
 //! `headroom x write_max` bytes up the tails of both lists, the one ARC's
 //! REPLACE would take from now first (MFU only with `mfu_only`), spread
 //! over every sublist, and copies the buffers the tier
@@ -15,7 +17,9 @@
 //! `feed_min_interval` while feeds fill more than half their batch, ZFS's
 //! "feed again"), or, with inline eviction, the inserting thread itself,
 //! synchronously, once the cache is full and a batch's worth has been inserted
-//! since the last feed (deterministic, for tests and `replay`).
+//! since the last feed (deterministic, for tests and `replay`); and the
+//! evict thread, before each pass (`feed_before_eviction`), so that a churn
+//! faster than the feed thread's look does not drop uncopied buffers.
 
 use super::{Added, Tier};
 use crate::arc::{ArcTails, Key};

@@ -68,6 +68,10 @@ impl<K: Key, M: HitModeImpl> Evictable for Core<K, M> {
     }
 
     fn evict_pass(&self) -> EvictOutcome {
+        if let Some(tier) = &self.tier {
+            let over = self.sizes().data().saturating_sub(self.c());
+            tier.before_evict_pass(self, over);
+        }
         let outcome = evict_to_target(self, false, false);
         trim_ghosts(self);
         Core::collect_garbage(self);

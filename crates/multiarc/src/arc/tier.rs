@@ -13,7 +13,9 @@
 //!   stripe and sublist locks (memory only), to skip a buffer being copied
 //!   and to account what it drops ([`SecondTier::classify_eviction`]);
 //! - inline eviction: [`SecondTier::before_room`], before room is made,
-//!   with no ARC lock held.
+//!   with no ARC lock held;
+//! - the evict thread: [`SecondTier::before_evict_pass`], before each
+//!   pass, with no ARC lock held.
 
 /// What the tier knows of a key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,6 +95,13 @@ pub(crate) trait SecondTier<K>: Send + Sync {
     /// Inline eviction only: an insert of `size` bytes is about to make
     /// room; the tier may copy what eviction is about to drop first.
     fn before_room(&self, arc: &dyn ArcTails<K>, size: u64);
+
+    /// Threaded eviction only: the evict thread is about to drop about
+    /// `bytes` from the list tails; the tier may copy the buffers there
+    /// that it could hold but has not copied yet, first (at most one
+    /// batch: the pass, and the inserts waiting for it, wait that long at
+    /// most). No ARC lock is held.
+    fn before_evict_pass(&self, arc: &dyn ArcTails<K>, bytes: u64);
 
     /// The tier's figures for the statistics.
     fn figures(&self) -> TierFigures;

@@ -36,6 +36,10 @@ impl<K: Key> SecondTier<K> for Tier<K> {
         feed::feed_inline(self, arc, size);
     }
 
+    fn before_evict_pass(&self, arc: &dyn ArcTails<K>, bytes: u64) {
+        feed::feed_before_eviction(self, arc, bytes);
+    }
+
     fn figures(&self) -> TierFigures {
         Tier::figures(self)
     }

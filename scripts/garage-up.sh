@@ -53,7 +53,14 @@ for _ in $(seq 50); do
   g key import --yes -n local "$key_id" "$secret" >/dev/null 2>&1 && break
   sleep 0.2
 done
-g bucket create "$bucket" >/dev/null || { kill "$pid"; die "bucket create $bucket failed"; }
+# Right after the layout is applied, Garage's own SQLite writes can still
+# hold the database ("database is locked", a 503): try again for a while.
+created=
+for _ in $(seq 50); do
+  g bucket create "$bucket" >/dev/null 2>"$dir/create.err" && { created=1; break; }
+  sleep 0.2
+done
+[ -n "$created" ] || { kill "$pid"; die "bucket create $bucket failed: $(tail -1 "$dir/create.err")"; }
 g bucket allow --read --write --owner "$bucket" --key "$key_id" >/dev/null
 echo "garage-up: $("$garage" --version | head -1) on http://127.0.0.1:$s3_port, pid $pid, bucket $bucket" >&2
 cat <<EOF

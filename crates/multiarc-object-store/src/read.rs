@@ -100,10 +100,7 @@ pub(crate) async fn read_ranges<S: ObjectStore>(
         }
     }
     let runs = missing_runs(&planned, state.config.max_fetch_blocks);
-    let fetches: Vec<SharedFetch<'_>> = runs
-        .iter()
-        .map(|run| Arc::new(RunFetch::new(state, location, head, run.clone())))
-        .collect();
+    let fetches = run_fetches(state, location, head, &runs);
     let loads = planned.into_iter().map(|(block, found)| {
         let run = run_of(&runs, &fetches, block);
         let span = needed[&block].clone();
@@ -213,10 +210,7 @@ pub(crate) async fn load_ahead<S: ObjectStore>(
         })
         .collect();
     let runs = missing_runs(&planned, state.config.max_fetch_blocks);
-    let fetches: Vec<SharedFetch<'_>> = runs
-        .iter()
-        .map(|run| Arc::new(RunFetch::new(state, location, head, run.clone())))
-        .collect();
+    let fetches = run_fetches(state, location, head, &runs);
     let loads = planned.into_iter().map(|(block, _)| {
         let run = run_of(&runs, &fetches, block);
         load_block_ahead(state, location, head, identity.block(block), run)
@@ -245,21 +239,43 @@ async fn load_block_ahead<'a, S: ObjectStore>(
     run: Option<SharedFetch<'a>>,
 ) -> Result<bool, Arc<FetchError>> {
     let block = key.block;
-    let loader = || async {
-        match run {
-            Some(fetch) => fetch.block(block).await,
-            None => {
-                RunFetch::new(state, location, head, block..block + 1)
-                    .block(block)
-                    .await
-            }
-        }
-    };
+    let loader = || fetch_block(state, location, head, block, run);
     state
         .cache
         .load_ahead_async(key, loader)
         .await
         .map_err(|shared| Arc::clone(&*shared))
+}
+
+/// One shared ranged GET for each run of adjacent missing blocks.
+fn run_fetches<'a, S: ObjectStore>(
+    state: &'a State<S>,
+    location: &'a Path,
+    head: &'a ObjectHead,
+    runs: &[Range<u64>],
+) -> Vec<SharedFetch<'a>> {
+    runs.iter()
+        .map(|run| Arc::new(RunFetch::new(state, location, head, run.clone())))
+        .collect()
+}
+
+/// The bytes of `block`: from `run` (the fetch of adjacent missing blocks
+/// that holds it), or from a GET of its own.
+async fn fetch_block<'a, S: ObjectStore>(
+    state: &'a State<S>,
+    location: &'a Path,
+    head: &'a ObjectHead,
+    block: u64,
+    run: Option<SharedFetch<'a>>,
+) -> Result<Vec<u8>, Arc<FetchError>> {
+    match run {
+        Some(fetch) => fetch.block(block).await,
+        None => {
+            RunFetch::new(state, location, head, block..block + 1)
+                .block(block)
+                .await
+        }
+    }
 }
 
 /// The bytes from the first range's start to the last one's end, ignoring
@@ -296,16 +312,9 @@ async fn load_block<'a, S: ObjectStore>(
 ) -> Result<Bytes, Arc<FetchError>> {
     let block = key.block;
     let loaded_here = AtomicBool::new(false);
-    let loader = || async {
+    let loader = || {
         loaded_here.store(true, Ordering::Relaxed);
-        match run {
-            Some(fetch) => fetch.block(block).await,
-            None => {
-                RunFetch::new(state, location, head, block..block + 1)
-                    .block(block)
-                    .await
-            }
-        }
+        fetch_block(state, location, head, block, run)
     };
     let (len, bytes) = load_through_cache(&state.cache, key, span, loader).await?;
     let counters = &state.counters;

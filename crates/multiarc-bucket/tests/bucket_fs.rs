@@ -469,6 +469,24 @@ fn sequential_reads_prefetch_in_chunks_and_random_reads_do_not() {
     assert_eq!(stat(&fs, "bucket_prefetch_requests"), requests);
 }
 
+/// `BucketFs` over a cached store set up as the mount sets it up: 64 KiB
+/// blocks, `max_bytes` of memory, the config's metadata TTL, and the cached
+/// store's own readahead off (the mount's prefetch does it).
+fn mount_as_the_mount_does(
+    server: &S3Server,
+    max_bytes: u64,
+    config: BucketConfig,
+) -> BucketFs<AmazonS3> {
+    let store = CachedStore::builder(s3_client(server))
+        .max_bytes(max_bytes)
+        .block_size(64 << 10)
+        .metadata_ttl(config.metadata_ttl)
+        .readahead(0)
+        .build()
+        .expect("a cached store");
+    BucketFs::new(store, Path::from(""), config).expect("the filesystem")
+}
+
 #[test]
 fn a_sequential_read_waits_for_the_prefetch_instead_of_fetching_again() {
     let server = start_server();
@@ -484,15 +502,7 @@ fn a_sequential_read_waits_for_the_prefetch_instead_of_fetching_again() {
         metadata_ttl: Duration::from_secs(600),
         ..BucketConfig::default()
     };
-    // As the mount sets it up: the cached store's own readahead off.
-    let store = CachedStore::builder(s3_client(&server))
-        .max_bytes(64 << 20)
-        .block_size(64 << 10)
-        .metadata_ttl(config.metadata_ttl)
-        .readahead(0)
-        .build()
-        .expect("a cached store");
-    let fs = BucketFs::new(store, Path::from(""), config).expect("the filesystem");
+    let fs = mount_as_the_mount_does(&server, 64 << 20, config);
     let seq = walk(&fs, "seq").unwrap();
     let read = 128 << 10;
     assert!(read_all(&fs, seq, read).unwrap() == data);
@@ -595,14 +605,7 @@ fn a_sequential_read_larger_than_memory_fetches_each_byte_once() {
         metadata_ttl: Duration::from_secs(600),
         ..BucketConfig::default()
     };
-    let store = CachedStore::builder(s3_client(&server))
-        .max_bytes(16 << 20)
-        .block_size(64 << 10)
-        .metadata_ttl(config.metadata_ttl)
-        .readahead(0)
-        .build()
-        .expect("a cached store");
-    let fs = BucketFs::new(store, Path::from(""), config).expect("the filesystem");
+    let fs = mount_as_the_mount_does(&server, 16 << 20, config);
     for i in 0..objects {
         let ino = walk(&fs, &format!("big{i}")).unwrap();
         assert!(read_all(&fs, ino, 128 << 10).unwrap() == pattern(size, 20 + i as u64));

@@ -264,7 +264,10 @@ mod tests {
         {
             let built = built_capacity(name, u64::MAX, distinct);
             assert!(built >= distinct, "{name}");
-            let mut p = build(name, built).unwrap();
+            // As replay builds it: a multiarc row with inline eviction
+            // (an evict thread's timing under load once evicted a block
+            // here, a miss that replay itself would never see).
+            let mut p = build_replayed(name, built, 0).unwrap();
             let hits = trace
                 .iter()
                 .enumerate()

@@ -99,6 +99,14 @@ pub(crate) async fn read_ranges<S: ObjectStore>(
             Counters::add(&state.counters.readahead_blocks, 1);
         }
     }
+    // A read that waits (for a fetch, or the second tier) copies each
+    // block's span out as the block arrives and lets the block go: a block
+    // held while its read waits for the others cannot be evicted, and when
+    // the recency list holds little but blocks still being read (a scan
+    // with `p` at 0), the evictor then has only the frequency list to take
+    // from, and the hot set goes. Only a read wholly served from memory
+    // hands out holds on the cached blocks (no copy).
+    let from_memory = planned.iter().all(|&(_, found)| found == Found::Memory);
     let runs = missing_runs(&planned, state.config.max_fetch_blocks);
     let fetches = run_fetches(state, location, head, &runs);
     let loads = planned.into_iter().map(|(block, found)| {
@@ -118,7 +126,8 @@ pub(crate) async fn read_ranges<S: ObjectStore>(
                 })
                 .left_future();
         }
-        load_block(state, location, head, key, span.clone(), found, run)
+        let hold = from_memory.then_some(Found::Memory);
+        load_block(state, location, head, key, span.clone(), found, hold, run)
             .map(move |r| r.map(|bytes| Some((block, (span.start, bytes)))))
             .right_future()
     });
@@ -300,7 +309,11 @@ fn block_len(size: u64, block_size: u64, block: u64) -> u64 {
 /// Bytes `span` of block `key.block` through the cache: from memory, the
 /// second tier, or a load, which takes the block from `run` (the read's
 /// fetch of adjacent missing blocks that holds it) or, for a block planned
-/// as cached but gone since, fetches it alone.
+/// as cached but gone since, fetches it alone. The bytes hold the cached
+/// block (no copy) only if it was found where `hold` says (the read is
+/// served wholly from memory: `Some(Found::Memory)`); else they are a copy
+/// and the block is let go at once (see `read_ranges`).
+#[allow(clippy::too_many_arguments)]
 async fn load_block<'a, S: ObjectStore>(
     state: &'a State<S>,
     location: &'a Path,
@@ -308,6 +321,7 @@ async fn load_block<'a, S: ObjectStore>(
     key: ObjectBlockKey,
     span: Range<u64>,
     found: Found,
+    hold: Option<Found>,
     run: Option<SharedFetch<'a>>,
 ) -> Result<Bytes, Arc<FetchError>> {
     let block = key.block;
@@ -326,8 +340,10 @@ async fn load_block<'a, S: ObjectStore>(
         }
     }
     let expected = block_len(head.meta.size, state.config.block_size, block);
+    let keep_hold = hold == Some(found) && !loaded_here.load(Ordering::Relaxed);
     match bytes {
-        Some(bytes) if len as u64 == expected => Ok(bytes),
+        Some(bytes) if len as u64 == expected && keep_hold => Ok(bytes),
+        Some(bytes) if len as u64 == expected => Ok(Bytes::copy_from_slice(&bytes)),
         _ => Err(Arc::new(FetchError::Changed(format!(
             "block {block} has {len} bytes, {expected} expected"
         )))),

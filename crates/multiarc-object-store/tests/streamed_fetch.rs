@@ -257,6 +257,64 @@ async fn a_reader_of_the_first_block_gets_it_before_the_whole_get_completes() {
     assert!(stats.single_flight_waits >= 1, "{stats:?}");
 }
 
+/// A read waiting for the rest of its GET holds none of its blocks that
+/// have arrived: each was copied out and let go, so the evictor may take
+/// it (held blocks are passed over, and when the recency list is mostly
+/// blocks in flight the frequency list would pay). A read served wholly
+/// from memory still hands out holds on the cached blocks (no copy).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_waiting_for_its_get_holds_none_of_the_blocks_already_in() {
+    let (_server, store, path, data) = setup("unheld", 37).await;
+    // One GET of all 16 blocks; its body stops after three and a half.
+    store.inner().hold(Hold {
+        after: (3 * BLOCK + BLOCK / 2) as usize,
+        tail: Tail::Released,
+        once: true,
+    });
+    let whole = spawn_read(&store, &path, 0..BLOCKS * BLOCK);
+    held(&store).await;
+    // The three blocks in reach the cache (their loads complete while
+    // the fourth waits for the body).
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let stats = store.cache().stats();
+        if stats.size >= 3 * BLOCK {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the blocks in never reached the cache: {stats:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let stats = store.cache().stats();
+    assert!(!whole.is_finished(), "the whole read cannot have completed");
+    assert_eq!(
+        stats.held_bytes, 0,
+        "the waiting read holds blocks it has (size {}, held {})",
+        stats.size, stats.held_bytes
+    );
+    store.inner().release.notify_one();
+    let whole = tokio::time::timeout(PATIENCE, whole)
+        .await
+        .expect("the read completes once the tail is released")
+        .unwrap()
+        .expect("the whole read");
+    assert!(whole == data, "the whole read's bytes differ");
+    assert_eq!(store.cache().stats().held_bytes, 0);
+    // Served from memory: a one-block read holds its block while its
+    // bytes live.
+    let hit = store.get_range(&path, 10..100).await.expect("a memory hit");
+    assert_eq!(hit, &data[10..100]);
+    assert_eq!(
+        store.cache().stats().held_bytes,
+        BLOCK,
+        "a hit is not copied"
+    );
+    drop(hit);
+    assert_eq!(store.cache().stats().held_bytes, 0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_error_mid_body_reaches_every_waiter_of_the_blocks_not_yet_filled() {
     let (_server, store, path, data) = setup("broken", 32).await;

@@ -126,10 +126,18 @@ pub(crate) async fn read_ranges<S: ObjectStore>(
                 })
                 .left_future();
         }
-        let hold = from_memory.then_some(Found::Memory);
-        load_block(state, location, head, key, span.clone(), found, hold, run)
-            .map(move |r| r.map(|bytes| Some((block, (span.start, bytes)))))
-            .right_future()
+        load_block(
+            state,
+            location,
+            head,
+            key,
+            span.clone(),
+            found,
+            from_memory,
+            run,
+        )
+        .map(move |r| r.map(|bytes| Some((block, (span.start, bytes)))))
+        .right_future()
     });
     // Every load runs to its end, even after one failed: a load dropped
     // unfinished would be abandoned, and the readers waiting for it would
@@ -310,9 +318,9 @@ fn block_len(size: u64, block_size: u64, block: u64) -> u64 {
 /// second tier, or a load, which takes the block from `run` (the read's
 /// fetch of adjacent missing blocks that holds it) or, for a block planned
 /// as cached but gone since, fetches it alone. The bytes hold the cached
-/// block (no copy) only if it was found where `hold` says (the read is
-/// served wholly from memory: `Some(Found::Memory)`); else they are a copy
-/// and the block is let go at once (see `read_ranges`).
+/// block (no copy) only if the read is served wholly from memory
+/// (`from_memory`) and this block was not loaded meanwhile; else they are
+/// a copy and the block is let go at once (see `read_ranges`).
 #[allow(clippy::too_many_arguments)]
 async fn load_block<'a, S: ObjectStore>(
     state: &'a State<S>,
@@ -321,7 +329,7 @@ async fn load_block<'a, S: ObjectStore>(
     key: ObjectBlockKey,
     span: Range<u64>,
     found: Found,
-    hold: Option<Found>,
+    from_memory: bool,
     run: Option<SharedFetch<'a>>,
 ) -> Result<Bytes, Arc<FetchError>> {
     let block = key.block;
@@ -340,7 +348,7 @@ async fn load_block<'a, S: ObjectStore>(
         }
     }
     let expected = block_len(head.meta.size, state.config.block_size, block);
-    let keep_hold = hold == Some(found) && !loaded_here.load(Ordering::Relaxed);
+    let keep_hold = from_memory && !loaded_here.load(Ordering::Relaxed);
     match bytes {
         Some(bytes) if len as u64 == expected && keep_hold => Ok(bytes),
         Some(bytes) if len as u64 == expected => Ok(Bytes::copy_from_slice(&bytes)),

@@ -216,6 +216,22 @@ async fn held(store: &Store) {
         .expect("the GET's body reached its hold");
 }
 
+/// Releases the held tail of the GET of `whole` (a read of the whole
+/// object) and checks that the read completes with `data`.
+async fn read_whole_once_released(
+    store: &Store,
+    whole: tokio::task::JoinHandle<Result<Bytes>>,
+    data: &[u8],
+) {
+    store.inner().release.notify_one();
+    let whole = tokio::time::timeout(PATIENCE, whole)
+        .await
+        .expect("the read completes once the tail is released")
+        .unwrap()
+        .expect("the whole read");
+    assert!(whole == data, "the whole read's bytes differ");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reader_of_the_first_block_gets_it_before_the_whole_get_completes() {
     let (_server, store, path, data) = setup("streamed", 31).await;
@@ -240,13 +256,7 @@ async fn a_reader_of_the_first_block_gets_it_before_the_whole_get_completes() {
     let second = spawn_read(&store, &path, BLOCK + 5..BLOCK + 50);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!second.is_finished(), "a block served before all its bytes");
-    store.inner().release.notify_one();
-    let whole = tokio::time::timeout(PATIENCE, whole)
-        .await
-        .expect("the read completes once the tail is released")
-        .unwrap()
-        .expect("the whole read");
-    assert!(whole == data, "the whole read's bytes differ");
+    read_whole_once_released(&store, whole, &data).await;
     let second = second.await.unwrap().expect("the second block's read");
     assert_eq!(second, &data[(BLOCK + 5) as usize..(BLOCK + 50) as usize]);
     // One GET for everything; each block fetched once.
@@ -294,13 +304,7 @@ async fn a_read_waiting_for_its_get_holds_none_of_the_blocks_already_in() {
         "the waiting read holds blocks it has (size {}, held {})",
         stats.size, stats.held_bytes
     );
-    store.inner().release.notify_one();
-    let whole = tokio::time::timeout(PATIENCE, whole)
-        .await
-        .expect("the read completes once the tail is released")
-        .unwrap()
-        .expect("the whole read");
-    assert!(whole == data, "the whole read's bytes differ");
+    read_whole_once_released(&store, whole, &data).await;
     assert_eq!(store.cache().stats().held_bytes, 0);
     // Served from memory: a one-block read holds its block while its
     // bytes live.

@@ -7,7 +7,7 @@ use crate::prefetch::{chunks, Sequential};
 use crate::upload::Upload;
 use crate::{BucketConfig, Kind};
 use bytes::Bytes;
-use multiarc_object_store::CachedStore;
+use multiarc_object_store::{CachedStore, CachedVersion};
 use object_store::path::Path;
 use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore, ObjectStoreExt};
 use std::collections::HashMap;
@@ -64,10 +64,14 @@ pub struct DirEntry {
 /// An open file or directory.
 enum Handle {
     /// A file open for reading: the version it opened (its metadata as
-    /// the store gave it), which its reads serve (or fail with `ESTALE` once
-    /// the store has another), and how it is being read (for prefetch).
+    /// the store gave it), which its reads serve (from the blocks of it
+    /// that memory holds, or through the store: failing with `ESTALE`
+    /// once the store has another), and how it is being read (for
+    /// prefetch).
     Read {
         meta: ObjectMeta,
+        /// `meta`'s version, as the cached store names its blocks.
+        version: CachedVersion,
         sequential: Mutex<Sequential>,
         /// The inode, if this handle reads through the kernel's page cache
         /// (counted in its `page_readers` until released).
@@ -683,6 +687,7 @@ impl<S: ObjectStore> BucketFs<S> {
             }
         }
         let fh = self.insert_handle(Handle::Read {
+            version: self.store.version(&meta),
             meta,
             sequential: Mutex::new(Sequential::default()),
             page_cached,
@@ -777,14 +782,23 @@ impl<S: ObjectStore> BucketFs<S> {
     }
 
     /// Reads `size` bytes at `offset` of the version the handle opened
-    /// (fewer at its end): through the block cache, each read conditional
-    /// on that version's ETag. `ESTALE` once the cached store knows of
-    /// another version. While the store fails (`EIO`), what the cache holds
-    /// of the handle's version is still served.
+    /// (fewer at its end): from memory if it holds every block of that
+    /// version the read covers (whatever version the store holds now),
+    /// else through the cached store, conditional on that version's ETag:
+    /// `ESTALE` once the cached store knows of another version. So a handle
+    /// reads its own version, never another's bytes; after a replacement
+    /// it goes on reading it while memory holds it, and fails with `ESTALE`
+    /// at its first read memory cannot serve. With a metadata TTL of zero,
+    /// every read goes through the cached store (a HEAD each). While the
+    /// store fails (`EIO`), what the cache holds of the handle's version is
+    /// still served.
     pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Bytes, Errno> {
         let handle = self.handle(fh)?;
         let Handle::Read {
-            meta, sequential, ..
+            meta,
+            version,
+            sequential,
+            ..
         } = &*handle
         else {
             return Err(Errno::EBADF);
@@ -800,7 +814,17 @@ impl<S: ObjectStore> BucketFs<S> {
             self.config.prefetch_bytes,
             self.config.prefetch_chunk,
         );
-        self.prefetch(meta, ahead);
+        self.prefetch(meta, version, ahead);
+        // The handle's version, from memory when it holds every block the
+        // read covers: no metadata check (the handle reads the version it
+        // opened, whatever the store holds now: close-to-open), no request,
+        // no hop through the runtime. With a metadata TTL of zero every
+        // read checks the version with the store instead, as documented.
+        if !self.config.metadata_ttl.is_zero() {
+            if let Some(bytes) = self.store.read_in_memory(version, offset..end) {
+                return Ok(bytes);
+            }
+        }
         let options = GetOptions {
             range: Some(GetRange::Bounded(offset..end)),
             if_match: e_tag.clone(),
@@ -817,7 +841,7 @@ impl<S: ObjectStore> BucketFs<S> {
                 // The store fails (its metadata may have expired, so the
                 // cached store cannot vouch for the version): the blocks of
                 // this handle's version, if the cache holds them all.
-                match self.cached_range(meta, offset, end) {
+                match self.cached_range(meta, version, offset, end) {
                     Some(bytes) if errno == Errno::EIO => {
                         self.counters
                             .cached_reads_while_failing
@@ -846,12 +870,12 @@ impl<S: ObjectStore> BucketFs<S> {
     /// conditional on the ETag, cached as read ahead), first polled on the caller's thread so its
     /// blocks are marked as loading before this returns. Failures are only
     /// logged: a read that needs those bytes fetches them itself.
-    fn prefetch(&self, meta: &ObjectMeta, range: std::ops::Range<u64>) {
+    fn prefetch(&self, meta: &ObjectMeta, version: &CachedVersion, range: std::ops::Range<u64>) {
         let block_size = self.store.block_size();
         for chunk in chunks(range, self.config.prefetch_chunk, block_size) {
             let last = (chunk.end - 1) / block_size;
             let cached = (chunk.start / block_size..=last).all(|block| {
-                let key = self.store.block_key(&meta.location, meta, block);
+                let key = version.block(block);
                 let cache = self.store.cache();
                 cache.contains(&key) || cache.l2_contains(&key) || cache.is_loading(&key)
             });
@@ -891,11 +915,17 @@ impl<S: ObjectStore> BucketFs<S> {
     /// Bytes `start..end` of the version `meta` describes, from the blocks
     /// in the cache (memory, or the second tier); `None` unless it holds
     /// every one, whole.
-    fn cached_range(&self, meta: &ObjectMeta, start: u64, end: u64) -> Option<Bytes> {
+    fn cached_range(
+        &self,
+        meta: &ObjectMeta,
+        version: &CachedVersion,
+        start: u64,
+        end: u64,
+    ) -> Option<Bytes> {
         let block_size = self.store.block_size();
         let mut out = Vec::with_capacity((end - start) as usize);
         for block in start / block_size..=(end - 1) / block_size {
-            let key = self.store.block_key(&meta.location, meta, block);
+            let key = version.block(block);
             let cached = self.store.cache().get(&key)?;
             let block_start = block * block_size;
             let block_len = (meta.size - block_start).min(block_size);

@@ -26,12 +26,14 @@
 //! - **Close-to-open.** Opening a file takes the object's current version
 //!   (its ETag), as the cached store knows it: checked with a HEAD once the
 //!   metadata TTL has passed since the last check. Every read through that
-//!   handle serves that version: blocks are cached per version, and each
-//!   read is conditional on its ETag. No read mixes two versions. Once the
-//!   cached store learns of a newer version (a HEAD after the TTL, or a
-//!   block fetch that finds the ETag changed), reads through handles opened
-//!   on the old one fail with `ESTALE`: reopen the file. With a TTL of
-//!   zero, every read checks the version with a HEAD.
+//!   handle serves that version: blocks are cached per version, a read
+//!   whose blocks of it memory holds is served from them (whatever the
+//!   store holds now), and any other read is conditional on its ETag. No
+//!   read mixes two versions. Once the cached store learns of a newer
+//!   version (a HEAD after the TTL, or a block fetch that finds the ETag
+//!   changed), reads through handles opened on the old one that need the
+//!   store fail with `ESTALE`: reopen the file. With a TTL of zero, every
+//!   read checks the version with a HEAD (memory hits too).
 //!   An open that finds a size or mtime other than what the kernel was
 //!   told has the kernel drop its cached attributes
 //!   ([`BucketFs::on_stale_attr`]), so `fstat` on the new handle shows the

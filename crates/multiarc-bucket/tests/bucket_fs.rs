@@ -377,6 +377,104 @@ fn a_rewritten_object_is_seen_at_the_next_open_after_the_ttl_never_mixed() {
 }
 
 #[test]
+fn an_old_handle_reads_its_version_from_memory_after_a_replacement_or_fails_never_mixed() {
+    let server = start_server();
+    let size = 600_000usize;
+    let v1 = pattern(size, 1);
+    let v2 = pattern(size, 2);
+    put(&server, "obj", v1.clone());
+    let v1_meta = rt()
+        .block_on(s3_client(&server).head(&Path::from("obj")))
+        .unwrap();
+    let ttl = Duration::from_millis(300);
+    let fs = mount(
+        &server,
+        "",
+        BucketConfig {
+            metadata_ttl: ttl,
+            ..BucketConfig::default()
+        },
+    );
+    let ino = walk(&fs, "obj").unwrap();
+    // A handle on v1 that read all of it: memory holds every block of v1.
+    let old = fs.open(ino, libc::O_RDONLY, OWNER).unwrap();
+    let mut seen = Vec::new();
+    while seen.len() < size {
+        let b = fs.read(old, seen.len() as u64, 131072).unwrap();
+        assert!(!b.is_empty());
+        seen.extend_from_slice(&b);
+    }
+    assert!(seen == v1);
+    // Another writer replaces the object (same size: only the ETag tells),
+    // and this mount learns of it.
+    put(&server, "obj", v2.clone());
+    std::thread::sleep(ttl + Duration::from_millis(100));
+    assert!(
+        read_all(&fs, ino, 131072).unwrap() == v2,
+        "the next open sees v2"
+    );
+    let hits = stat(&fs, "memory_hits");
+    let requests = stat(&fs, "store_requests");
+    // The old handle goes on reading v1, whole, from memory (64 KiB
+    // blocks): within a block, across two, and all of it.
+    let reads: [(u64, u32, u64); 4] = [
+        (0, 8192, 1),
+        (3 * 65536 + 100, 8192, 1),
+        (65536 - 4000, 8192, 2),
+        (0, 1 << 20, size.div_ceil(65536) as u64),
+    ];
+    for (off, len, _) in reads {
+        let got = fs.read(old, off, len).unwrap();
+        let end = (off as usize + len as usize).min(size);
+        assert!(got[..] == v1[off as usize..end], "at {off}: not v1's bytes");
+    }
+    // Each block a memory hit, counted as the store counts them; nothing
+    // asked of the store.
+    let blocks: u64 = reads.iter().map(|r| r.2).sum();
+    assert_eq!(stat(&fs, "memory_hits") - hits, blocks);
+    assert_eq!(stat(&fs, "store_requests"), requests);
+    // A block of v1 memory no longer holds: that read goes to the store,
+    // which has v2: ESTALE, not v2's bytes. The blocks still held are
+    // still served.
+    let store = fs.store();
+    assert!(store
+        .cache()
+        .remove(&store.block_key(&Path::from("obj"), &v1_meta, 5)));
+    assert_eq!(fs.read(old, 5 * 65536 + 10, 8192), Err(Errno::ESTALE));
+    assert!(fs.read(old, 10, 8192).unwrap()[..] == v1[10..10 + 8192]);
+    fs.release(old).unwrap();
+}
+
+#[test]
+fn with_a_metadata_ttl_of_zero_every_read_checks_the_version() {
+    let server = start_server();
+    let v1 = pattern(200_000, 1);
+    let v2 = pattern(200_000, 2);
+    put(&server, "obj", v1.clone());
+    let fs = mount(
+        &server,
+        "",
+        BucketConfig {
+            metadata_ttl: Duration::ZERO,
+            ..BucketConfig::default()
+        },
+    );
+    let ino = walk(&fs, "obj").unwrap();
+    let old = fs.open(ino, libc::O_RDONLY, OWNER).unwrap();
+    assert!(fs.read(old, 0, 8192).unwrap()[..] == v1[..8192]);
+    let heads = stat(&fs, "metadata_requests");
+    // Cached, and read again: a HEAD for the read.
+    assert!(fs.read(old, 0, 8192).unwrap()[..] == v1[..8192]);
+    assert!(stat(&fs, "metadata_requests") > heads);
+    // Replaced: the next read of the old handle fails, though memory holds
+    // the block.
+    put(&server, "obj", v2.clone());
+    assert_eq!(fs.read(old, 0, 8192), Err(Errno::ESTALE));
+    fs.release(old).unwrap();
+    assert!(read_all(&fs, ino, 65536).unwrap() == v2);
+}
+
+#[test]
 fn an_unreachable_store_is_eio_and_a_missing_bucket_one_clear_line() {
     let server = start_server();
     put(&server, "f", b"cached".to_vec());
@@ -410,10 +508,25 @@ fn an_unreachable_store_is_eio_and_a_missing_bucket_one_clear_line() {
     let here = S3Source::parse(&format!("s3://{}", support::BUCKET)).unwrap();
     check_bucket(&s3_client(&server), &here, Duration::from_secs(5)).unwrap();
     put(&server, "other", b"later".to_vec());
+    // A mount that checks the version at every read (TTL zero): its reads
+    // go to the store, and fall back on the cache while it fails.
+    let checking = mount(
+        &server,
+        "",
+        BucketConfig {
+            metadata_ttl: Duration::ZERO,
+            ..BucketConfig::default()
+        },
+    );
+    let f0 = walk(&checking, "f").unwrap();
+    let fh0 = checking.open(f0, libc::O_RDONLY, OWNER).unwrap();
+    assert_eq!(checking.read(fh0, 0, 100).unwrap(), b"cached"[..]);
     let mut server = server;
     server.stop();
-    // The store is gone: cached blocks are still served, anything else is
-    // EIO; also once the metadata's TTL has passed, and by a new open.
+    // The store is gone: cached blocks are still served (from memory, as
+    // every read of them), anything else is EIO; also once the metadata's
+    // TTL has passed, and by a new open.
+    let hits = stat(&fs, "memory_hits");
     assert_eq!(fs.read(fh, 0, 100).unwrap(), b"cached"[..]);
     assert_eq!(walk(&fs, "other"), Err(Errno::EIO));
     std::thread::sleep(ttl + Duration::from_millis(50));
@@ -424,7 +537,14 @@ fn an_unreachable_store_is_eio_and_a_missing_bucket_one_clear_line() {
     let stats: std::collections::HashMap<_, _> = fs.stats().into_iter().collect();
     assert!(stats["bucket_store_errors"] >= 1, "{stats:?}");
     assert!(stats["bucket_stale_opens"] == 1, "{stats:?}");
-    assert!(stats["bucket_cached_reads_while_failing"] >= 2, "{stats:?}");
+    assert!(stats["memory_hits"] >= hits + 3, "{stats:?}");
+    // The checking mount's read fails at the store, and is served from
+    // the cache.
+    assert_eq!(checking.read(fh0, 1, 100).unwrap(), b"ached"[..]);
+    let stats: std::collections::HashMap<_, _> = checking.stats().into_iter().collect();
+    assert!(stats["bucket_store_errors"] >= 1, "{stats:?}");
+    assert!(stats["bucket_cached_reads_while_failing"] >= 1, "{stats:?}");
+    checking.release(fh0).unwrap();
     // It comes back: so does the mount, by itself.
     server.restart();
     let other = walk(&fs, "other").unwrap();

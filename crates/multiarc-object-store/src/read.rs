@@ -310,7 +310,7 @@ fn read_span(ranges: &[Range<u64>]) -> Option<Range<u64>> {
 }
 
 /// The length of `block` of an object of `size` bytes.
-fn block_len(size: u64, block_size: u64, block: u64) -> u64 {
+pub(crate) fn block_len(size: u64, block_size: u64, block: u64) -> u64 {
     size.saturating_sub(block * block_size).min(block_size)
 }
 

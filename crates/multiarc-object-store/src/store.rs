@@ -41,6 +41,22 @@ pub struct CachedStore<S> {
     state: Arc<State<S>>,
 }
 
+/// One version of one object, as [`CachedStore::version`] names it for
+/// [`CachedStore::read_in_memory`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CachedVersion {
+    identity: ObjectIdentity,
+    size: u64,
+}
+
+impl CachedVersion {
+    /// The cache key of block `block` of this version (as
+    /// [`CachedStore::block_key`], without hashing the identity again).
+    pub fn block(&self, block: u64) -> ObjectBlockKey {
+        self.identity.block(block)
+    }
+}
+
 /// What a cached store's operations (and its streams, which outlive a
 /// call) share.
 pub(crate) struct State<S> {
@@ -157,6 +173,82 @@ impl<S: ObjectStore> CachedStore<S> {
                 Err(e) => state.after_failed_read(location, &head, &e, &mut attempt)?,
             }
         }
+    }
+
+    /// The version `meta` describes (as a HEAD or a read of this store
+    /// returned it), named as [`CachedStore::read_in_memory`] reads it:
+    /// its identity is a hash (location, ETag, version, size, mtime, block
+    /// size), computed here once for a caller that reads the version often.
+    pub fn version(&self, meta: &ObjectMeta) -> CachedVersion {
+        let config = &self.state.config;
+        CachedVersion {
+            identity: ObjectIdentity::of(
+                &config.namespace,
+                &meta.location,
+                meta,
+                config.block_size,
+            ),
+            size: meta.size,
+        }
+    }
+
+    /// Bytes `range` of `version` (clipped to its size), if memory holds
+    /// every block they cover, whole: read on the caller's thread, with no
+    /// metadata check and no request (`None` otherwise, and nothing counted
+    /// but what the block cache counts of a lookup). The caller vouches for
+    /// the version: what a reader opened, say, which it keeps reading
+    /// whatever the store holds now (the blocks are that version's, never
+    /// another's). Counts a memory hit per block, as a read through
+    /// [`ObjectStore::get_opts`] served from memory does, and follows the
+    /// read in the sequential readahead's streams. A read within one block
+    /// is not copied (the [`Bytes`] own a hold on the block).
+    pub fn read_in_memory(&self, version: &CachedVersion, range: Range<u64>) -> Option<Bytes> {
+        let state = &self.state;
+        let block_size = state.config.block_size;
+        let range = range.start..range.end.min(version.size);
+        if range.start >= range.end {
+            return Some(Bytes::new());
+        }
+        let (first, last) = (range.start / block_size, (range.end - 1) / block_size);
+        let cache = &state.cache;
+        // Checked first (counting nothing), so that a read memory cannot
+        // serve leaves the cache's counters to the read that follows.
+        if !(first..=last).all(|block| cache.contains(&version.identity.block(block))) {
+            return None;
+        }
+        let whole =
+            |block: u64, len: usize| len as u64 == read::block_len(version.size, block_size, block);
+        let bytes = if first == last {
+            let held = cache.get_in_memory_owned(&version.identity.block(first))?;
+            if !whole(first, held.len()) {
+                return None;
+            }
+            let start = first * block_size;
+            Bytes::from_owner(held)
+                .slice((range.start - start) as usize..(range.end - start) as usize)
+        } else {
+            let mut out = Vec::with_capacity((range.end - range.start) as usize);
+            for block in first..=last {
+                let held = cache.get_in_memory(&version.identity.block(block))?;
+                if !whole(block, held.len()) {
+                    return None;
+                }
+                let start = block * block_size;
+                let from = range.start.max(start) - start;
+                let to = range.end.min(start + block_size) - start;
+                out.extend_from_slice(&held[from as usize..to as usize]);
+            }
+            Bytes::from(out)
+        };
+        Counters::add(&state.counters.memory_hits, last - first + 1);
+        state.readahead.advance(
+            &version.identity,
+            range,
+            false,
+            block_size,
+            version.size.div_ceil(block_size),
+        );
+        Some(bytes)
     }
 
     /// Forgets what is cached of `location`: its metadata and the blocks of

@@ -570,6 +570,13 @@ impl<K: Key> Cache<K> {
         Ok(self.own(handle))
     }
 
+    /// [`Cache::get_in_memory`], returning an [`OwnedHandle`]: a memory hit
+    /// as a hold that may outlive the borrow of the cache (the owner of a
+    /// `bytes::Bytes`, say). Never does I/O; counts as `get_in_memory`.
+    pub fn get_in_memory_owned(&self, key: &K) -> Option<OwnedHandle<K>> {
+        self.get_in_memory(key).map(|handle| self.own(handle))
+    }
+
     /// `handle`'s hold (taken on this cache), as an [`OwnedHandle`].
     fn own(&self, handle: Handle<'_, K>) -> OwnedHandle<K> {
         // The hold passes to the owned handle: the handle is not dropped.

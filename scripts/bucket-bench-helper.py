@@ -42,6 +42,18 @@ def proxy(listen, upstream, delay_ms, count_file):
             f.write(str(count))
         os.replace(tmp, count_file)
 
+    def log_request(data):
+        # The request line and its Range (the start of the request's first
+        # read holds both), one line each, in COUNT_FILE.log: which
+        # requests a step sent, for a reader of the kept work directory.
+        head = data.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
+        line = head[0]
+        for h in head[1:]:
+            if h.lower().startswith("range:"):
+                line += " " + h.split(":", 1)[1].strip()
+        with open(count_file + ".log", "a") as f:
+            f.write(f"{count} {line}\n")
+
     async def handle(creader, cwriter):
         try:
             sreader, swriter = await asyncio.open_connection("127.0.0.1", upstream)
@@ -59,6 +71,7 @@ def proxy(listen, upstream, delay_ms, count_file):
                     if state["answered"]:
                         state["answered"] = False
                         bump()
+                        log_request(data)
                         if delay:
                             await asyncio.sleep(delay)
                     swriter.write(data)

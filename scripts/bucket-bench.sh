@@ -155,6 +155,8 @@ big_size=$(stat -c %s "$work/data/parquet/big.parquet" 2>/dev/null || echo 0)
 rm -rf "$work/data"
 
 # --- the latency proxy ---------------------------------------------------
+# It counts the requests in $count_file and logs each one's request line
+# and Range in $count_file.log (with the Parquet steps marked: see --keep).
 count_file=$work/requests
 python3 "$helper" proxy "$proxy_port" "$s3_port" "$latency" "$count_file" &
 pids+=($!)
@@ -288,6 +290,7 @@ for kind in ${mounts//,/ }; do
   pq_step() { # NAME FILE [COLS]
     local name=$1 file=$2 cols=${3:-} r0 r1 secs
     dontneed "$file"
+    printf '== %s %s\n' "$kind" "$name" >> "$count_file.log"
     r0=$(requests); secs=$(python3 "$helper" query "$file" $cols); r1=$(requests)
     emit "{\"mount\":\"$kind\",\"test\":\"parquet\",\"step\":\"$name\",\"seconds\":$secs,\"requests\":$((r1 - r0))}"
     say "$kind: parquet $name ${secs}s, $((r1 - r0)) requests"

@@ -962,6 +962,44 @@ mod l2_tests {
         assert!((1000..1064).all(|k| !cache.l2_contains(&k)));
         cache.l2_inject_faults(false, false);
     }
+
+    /// The evict thread spares buffers the second tier has not copied yet
+    /// and feeds it first; a device whose writes fail copies nothing, and
+    /// eviction must then go on without the copies (dropping them,
+    /// counted), not wait for them: threads inserting far past memory all
+    /// finish, and memory ends within its target.
+    #[test]
+    fn a_device_that_fails_its_writes_never_stalls_the_evict_thread() {
+        let dir =
+            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/l2-unit-tests");
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("cache-write-faults");
+        let _ = std::fs::remove_file(&path);
+        let cache = Cache::<u64>::builder()
+            .max_bytes(32 * 4096)
+            .inline_eviction(false)
+            .l2(&path, 4 << 20)
+            .l2_write_max(64 << 10)
+            .build()
+            .unwrap();
+        cache.l2_inject_faults(false, true);
+        std::thread::scope(|s| {
+            for t in 0..4u64 {
+                let cache = &cache;
+                s.spawn(move || {
+                    for k in t * 1000..t * 1000 + 1000 {
+                        drop(cache.insert(k, vec![k as u8; 4096]));
+                    }
+                });
+            }
+        });
+        cache.wait_for_eviction();
+        let s = cache.stats();
+        assert!(s.evict_l2_eligible > 0, "{s:?}");
+        assert!(s.l2_io_errors > 0, "{s:?}");
+        assert!(s.size <= s.c, "{s:?}");
+        cache.l2_inject_faults(false, false);
+    }
 }
 
 #[cfg(all(test, not(loom)))]

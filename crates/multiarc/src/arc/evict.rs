@@ -32,6 +32,10 @@ use std::thread::JoinHandle;
 pub(crate) struct EvictOutcome {
     pub(crate) freed: u64,
     pub(crate) not_enough: bool,
+    /// The target was not reached because the walk spared buffers that
+    /// the second tier could hold but has not copied yet (only when asked
+    /// to spare them: `evict_to_target_sparing`).
+    pub(crate) spared_unfed: bool,
 }
 
 /// What one walk of a state's list did.
@@ -45,6 +49,9 @@ struct Walk {
     /// Bytes of held buffers passed over (lazy mode: no progress; the
     /// other list may still have room to give).
     skipped: u64,
+    /// Bytes of buffers passed over because the second tier could hold
+    /// them and no feed has copied them yet (when sparing them).
+    unfed: u64,
 }
 
 /// What the evict thread needs of a cache.
@@ -68,11 +75,10 @@ impl<K: Key, M: HitModeImpl> Evictable for Core<K, M> {
     }
 
     fn evict_pass(&self) -> EvictOutcome {
-        if let Some(tier) = &self.tier {
-            let over = self.sizes().data().saturating_sub(self.c());
-            tier.before_evict_pass(self, over);
-        }
-        let outcome = evict_to_target(self, false, false);
+        let outcome = match &self.tier {
+            None => evict_to_target(self, false, false),
+            Some(tier) => evict_feeding(self, &**tier),
+        };
         trim_ghosts(self);
         Core::collect_garbage(self);
         outcome
@@ -241,6 +247,45 @@ impl Evictor for Inline {
     }
 }
 
+/// The evict thread's pass with a second tier: the tier first copies what
+/// the pass is about to drop (`SecondTier::before_evict_pass`, one batch),
+/// then the pass evicts, sparing the buffers the tier could hold that no
+/// feed has copied yet; while it stops short for them, the tier copies the
+/// next batch and the pass goes on. Inserts outrun one batch when many
+/// threads insert at once (issue 24's object benchmark at 32 tasks evicted
+/// blocks no feed had copied, and its warm pass fetched them again from
+/// the store). Bounded: after `FEED_ROUNDS` batches, or a feed that wrote
+/// nothing (a failing or rebuilding device, or nothing it takes), the pass
+/// evicts what is left as it would without the tier, so a tier that cannot
+/// keep up never stalls eviction.
+fn evict_feeding<K: Key, M: HitModeImpl>(
+    core: &Core<K, M>,
+    tier: &dyn super::tier::SecondTier<K>,
+) -> EvictOutcome {
+    let mut outcome = EvictOutcome::default();
+    for _ in 0..FEED_ROUNDS {
+        let over = core.sizes().data().saturating_sub(core.c());
+        let fed = tier.before_evict_pass(core, over);
+        let round = evict_to_target_sparing(core, false, false, true);
+        outcome.freed += round.freed;
+        if !round.spared_unfed {
+            outcome.not_enough = round.not_enough;
+            return outcome;
+        }
+        if fed == 0 {
+            break;
+        }
+    }
+    let last = evict_to_target(core, false, false);
+    outcome.freed += last.freed;
+    outcome.not_enough = last.not_enough;
+    outcome
+}
+
+/// Feed batches an evict pass may wait for before it drops buffers the
+/// tier could hold without a copy (`evict_feeding`).
+const FEED_ROUNDS: usize = 8;
+
 /// Evicts until the cached data fits in `c` (the ARC's REPLACE, repeated;
 /// CAR's in the lazy mode). `b2_hit`: the miss being served was an
 /// MFU-ghost hit (the paper's tie-break; only meaningful with inline
@@ -250,6 +295,20 @@ pub(crate) fn evict_to_target<K: Key, M: HitModeImpl>(
     core: &Core<K, M>,
     b2_hit: bool,
     inline: bool,
+) -> EvictOutcome {
+    evict_to_target_sparing(core, b2_hit, inline, false)
+}
+
+/// [`evict_to_target`]; with `spare_unfed`, buffers the second tier could
+/// hold but has not copied yet are passed over (left at their tails for
+/// the next feed), and a walk that frees nothing else returns at once
+/// with `spared_unfed` (it does not turn to the other list: the caller
+/// feeds and comes back).
+fn evict_to_target_sparing<K: Key, M: HitModeImpl>(
+    core: &Core<K, M>,
+    b2_hit: bool,
+    inline: bool,
+    spare_unfed: bool,
 ) -> EvictOutcome {
     let mut outcome = EvictOutcome::default();
     // Bytes moved (lazy mode) since anything was freed. Once that exceeds
@@ -290,11 +349,20 @@ pub(crate) fn evict_to_target<K: Key, M: HitModeImpl>(
         } else {
             usize::MAX
         };
-        let mut walk = evict_state(core, first, amount, candidates);
+        let mut walk = evict_state(core, first, amount, candidates, spare_unfed);
+        if walk.freed == 0 && walk.moved == 0 && walk.unfed > 0 {
+            // What it would take next waits for a copy: feed first.
+            outcome.spared_unfed = true;
+            return outcome;
+        }
         if walk.freed == 0 && walk.moved == 0 {
             // Nothing freed and no clock turned (empty, or all held): the
             // other list, as REPLACE does when its choice has nothing.
-            let other = evict_state(core, second, amount, candidates);
+            let other = evict_state(core, second, amount, candidates, spare_unfed);
+            if other.freed == 0 && other.moved == 0 && other.unfed > 0 {
+                outcome.spared_unfed = true;
+                return outcome;
+            }
             walk = Walk {
                 skipped: walk.skipped + other.skipped,
                 ..other
@@ -329,10 +397,10 @@ fn evict_from_mru<K, M: HitModeImpl>(core: &Core<K, M>, s: &Sizes, p: u64, b2_hi
 pub(crate) fn trim_ghosts<K: Key, M: HitModeImpl>(core: &Core<K, M>) {
     let (b1, b2) = core.ghost_excess(&core.sizes(), core.c());
     if b1 > 0 {
-        evict_state(core, State::MruGhost, b1, usize::MAX);
+        evict_state(core, State::MruGhost, b1, usize::MAX, false);
     }
     if b2 > 0 {
-        evict_state(core, State::MfuGhost, b2, usize::MAX);
+        evict_state(core, State::MfuGhost, b2, usize::MAX, false);
     }
 }
 
@@ -340,6 +408,8 @@ pub(crate) fn trim_ghosts<K: Key, M: HitModeImpl>(core: &Core<K, M>) {
 /// tails, `evict_batch_limit` buffers per sublist visit, starting at a
 /// random sublist (OpenZFS `arc_evict_state`), looking at no more than
 /// `candidates` buffers. Live buffers become ghosts; ghosts are forgotten.
+/// `spare_unfed`: live buffers the second tier could hold but has no copy
+/// of are passed over, where they are (`evict_to_target_sparing`).
 /// What happens to a live buffer at the tail is the hit protocol's call
 /// (`HitModeImpl::at_tail`): evicted, passed over (held) or promoted
 /// (referenced).
@@ -348,6 +418,7 @@ fn evict_state<K: Key, M: HitModeImpl>(
     state: State,
     amount: u64,
     candidates: usize,
+    spare_unfed: bool,
 ) -> Walk {
     let list = &core.list(state);
     let n = list.len();
@@ -428,6 +499,19 @@ fn evict_state<K: Key, M: HitModeImpl>(
                         // Not a decision: the walk looks further.
                         examined -= 1;
                         continue;
+                    }
+                    if let Some((tier, presence @ Presence::Absent)) = l2 {
+                        if spare_unfed
+                            && tier.classify_eviction(presence, e.bytes, state == State::Mfu)
+                                == EvictedCopy::Eligible
+                        {
+                            // The tier could hold it and has no copy: left
+                            // at the tail for the next feed.
+                            core.events.count(Event::EvictL2Unfed);
+                            walk.unfed += e.bytes.max(1);
+                            examined -= 1;
+                            continue;
+                        }
                     }
                     // SAFETY: linked, under its sublist lock and its stripe
                     // lock (exclusive), both held.

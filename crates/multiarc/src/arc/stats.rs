@@ -188,6 +188,9 @@ statistics! {
     evict_l2_cached: event(EvictL2Cached),
     /// Bytes evicted that the second tier could have held but did not.
     evict_l2_eligible: event(EvictL2Eligible),
+    /// Buffers the evict thread passed over, for the second tier's next
+    /// feed, because the tier could hold them and had no copy yet.
+    evict_l2_unfed_skip: event(EvictL2Unfed),
     /// Bytes evicted that the second tier could not hold (too large for a
     /// feed, or MRU buffers with `l2_mfu_only`); 0 without a second tier.
     evict_l2_ineligible: event(EvictL2Ineligible),
@@ -315,6 +318,7 @@ mod tests {
                 "evict_l2_skip",
                 "evict_l2_cached",
                 "evict_l2_eligible",
+                "evict_l2_unfed_skip",
                 "evict_l2_ineligible",
                 "l2_hits",
                 "l2_misses",
@@ -384,6 +388,6 @@ mod tests {
         assert!(pairs.contains(&("load_waits", 3)));
         assert!(pairs.contains(&("c", 5)));
         assert!(pairs.contains(&("l2_rebuild_ms", 29)));
-        assert_eq!(EVENTS, 24);
+        assert_eq!(EVENTS, 25);
     }
 }

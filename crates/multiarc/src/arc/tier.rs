@@ -100,8 +100,10 @@ pub(crate) trait SecondTier<K>: Send + Sync {
     /// `bytes` from the list tails; the tier may copy the buffers there
     /// that it could hold but has not copied yet, first (at most one
     /// batch: the pass, and the inserts waiting for it, wait that long at
-    /// most). No ARC lock is held.
-    fn before_evict_pass(&self, arc: &dyn ArcTails<K>, bytes: u64);
+    /// most). No ARC lock is held. Returns the bytes it wrote (0: nothing
+    /// to copy, or it could not: the pass then stops sparing uncopied
+    /// buffers).
+    fn before_evict_pass(&self, arc: &dyn ArcTails<K>, bytes: u64) -> u64;
 
     /// The tier's figures for the statistics.
     fn figures(&self) -> TierFigures;

@@ -53,18 +53,24 @@ fn feed_at_most<K: Key>(tier: &Tier<K>, arc: &dyn ArcTails<K>, max_bytes: u64) -
 /// through a small memory evicts more than that between two looks (issue
 /// 24's object benchmark at 32 tasks evicted blocks no feed had copied,
 /// and its warm pass went back to the store for them). A pass whose tails
-/// are all copied writes nothing (the look is in memory). Bounded: one
-/// batch, written by the evict thread, which holds no ARC lock meanwhile;
-/// inserts waiting for room (past the overflow) wait that much longer.
-pub(super) fn feed_before_eviction<K: Key>(tier: &Tier<K>, arc: &dyn ArcTails<K>, bytes: u64) {
+/// are all copied writes nothing (the look is in memory). One batch,
+/// written by the evict thread, which holds no ARC lock meanwhile; inserts
+/// waiting for room (past the overflow) wait that much longer. The pass
+/// spares what it reaches uncopied and calls this again (a bounded number
+/// of times: `arc::evict`'s `evict_feeding`). Returns the bytes written.
+pub(super) fn feed_before_eviction<K: Key>(
+    tier: &Tier<K>,
+    arc: &dyn ArcTails<K>,
+    bytes: u64,
+) -> u64 {
     if bytes == 0 {
-        return;
+        return 0;
     }
     // A whole batch, not just `bytes`: inserts go on while the batch is
     // written, and the pass then evicts what they added too (with `bytes`
     // alone, 32 tasks still had 52 blocks evicted unfed in a cold pass).
     let batch = thread_batch(tier, arc);
-    feed_tails(tier, arc, batch, batch.saturating_mul(2));
+    feed_tails(tier, arc, batch, batch.saturating_mul(2))
 }
 
 /// One feed of a batch of at most `max_bytes`, looking `budget` bytes up

@@ -11,11 +11,14 @@
 //!   before the call returns;
 //! - the eviction walk: [`SecondTier::presence`] under the candidate's
 //!   stripe and sublist locks (memory only), to skip a buffer being copied
-//!   and to account what it drops ([`SecondTier::classify_eviction`]);
+//!   and to account what it drops ([`SecondTier::classify_eviction`]; the
+//!   evict thread also passes over a buffer the tier could hold and has
+//!   not copied, and feeds again: `evict.rs`'s `evict_feeding`);
 //! - inline eviction: [`SecondTier::before_room`], before room is made,
 //!   with no ARC lock held;
 //! - the evict thread: [`SecondTier::before_evict_pass`], before each
-//!   pass, with no ARC lock held.
+//!   pass and again while the pass spares uncopied buffers (a bounded
+//!   number of times), with no ARC lock held.
 
 /// What the tier knows of a key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -254,26 +254,24 @@ impl Evictor for Inline {
 /// next batch and the pass goes on. Inserts outrun one batch when many
 /// threads insert at once (issue 24's object benchmark at 32 tasks evicted
 /// blocks no feed had copied, and its warm pass fetched them again from
-/// the store). Bounded: after `FEED_ROUNDS` batches, or a feed that wrote
-/// nothing (a failing or rebuilding device, or nothing it takes), the pass
-/// evicts what is left as it would without the tier, so a tier that cannot
-/// keep up never stalls eviction.
+/// the store). Each round's feed looks twice as far up the tails as the
+/// last (past a batch in flight, or copies already made). Bounded: after
+/// `FEED_ROUNDS` rounds (a failing or rebuilding device writes nothing in
+/// any), the pass evicts what is left as it would without the tier, so a
+/// tier that cannot keep up never stalls eviction.
 fn evict_feeding<K: Key, M: HitModeImpl>(
     core: &Core<K, M>,
     tier: &dyn super::tier::SecondTier<K>,
 ) -> EvictOutcome {
     let mut outcome = EvictOutcome::default();
-    for _ in 0..FEED_ROUNDS {
+    for round in 0..FEED_ROUNDS {
         let over = core.sizes().data().saturating_sub(core.c());
-        let fed = tier.before_evict_pass(core, over);
-        let round = evict_to_target_sparing(core, false, false, true);
-        outcome.freed += round.freed;
-        if !round.spared_unfed {
-            outcome.not_enough = round.not_enough;
+        tier.before_evict_pass(core, over, round);
+        let walk = evict_to_target_sparing(core, false, false, true);
+        outcome.freed += walk.freed;
+        if !walk.spared_unfed {
+            outcome.not_enough = walk.not_enough;
             return outcome;
-        }
-        if fed == 0 {
-            break;
         }
     }
     let last = evict_to_target(core, false, false);
@@ -284,7 +282,7 @@ fn evict_feeding<K: Key, M: HitModeImpl>(
 
 /// Feed batches an evict pass may wait for before it drops buffers the
 /// tier could hold without a copy (`evict_feeding`).
-const FEED_ROUNDS: usize = 8;
+const FEED_ROUNDS: u32 = 8;
 
 /// Evicts until the cached data fits in `c` (the ARC's REPLACE, repeated;
 /// CAR's in the lazy mode). `b2_hit`: the miss being served was an

@@ -18,7 +18,8 @@
 //!   with no ARC lock held;
 //! - the evict thread: [`SecondTier::before_evict_pass`], before each
 //!   pass and again while the pass spares uncopied buffers (a bounded
-//!   number of times), with no ARC lock held.
+//!   number of times, each looking further up the tails), with no ARC
+//!   lock held.
 
 /// What the tier knows of a key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,10 +104,11 @@ pub(crate) trait SecondTier<K>: Send + Sync {
     /// `bytes` from the list tails; the tier may copy the buffers there
     /// that it could hold but has not copied yet, first (at most one
     /// batch: the pass, and the inserts waiting for it, wait that long at
-    /// most). No ARC lock is held. Returns the bytes it wrote (0: nothing
-    /// to copy, or it could not: the pass then stops sparing uncopied
-    /// buffers).
-    fn before_evict_pass(&self, arc: &dyn ArcTails<K>, bytes: u64) -> u64;
+    /// most). No ARC lock is held. `round`: how many times this pass has
+    /// called already (the pass spares uncopied buffers and calls again;
+    /// each round looks twice as far up the tails, up to the feed's
+    /// reach). Returns the bytes it wrote.
+    fn before_evict_pass(&self, arc: &dyn ArcTails<K>, bytes: u64, round: u32) -> u64;
 
     /// The tier's figures for the statistics.
     fn figures(&self) -> TierFigures;

@@ -57,11 +57,15 @@ fn feed_at_most<K: Key>(tier: &Tier<K>, arc: &dyn ArcTails<K>, max_bytes: u64) -
 /// written by the evict thread, which holds no ARC lock meanwhile; inserts
 /// waiting for room (past the overflow) wait that much longer. The pass
 /// spares what it reaches uncopied and calls this again (a bounded number
-/// of times: `arc::evict`'s `evict_feeding`). Returns the bytes written.
+/// of times: `arc::evict`'s `evict_feeding`); round `round` looks
+/// `2^round` times as far up the tails (up to the feed thread's reach),
+/// past buffers a batch in flight holds or that are copied already.
+/// Returns the bytes written.
 pub(super) fn feed_before_eviction<K: Key>(
     tier: &Tier<K>,
     arc: &dyn ArcTails<K>,
     bytes: u64,
+    round: u32,
 ) -> u64 {
     if bytes == 0 {
         return 0;
@@ -70,7 +74,11 @@ pub(super) fn feed_before_eviction<K: Key>(
     // written, and the pass then evicts what they added too (with `bytes`
     // alone, 32 tasks still had 52 blocks evicted unfed in a cold pass).
     let batch = thread_batch(tier, arc);
-    feed_tails(tier, arc, batch, batch.saturating_mul(2))
+    let look = batch
+        .saturating_mul(2)
+        .saturating_mul(1 << round.min(16))
+        .min(reach(tier, arc).max(batch.saturating_mul(2)));
+    feed_tails(tier, arc, batch, look)
 }
 
 /// One feed of a batch of at most `max_bytes`, looking `budget` bytes up

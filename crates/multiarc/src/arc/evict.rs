@@ -54,6 +54,14 @@ struct Walk {
     unfed: u64,
 }
 
+impl Walk {
+    /// Nothing freed and no clock turned, but uncopied buffers spared: what
+    /// the walk would take next waits for the second tier's copy.
+    fn waits_for_feed(&self) -> bool {
+        self.freed == 0 && self.moved == 0 && self.unfed > 0
+    }
+}
+
 /// What the evict thread needs of a cache.
 pub(crate) trait Evictable: Send + Sync {
     fn handshake(&self) -> &EvictHandshake;
@@ -348,8 +356,8 @@ fn evict_to_target_sparing<K: Key, M: HitModeImpl>(
             usize::MAX
         };
         let mut walk = evict_state(core, first, amount, candidates, spare_unfed);
-        if walk.freed == 0 && walk.moved == 0 && walk.unfed > 0 {
-            // What it would take next waits for a copy: feed first.
+        if walk.waits_for_feed() {
+            // Feed first (the caller does), then come back.
             outcome.spared_unfed = true;
             return outcome;
         }
@@ -357,7 +365,7 @@ fn evict_to_target_sparing<K: Key, M: HitModeImpl>(
             // Nothing freed and no clock turned (empty, or all held): the
             // other list, as REPLACE does when its choice has nothing.
             let other = evict_state(core, second, amount, candidates, spare_unfed);
-            if other.freed == 0 && other.moved == 0 && other.unfed > 0 {
+            if other.waits_for_feed() {
                 outcome.spared_unfed = true;
                 return outcome;
             }

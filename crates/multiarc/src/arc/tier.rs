@@ -107,8 +107,8 @@ pub(crate) trait SecondTier<K>: Send + Sync {
     /// most). No ARC lock is held. `round`: how many times this pass has
     /// called already (the pass spares uncopied buffers and calls again;
     /// each round looks twice as far up the tails, up to the feed's
-    /// reach). Returns the bytes it wrote.
-    fn before_evict_pass(&self, arc: &dyn ArcTails<K>, bytes: u64, round: u32) -> u64;
+    /// reach).
+    fn before_evict_pass(&self, arc: &dyn ArcTails<K>, bytes: u64, round: u32);
 
     /// The tier's figures for the statistics.
     fn figures(&self) -> TierFigures;

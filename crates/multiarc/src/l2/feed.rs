@@ -60,15 +60,14 @@ fn feed_at_most<K: Key>(tier: &Tier<K>, arc: &dyn ArcTails<K>, max_bytes: u64) -
 /// of times: `arc::evict`'s `evict_feeding`); round `round` looks
 /// `2^round` times as far up the tails (up to the feed thread's reach),
 /// past buffers a batch in flight holds or that are copied already.
-/// Returns the bytes written.
 pub(super) fn feed_before_eviction<K: Key>(
     tier: &Tier<K>,
     arc: &dyn ArcTails<K>,
     bytes: u64,
     round: u32,
-) -> u64 {
+) {
     if bytes == 0 {
-        return 0;
+        return;
     }
     // A whole batch, not just `bytes`: inserts go on while the batch is
     // written, and the pass then evicts what they added too (with `bytes`
@@ -78,7 +77,7 @@ pub(super) fn feed_before_eviction<K: Key>(
         .saturating_mul(2)
         .saturating_mul(1 << round.min(16))
         .min(reach(tier, arc).max(batch.saturating_mul(2)));
-    feed_tails(tier, arc, batch, look)
+    feed_tails(tier, arc, batch, look);
 }
 
 /// One feed of a batch of at most `max_bytes`, looking `budget` bytes up

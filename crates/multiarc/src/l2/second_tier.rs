@@ -36,8 +36,8 @@ impl<K: Key> SecondTier<K> for Tier<K> {
         feed::feed_inline(self, arc, size);
     }
 
-    fn before_evict_pass(&self, arc: &dyn ArcTails<K>, bytes: u64, round: u32) -> u64 {
-        feed::feed_before_eviction(self, arc, bytes, round)
+    fn before_evict_pass(&self, arc: &dyn ArcTails<K>, bytes: u64, round: u32) {
+        feed::feed_before_eviction(self, arc, bytes, round);
     }
 
     fn figures(&self) -> TierFigures {

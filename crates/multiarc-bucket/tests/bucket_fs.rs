@@ -51,6 +51,19 @@ fn mount(server: &S3Server, root: &str, config: BucketConfig) -> BucketFs<Amazon
     BucketFs::new(store, Path::from(root), config).expect("the filesystem")
 }
 
+/// [`mount`] of the whole bucket with the default configuration but its
+/// metadata TTL.
+fn mount_with_ttl(server: &S3Server, ttl: Duration) -> BucketFs<AmazonS3> {
+    mount(
+        server,
+        "",
+        BucketConfig {
+            metadata_ttl: ttl,
+            ..BucketConfig::default()
+        },
+    )
+}
+
 /// The ino of the path `a/b/c` from the root, looked up name by name.
 fn walk(fs: &BucketFs<AmazonS3>, path: &str) -> Result<u64, Errno> {
     let mut ino = ROOT_INO;
@@ -334,14 +347,7 @@ fn a_rewritten_object_is_seen_at_the_next_open_after_the_ttl_never_mixed() {
     let v2 = pattern(600_000, 2);
     put(&server, "obj", v1.clone());
     let ttl = Duration::from_millis(300);
-    let fs = mount(
-        &server,
-        "",
-        BucketConfig {
-            metadata_ttl: ttl,
-            ..BucketConfig::default()
-        },
-    );
+    let fs = mount_with_ttl(&server, ttl);
     let ino = walk(&fs, "obj").unwrap();
     assert_eq!(read_all(&fs, ino, 131072).unwrap(), v1);
     // A handle opened on v1, with only its first block read.
@@ -387,14 +393,7 @@ fn an_old_handle_reads_its_version_from_memory_after_a_replacement_or_fails_neve
         .block_on(s3_client(&server).head(&Path::from("obj")))
         .unwrap();
     let ttl = Duration::from_millis(300);
-    let fs = mount(
-        &server,
-        "",
-        BucketConfig {
-            metadata_ttl: ttl,
-            ..BucketConfig::default()
-        },
-    );
+    let fs = mount_with_ttl(&server, ttl);
     let ino = walk(&fs, "obj").unwrap();
     // A handle on v1 that read all of it: memory holds every block of v1.
     let old = fs.open(ino, libc::O_RDONLY, OWNER).unwrap();
@@ -451,14 +450,7 @@ fn with_a_metadata_ttl_of_zero_every_read_checks_the_version() {
     let v1 = pattern(200_000, 1);
     let v2 = pattern(200_000, 2);
     put(&server, "obj", v1.clone());
-    let fs = mount(
-        &server,
-        "",
-        BucketConfig {
-            metadata_ttl: Duration::ZERO,
-            ..BucketConfig::default()
-        },
-    );
+    let fs = mount_with_ttl(&server, Duration::ZERO);
     let ino = walk(&fs, "obj").unwrap();
     let old = fs.open(ino, libc::O_RDONLY, OWNER).unwrap();
     assert!(fs.read(old, 0, 8192).unwrap()[..] == v1[..8192]);
@@ -479,14 +471,7 @@ fn an_unreachable_store_is_eio_and_a_missing_bucket_one_clear_line() {
     let server = start_server();
     put(&server, "f", b"cached".to_vec());
     let ttl = Duration::from_millis(200);
-    let fs = mount(
-        &server,
-        "",
-        BucketConfig {
-            metadata_ttl: ttl,
-            ..BucketConfig::default()
-        },
-    );
+    let fs = mount_with_ttl(&server, ttl);
     let f = walk(&fs, "f").unwrap();
     let fh = fs.open(f, libc::O_RDONLY, OWNER).unwrap();
     assert_eq!(fs.read(fh, 0, 100).unwrap(), b"cached"[..]);
@@ -510,14 +495,7 @@ fn an_unreachable_store_is_eio_and_a_missing_bucket_one_clear_line() {
     put(&server, "other", b"later".to_vec());
     // A mount that checks the version at every read (TTL zero): its reads
     // go to the store, and fall back on the cache while it fails.
-    let checking = mount(
-        &server,
-        "",
-        BucketConfig {
-            metadata_ttl: Duration::ZERO,
-            ..BucketConfig::default()
-        },
-    );
+    let checking = mount_with_ttl(&server, Duration::ZERO);
     let f0 = walk(&checking, "f").unwrap();
     let fh0 = checking.open(f0, libc::O_RDONLY, OWNER).unwrap();
     assert_eq!(checking.read(fh0, 0, 100).unwrap(), b"cached"[..]);

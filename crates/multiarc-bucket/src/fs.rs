@@ -808,11 +808,16 @@ impl<S: ObjectStore> BucketFs<S> {
         if offset >= end {
             return Ok(Bytes::new());
         }
+        // A run prefetches once one of its reads missed memory; with a
+        // metadata TTL of zero no read is served from memory here (see
+        // below), so every read counts as a miss.
+        let checked = self.config.metadata_ttl.is_zero();
         let ahead = lock(sequential).advance(
             offset..end,
             meta.size,
             self.config.prefetch_bytes,
             self.config.prefetch_chunk,
+            checked,
         );
         self.prefetch(meta, version, ahead);
         // The handle's version, from memory when it holds every block the
@@ -820,10 +825,11 @@ impl<S: ObjectStore> BucketFs<S> {
         // opened, whatever the store holds now: close-to-open), no request,
         // no hop through the runtime. With a metadata TTL of zero every
         // read checks the version with the store instead, as documented.
-        if !self.config.metadata_ttl.is_zero() {
+        if !checked {
             if let Some(bytes) = self.store.read_in_memory(version, offset..end) {
                 return Ok(bytes);
             }
+            lock(sequential).missed();
         }
         let options = GetOptions {
             range: Some(GetRange::Bounded(offset..end)),

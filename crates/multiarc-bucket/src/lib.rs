@@ -62,7 +62,9 @@
 //!
 //! # Sequential reads
 //!
-//! Once a handle's reads follow one another, the window past them
+//! Once a handle's reads follow one another, and one of them has found a
+//! block memory did not hold (reads of cached bytes fetch nothing past
+//! them, as Linux reads ahead on a page-cache miss), the window past them
 //! ([`BucketConfig::prefetch_bytes`]) is fetched in the background as
 //! several ranged GETs at once ([`BucketConfig::prefetch_chunk`] each),
 //! topped up in whole chunks as the reads advance; a read that reaches a

@@ -13,6 +13,13 @@
 //! fetching it again; each GET conditional on the handle's ETag). The window
 //! is topped up whenever less than half of it is left ahead of the reads.
 //! A read elsewhere resets it: random reads never prefetch.
+//!
+//! A run prefetches only once one of its reads found a block memory did
+//! not hold (as Linux reads ahead on a page-cache miss, not on hits): a
+//! reader going through bytes that are all cached fetches nothing past
+//! them. A query reading its columns again after a scan otherwise runs its
+//! window past the last column it reads into bytes it never reads (and
+//! which, read ahead unused before, the cache rightly let go first).
 
 use std::ops::Range;
 
@@ -25,6 +32,8 @@ pub(crate) struct Sequential {
     run: u32,
     /// Where the prefetch reaches (exclusive).
     ahead: u64,
+    /// A read of this run found a block memory did not hold.
+    missed: bool,
 }
 
 impl Sequential {
@@ -34,22 +43,26 @@ impl Sequential {
     /// window is left ahead of this one. The prefetch ends on a multiple of
     /// `chunk` where it can (within the window), so that the next top-up
     /// starts on one and is cut into whole chunks, not a chunk and a
-    /// sliver of one.
+    /// sliver of one. Nothing until a read of the run has missed memory
+    /// ([`Sequential::missed`]), this one included if `missed` is true.
     pub(crate) fn advance(
         &mut self,
         span: Range<u64>,
         size: u64,
         window: u64,
         chunk: u64,
+        missed: bool,
     ) -> Range<u64> {
         if span.start == self.end && span.start > 0 {
             self.run = self.run.saturating_add(1);
         } else {
             self.run = 0;
             self.ahead = 0;
+            self.missed = false;
         }
+        self.missed |= missed;
         self.end = span.end;
-        if self.run == 0 || window == 0 {
+        if self.run == 0 || window == 0 || !self.missed {
             return 0..0;
         }
         let from = self.ahead.max(span.end);
@@ -61,6 +74,12 @@ impl Sequential {
         }
         self.ahead = to;
         from..to
+    }
+
+    /// Records that the last read (given to [`Sequential::advance`]) found
+    /// a block memory did not hold: its run prefetches from its next read.
+    pub(crate) fn missed(&mut self) {
+        self.missed = true;
     }
 }
 
@@ -88,35 +107,83 @@ mod tests {
     fn sequential_reads_prefetch_a_window_topped_up_at_half() {
         let mut s = Sequential::default();
         // The first read, and a first read at 0: nothing yet.
-        assert_eq!(s.advance(0..M, 100 * M, 8 * M, 1), 0..0);
+        assert_eq!(s.advance(0..M, 100 * M, 8 * M, 1, true), 0..0);
         // The second in a row: the window past it.
-        assert_eq!(s.advance(M..2 * M, 100 * M, 8 * M, 1), 2 * M..10 * M);
+        assert_eq!(s.advance(M..2 * M, 100 * M, 8 * M, 1, true), 2 * M..10 * M);
         // More than half the window left ahead: nothing.
-        assert_eq!(s.advance(2 * M..3 * M, 100 * M, 8 * M, 1), 0..0);
-        assert_eq!(s.advance(3 * M..6 * M, 100 * M, 8 * M, 1), 0..0);
+        assert_eq!(s.advance(2 * M..3 * M, 100 * M, 8 * M, 1, true), 0..0);
+        assert_eq!(s.advance(3 * M..6 * M, 100 * M, 8 * M, 1, true), 0..0);
         // Half or less left: topped up from where it reached.
-        assert_eq!(s.advance(6 * M..7 * M, 100 * M, 8 * M, 1), 10 * M..15 * M);
+        assert_eq!(
+            s.advance(6 * M..7 * M, 100 * M, 8 * M, 1, true),
+            10 * M..15 * M
+        );
         // Never past the object's end.
-        assert_eq!(s.advance(7 * M..95 * M, 100 * M, 8 * M, 1), 95 * M..100 * M);
-        assert_eq!(s.advance(95 * M..100 * M, 100 * M, 8 * M, 1), 0..0);
+        assert_eq!(
+            s.advance(7 * M..95 * M, 100 * M, 8 * M, 1, true),
+            95 * M..100 * M
+        );
+        assert_eq!(s.advance(95 * M..100 * M, 100 * M, 8 * M, 1, true), 0..0);
     }
 
     #[test]
     fn a_read_elsewhere_resets_and_random_reads_never_prefetch() {
         let mut s = Sequential::default();
-        s.advance(0..M, 100 * M, 8 * M, 1);
-        assert_eq!(s.advance(M..2 * M, 100 * M, 8 * M, 1), 2 * M..10 * M);
+        s.advance(0..M, 100 * M, 8 * M, 1, true);
+        assert_eq!(s.advance(M..2 * M, 100 * M, 8 * M, 1, true), 2 * M..10 * M);
         // A jump: nothing, and the window starts anew after it.
-        assert_eq!(s.advance(50 * M..51 * M, 100 * M, 8 * M, 1), 0..0);
-        assert_eq!(s.advance(51 * M..52 * M, 100 * M, 8 * M, 1), 52 * M..60 * M);
+        assert_eq!(s.advance(50 * M..51 * M, 100 * M, 8 * M, 1, true), 0..0);
+        assert_eq!(
+            s.advance(51 * M..52 * M, 100 * M, 8 * M, 1, true),
+            52 * M..60 * M
+        );
         let mut r = Sequential::default();
         for i in [7u64, 3, 90, 41, 12, 60] {
-            assert_eq!(r.advance(i * M..i * M + 8192, 100 * M, 8 * M, 1), 0..0);
+            assert_eq!(
+                r.advance(i * M..i * M + 8192, 100 * M, 8 * M, 1, true),
+                0..0
+            );
         }
         // A window of 0: never.
         let mut off = Sequential::default();
-        off.advance(0..M, 100 * M, 0, 1);
-        assert_eq!(off.advance(M..2 * M, 100 * M, 0, 1), 0..0);
+        off.advance(0..M, 100 * M, 0, 1, true);
+        assert_eq!(off.advance(M..2 * M, 100 * M, 0, 1, true), 0..0);
+    }
+
+    #[test]
+    fn a_run_prefetches_only_once_one_of_its_reads_missed_memory() {
+        let mut s = Sequential::default();
+        // Sequential reads all served from memory: nothing.
+        for i in 0..6 {
+            assert_eq!(
+                s.advance(i * M..(i + 1) * M, 100 * M, 8 * M, 1, false),
+                0..0
+            );
+        }
+        // One misses (known after it was read): the next one prefetches.
+        s.missed();
+        assert_eq!(
+            s.advance(6 * M..7 * M, 100 * M, 8 * M, 1, false),
+            7 * M..15 * M
+        );
+        // And the run goes on topping up, its reads hits or not.
+        assert_eq!(
+            s.advance(7 * M..12 * M, 100 * M, 8 * M, 1, false),
+            15 * M..20 * M
+        );
+        // A jump starts a run that has missed nothing yet.
+        assert_eq!(s.advance(50 * M..51 * M, 100 * M, 8 * M, 1, false), 0..0);
+        assert_eq!(s.advance(51 * M..52 * M, 100 * M, 8 * M, 1, false), 0..0);
+        // A read known to miss before it is read counts at once.
+        assert_eq!(
+            s.advance(52 * M..53 * M, 100 * M, 8 * M, 1, true),
+            53 * M..61 * M
+        );
+        // A miss on a run's first read counts for the run's second.
+        let mut f = Sequential::default();
+        assert_eq!(f.advance(0..M, 100 * M, 8 * M, 1, false), 0..0);
+        f.missed();
+        assert_eq!(f.advance(M..2 * M, 100 * M, 8 * M, 1, false), 2 * M..10 * M);
     }
 
     #[test]
@@ -124,10 +191,10 @@ mod tests {
         let (window, chunk) = (32 * M, 8 * M);
         let mut s = Sequential::default();
         let read = 128 << 10;
-        s.advance(0..read, 1024 * M, window, chunk);
+        s.advance(0..read, 1024 * M, window, chunk, true);
         // The first window ends on a chunk boundary within the window.
         assert_eq!(
-            s.advance(read..2 * read, 1024 * M, window, chunk),
+            s.advance(read..2 * read, 1024 * M, window, chunk, true),
             2 * read..32 * M
         );
         // Each top-up then starts where the last ended, and ends on a
@@ -135,7 +202,7 @@ mod tests {
         let mut at = 2 * read;
         let mut topped = Vec::new();
         while at < 200 * M {
-            let ahead = s.advance(at..at + read, 1024 * M, window, chunk);
+            let ahead = s.advance(at..at + read, 1024 * M, window, chunk, true);
             if !ahead.is_empty() {
                 topped.push(ahead);
             }
@@ -152,9 +219,9 @@ mod tests {
         }
         // At the object's end, what is left.
         let mut e = Sequential::default();
-        e.advance(0..read, 20 * M, window, chunk);
+        e.advance(0..read, 20 * M, window, chunk, true);
         assert_eq!(
-            e.advance(read..2 * read, 20 * M, window, chunk),
+            e.advance(read..2 * read, 20 * M, window, chunk, true),
             2 * read..20 * M
         );
     }

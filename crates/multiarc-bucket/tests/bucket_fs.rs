@@ -625,6 +625,52 @@ fn a_sequential_read_waits_for_the_prefetch_instead_of_fetching_again() {
 }
 
 #[test]
+fn a_sequential_read_of_what_memory_holds_prefetches_nothing_until_it_misses() {
+    let server = start_server();
+    let size = 8 << 20;
+    let data = pattern(size, 17);
+    put(&server, "cols", data.clone());
+    let config = BucketConfig {
+        prefetch_bytes: 2 << 20,
+        prefetch_chunk: 512 << 10,
+        metadata_ttl: Duration::from_secs(600),
+        ..BucketConfig::default()
+    };
+    let fs = mount_as_the_mount_does(&server, 64 << 20, config);
+    let ino = walk(&fs, "cols").unwrap();
+    let read = 128u64 << 10;
+    // The first MiB cached by reads backwards: no run, no prefetch.
+    let fh = fs.open(ino, libc::O_RDONLY, OWNER).unwrap();
+    for i in (0..8).rev() {
+        let got = fs.read(fh, i * read, read as u32).unwrap();
+        assert!(got[..] == data[(i * read) as usize..((i + 1) * read) as usize]);
+    }
+    fs.release(fh).unwrap();
+    assert_eq!(stat(&fs, "bucket_prefetch_requests"), 0);
+    let requests = stat(&fs, "block_requests");
+    // Read again in order, as a query reads its columns: all from memory,
+    // and nothing fetched past them.
+    let fh = fs.open(ino, libc::O_RDONLY, OWNER).unwrap();
+    for i in 0..8 {
+        let got = fs.read(fh, i * read, read as u32).unwrap();
+        assert!(got[..] == data[(i * read) as usize..((i + 1) * read) as usize]);
+    }
+    let stats = fs.stats();
+    assert_eq!(stat(&fs, "bucket_prefetch_requests"), 0, "{stats:?}");
+    assert_eq!(stat(&fs, "block_requests"), requests, "{stats:?}");
+    // The run goes on past them: its first read misses and fetches its
+    // own blocks, and from the next one the window is prefetched.
+    for i in 8..12 {
+        let got = fs.read(fh, i * read, read as u32).unwrap();
+        assert!(got[..] == data[(i * read) as usize..((i + 1) * read) as usize]);
+    }
+    fs.release(fh).unwrap();
+    let stats = fs.stats();
+    assert!(stat(&fs, "bucket_prefetch_requests") >= 2, "{stats:?}");
+    assert!(stat(&fs, "bucket_prefetch_bytes") >= 1 << 20, "{stats:?}");
+}
+
+#[test]
 fn a_replacement_waits_for_the_page_caches_readers_and_new_readers_get_direct_io() {
     let server = start_server();
     put(&server, "pc", pattern(200_000, 1));

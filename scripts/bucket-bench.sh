@@ -12,7 +12,9 @@
 #     query again, with the store requests each sent (the proxy's count;
 #     for multiarc also the blocks read that memory did not hold and the
 #     blocks read ahead, from its arcstats); 3 s pass after the scan, so
-#     that rclone's cleaner (every 1 s here) enforces its cache size;
+#     that rclone's cleaner (every 1 s here) enforces its cache size, and
+#     then what each cache holds is read (multiarc's memory and L2 from
+#     its arcstats, rclone's and s3fs's cache directories with du);
 #     for multiarc + L2 also after a remount over the same L2;
 #   - `ls -l` of a directory of many small objects (cold);
 #   - the daemon's RSS (VmHWM and VmRSS from /proc at the end).
@@ -205,7 +207,7 @@ mount_it() {
       env -u AWS_CA_BUNDLE rclone mount :s3:bench "$mnt" --s3-provider Other --s3-env-auth \
         --s3-region garage --s3-endpoint "$endpoint" --read-only --vfs-cache-mode full \
         --cache-dir "$work/rclone-cache" --vfs-cache-max-size "$cache_bytes" \
-        --vfs-cache-poll-interval 1s >>"$work/$kind.log" 2>&1 &
+        --vfs-cache-poll-interval 1s --log-level INFO >>"$work/$kind.log" 2>&1 &
       ;;
     s3fs)
       [ -z "$keepcache" ] && rm -rf "$work/s3fs-cache"
@@ -318,6 +320,17 @@ for kind in ${mounts//,/ }; do
   # --vfs-cache-poll-interval, 1 s here: below); give it that time, as a
   # mount in service has between queries. The other mounts evict as they go.
   sleep 3
+  # what each cache holds after the scan, against its budget: multiarc's
+  # memory (and L2), rclone's and s3fs's cache directories (allocated)
+  case "$kind" in
+    multiarc*) held=$(( $(arcstat size) + $(arcstat l2_size) )) ;;
+    rclone) held=$(( $(du -sk "$work/rclone-cache/vfs" | cut -f1) * 1024 )) ;;
+    s3fs) held=$(( $(du -sk "$work/s3fs-cache" | cut -f1) * 1024 )) ;;
+  esac
+  budget=$cache_bytes; [ "$kind" = multiarc-l2 ] && budget=$((cache_bytes + l2_bytes))
+  [ "$kind" = s3fs ] && budget=0   # s3fs: no size limit set (use_cache only)
+  emit "{\"mount\":\"$kind\",\"test\":\"cache_after_scan\",\"bytes\":$held,\"budget\":$budget}"
+  say "$kind: the cache holds $((held >> 20)) MiB after the scan (budget $((budget >> 20)) MiB; 0: none set)"
   pq_step hot_after_scan "$hot" a,b
   if [ "$kind" = multiarc-l2 ]; then
     mount_it "$kind" keep
@@ -385,6 +398,8 @@ for step in ("hot_cold", "hot_warm", "big_scan", "hot_after_scan", "hot_after_re
     row(f"parquet {step.replace('_', ' ')}: multiarc blocks read not in memory / read ahead",
         lambda m, step=step: "%d / %d" % (get(m, test="parquet", step=step)["memory_misses"],
                                           get(m, test="parquet", step=step)["read_ahead_blocks"]))
+row("cache after the scan / its budget, MiB", lambda m: "%.1f / %s" % (get(m, test="cache_after_scan")["bytes"] / 2**20,
+    ("%.0f" % (get(m, test="cache_after_scan")["budget"] / 2**20)) if get(m, test="cache_after_scan")["budget"] else "none"))
 row("ls -l cold, s (requests)", lambda m: "%.2f (%d)" % (get(m, test="ls")["seconds"], get(m, test="ls")["requests"]))
 row("daemon RSS peak / end, MiB", lambda m: "%.0f / %.0f" % (get(m, test="rss")["hwm_kib"] / 1024, get(m, test="rss")["rss_kib"] / 1024))
 print("\n".join(lines))

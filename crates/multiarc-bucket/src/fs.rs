@@ -7,7 +7,7 @@ use crate::prefetch::{chunks, Sequential};
 use crate::upload::Upload;
 use crate::{BucketConfig, Kind};
 use bytes::Bytes;
-use multiarc_object_store::{CachedStore, CachedVersion};
+use multiarc_object_store::{CachedStore, CachedVersion, LastBlock};
 use object_store::path::Path;
 use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore, ObjectStoreExt};
 use std::collections::HashMap;
@@ -61,6 +61,18 @@ pub struct DirEntry {
     pub name: String,
 }
 
+/// Reads of at least this many bytes keep the rest of the block they end
+/// in even when they start a run (see `BucketFs::read`).
+const KEEP_FROM_READ_SIZE: u32 = 32 << 10;
+
+/// How a handle is being read: its sequential run (for prefetch), and the
+/// rest of the block its last read ended in.
+#[derive(Default)]
+struct Reading {
+    sequential: Sequential,
+    last: LastBlock,
+}
+
 /// An open file or directory.
 enum Handle {
     /// A file open for reading: the version it opened (its metadata as
@@ -72,7 +84,7 @@ enum Handle {
         meta: ObjectMeta,
         /// `meta`'s version, as the cached store names its blocks.
         version: CachedVersion,
-        sequential: Mutex<Sequential>,
+        reading: Box<Mutex<Reading>>,
         /// The inode, if this handle reads through the kernel's page cache
         /// (counted in its `page_readers` until released).
         page_cached: Option<u64>,
@@ -689,7 +701,7 @@ impl<S: ObjectStore> BucketFs<S> {
         let fh = self.insert_handle(Handle::Read {
             version: self.store.version(&meta),
             meta,
-            sequential: Mutex::new(Sequential::default()),
+            reading: Box::default(),
             page_cached,
         });
         Ok(Opened {
@@ -797,7 +809,7 @@ impl<S: ObjectStore> BucketFs<S> {
         let Handle::Read {
             meta,
             version,
-            sequential,
+            reading,
             ..
         } = &*handle
         else {
@@ -812,27 +824,61 @@ impl<S: ObjectStore> BucketFs<S> {
         // metadata TTL of zero no read is served from memory here (see
         // below), so every read counts as a miss.
         let checked = self.config.metadata_ttl.is_zero();
-        let ahead = lock(sequential).advance(
-            offset..end,
-            meta.size,
-            self.config.prefetch_bytes,
-            self.config.prefetch_chunk,
-            checked,
-        );
+        let (ahead, keep) = {
+            let mut reading = lock(reading);
+            let ahead = reading.sequential.advance(
+                offset..end,
+                meta.size,
+                self.config.prefetch_bytes,
+                self.config.prefetch_chunk,
+                checked,
+            );
+            // Reads that go on through a block keep its rest: those of a
+            // run, and large ones (a run's first read, as far as one can
+            // tell); small random reads keep nothing.
+            let keep = !checked && (reading.sequential.in_run() || size >= KEEP_FROM_READ_SIZE);
+            (ahead, keep)
+        };
         self.prefetch(meta, version, ahead);
         // The handle's version, from memory when it holds every block the
         // read covers: no metadata check (the handle reads the version it
         // opened, whatever the store holds now: close-to-open), no request,
         // no hop through the runtime. With a metadata TTL of zero every
         // read checks the version with the store instead, as documented.
+        // The rest of the block the last read ended in is kept (taken out
+        // of the handle for the read, so that reads of one handle at once
+        // do not wait for each other): the kernel's reads of 128 KiB go
+        // through a block of 256 KiB in two or more reads, which are one
+        // use of it, and the cache must count one (see `LastBlock`).
+        let mut last = LastBlock::default();
         if !checked {
-            if let Some(bytes) = self.store.read_in_memory(version, offset..end) {
+            if keep {
+                last = std::mem::take(&mut lock(reading).last);
+            }
+            let read = self
+                .store
+                .read_in_memory(version, offset..end, keep.then_some(&mut last));
+            let mut reading = lock(reading);
+            if let Some(bytes) = read {
+                if keep {
+                    reading.last = last;
+                }
                 return Ok(bytes);
             }
-            lock(sequential).missed();
+            reading.sequential.missed();
         }
+        // Through the store, to the end of the block the read ends in (a
+        // block is fetched whole anyway), the rest kept for the next read.
+        let block_size = self.store.block_size();
+        let fetch_end = if !keep {
+            end
+        } else {
+            end.div_ceil(block_size)
+                .saturating_mul(block_size)
+                .min(meta.size)
+        };
         let options = GetOptions {
-            range: Some(GetRange::Bounded(offset..end)),
+            range: Some(GetRange::Bounded(offset..fetch_end)),
             if_match: e_tag.clone(),
             ..GetOptions::default()
         };
@@ -858,16 +904,21 @@ impl<S: ObjectStore> BucketFs<S> {
                 }
             }
         };
-        if bytes.len() as u64 != end - offset {
+        if bytes.len() as u64 != fetch_end - offset {
             log::error!(
                 "{}: {} bytes instead of {}",
                 what(),
                 bytes.len(),
-                end - offset
+                fetch_end - offset
             );
             return Err(Errno::EIO);
         }
-        Ok(bytes)
+        if fetch_end > end {
+            let rest = bytes.slice((end - offset) as usize..);
+            self.store.keep_last(version, end, rest, &mut last);
+            lock(reading).last = last;
+        }
+        Ok(bytes.slice(..(end - offset) as usize))
     }
 
     /// Fetches `range` of the version `meta` describes into the cache in
@@ -1201,6 +1252,7 @@ impl<S: ObjectStore> BucketFs<S> {
             ("bucket_upload_errors", load(&c.upload_errors)),
             ("bucket_deletes", load(&c.deletes)),
             ("bucket_store_errors", load(&c.store_errors)),
+            ("bucket_kept_blocks", self.store.kept_blocks()),
             ("bucket_stale_opens", load(&c.stale_opens)),
             ("bucket_attr_invalidations", load(&c.attr_invalidations)),
             ("bucket_prefetch_requests", load(&c.prefetch_requests)),

@@ -76,6 +76,12 @@ impl Sequential {
         from..to
     }
 
+    /// Whether the last read (given to [`Sequential::advance`]) continued a
+    /// run: started where the one before ended.
+    pub(crate) fn in_run(&self) -> bool {
+        self.run > 0
+    }
+
     /// Records that the last read (given to [`Sequential::advance`]) found
     /// a block memory did not hold: its run prefetches from its next read.
     pub(crate) fn missed(&mut self) {

@@ -670,6 +670,84 @@ fn a_sequential_read_of_what_memory_holds_prefetches_nothing_until_it_misses() {
     assert!(stat(&fs, "bucket_prefetch_bytes") >= 1 << 20, "{stats:?}");
 }
 
+/// Reads `len` bytes at each of `offsets` through one handle of `ino`,
+/// checking each against `data`.
+fn read_at(fs: &BucketFs<AmazonS3>, ino: u64, data: &[u8], offsets: &[u64], len: u64) {
+    let fh = fs.open(ino, libc::O_RDONLY, OWNER).unwrap();
+    for &at in offsets {
+        let got = fs.read(fh, at, len as u32).unwrap();
+        let end = (at + len).min(data.len() as u64) as usize;
+        assert!(got[..] == data[at as usize..end], "at {at}");
+    }
+    fs.release(fh).unwrap();
+}
+
+#[test]
+fn a_block_read_in_several_reads_is_one_use_of_it() {
+    let server = start_server();
+    let size = 1 << 20;
+    let data = pattern(size, 23);
+    put(&server, "pieces", data.clone());
+    let config = BucketConfig {
+        metadata_ttl: Duration::from_secs(600),
+        prefetch_bytes: 0,
+        ..BucketConfig::default()
+    };
+    // 64 KiB blocks: 16 of them.
+    let fs = mount_as_the_mount_does(&server, 64 << 20, config);
+    let ino = walk(&fs, "pieces").unwrap();
+    let read = 32u64 << 10;
+    let in_order: Vec<u64> = (0..size as u64 / read).map(|i| i * read).collect();
+    // Cold, 32 KiB at a time: each block missed once (its first read
+    // fetches it whole), and its other read served from what that read
+    // kept: no hit.
+    read_at(&fs, ino, &data, &in_order, read);
+    let stats = fs.stats();
+    assert_eq!(
+        (stat(&fs, "misses"), stat(&fs, "hits")),
+        (16, 0),
+        "{stats:?}"
+    );
+    // Warm: one lookup (one hit) a block.
+    read_at(&fs, ino, &data, &in_order, read);
+    assert_eq!(stat(&fs, "hits"), 16, "{:?}", fs.stats());
+    // Reads that straddle blocks: each block still looked up once.
+    let straddling: Vec<u64> = (0..20).map(|i| 1000 + i * 40_000).collect();
+    read_at(&fs, ino, &data, &straddling, 40_000);
+    let blocks = (1000 + 20 * 40_000 - 1) / 65536 + 1;
+    assert_eq!(stat(&fs, "hits"), 16 + blocks, "{:?}", fs.stats());
+    // Out of order (and small: such reads keep nothing): each looks its
+    // block up.
+    read_at(&fs, ino, &data, &[0, 100_000, 70_000, 200_000, 0], 1000);
+    assert_eq!(stat(&fs, "hits"), 16 + blocks + 5, "{:?}", fs.stats());
+    // Small reads in order: the run's first keeps nothing, so its block is
+    // looked up by the second read too; then once a block.
+    let small: Vec<u64> = (0..size as u64 / 8192).map(|i| i * 8192).collect();
+    read_at(&fs, ino, &data, &small, 8192);
+    assert_eq!(stat(&fs, "hits"), 16 + blocks + 5 + 17, "{:?}", fs.stats());
+    assert_eq!(stat(&fs, "misses"), 16, "{:?}", fs.stats());
+    assert_eq!(
+        stat(&fs, "bucket_kept_blocks"),
+        0,
+        "released handles keep nothing"
+    );
+    // Readers that keep a block each and stay open: at most an eighth of
+    // memory's blocks are kept (64 MiB of 64 KiB blocks: 128).
+    let handles: Vec<u64> = (0..200)
+        .map(|_| {
+            let fh = fs.open(ino, libc::O_RDONLY, OWNER).unwrap();
+            let got = fs.read(fh, 0, read as u32).unwrap();
+            assert!(got[..] == data[..read as usize]);
+            fh
+        })
+        .collect();
+    assert_eq!(stat(&fs, "bucket_kept_blocks"), 128);
+    for fh in handles {
+        fs.release(fh).unwrap();
+    }
+    assert_eq!(stat(&fs, "bucket_kept_blocks"), 0);
+}
+
 #[test]
 fn a_replacement_waits_for_the_page_caches_readers_and_new_readers_get_direct_io() {
     let server = start_server();

@@ -28,6 +28,9 @@ pub(crate) struct ReadConfig {
     pub(crate) block_size: u64,
     /// Blocks in one coalesced fetch, at most.
     pub(crate) max_fetch_blocks: u64,
+    /// Blocks kept by readers' [`crate::LastBlock`]s at once, at most (an
+    /// eighth of memory's blocks, at least one).
+    pub(crate) max_kept_blocks: u64,
     pub(crate) namespace: String,
 }
 
@@ -211,6 +214,7 @@ impl<S: ObjectStore> Builder<S> {
         let config = ReadConfig {
             block_size: self.block_size,
             max_fetch_blocks: (self.max_fetch_bytes / self.block_size).max(1),
+            max_kept_blocks: (max_bytes / self.block_size / 8).max(1),
             namespace: self.namespace.unwrap_or_else(|| self.inner.to_string()),
         };
         let metadata = MetadataCache::new(self.metadata_ttl, self.max_metadata_entries);

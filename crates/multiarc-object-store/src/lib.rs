@@ -220,7 +220,7 @@ pub use config::{
 };
 pub use key::ObjectBlockKey;
 pub use stats::CachedStoreStats;
-pub use store::{CachedStore, CachedVersion};
+pub use store::{CachedStore, CachedVersion, LastBlock};
 
 /// Locks `mutex`, also after a thread panicked holding it: every state
 /// behind these locks stays consistent between statements.

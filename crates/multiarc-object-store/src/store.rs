@@ -49,6 +49,60 @@ pub struct CachedVersion {
     size: u64,
 }
 
+/// The rest of the block a reader's last read ended in (from where it
+/// ended), for [`CachedStore::read_in_memory`]: one per reader (a file
+/// handle, say), empty at first.
+///
+/// A reader that goes through a block in several reads (a file read 128
+/// KiB at a time over blocks of 256 KiB, or reads that straddle blocks)
+/// then looks each block up once, so the cache counts one use of it, not
+/// one per read: a block read once, sequentially, is not taken for one
+/// read twice and promoted to the frequency list. The bytes kept are a
+/// hold on the cached block (it stays in memory until the reader's next
+/// read, or until this is dropped) or, from [`CachedStore::keep_last`], a
+/// copy. The blocks a store's readers keep at once are bounded (an eighth
+/// of its memory's blocks): past that, a read keeps nothing, and the next
+/// one looks its block up again.
+#[derive(Default)]
+pub struct LastBlock(Option<Kept>);
+
+struct Kept {
+    key: ObjectBlockKey,
+    /// The object's offset of `bytes`' first byte.
+    at: u64,
+    bytes: Bytes,
+    _counted: KeptCount,
+}
+
+/// One of the store's kept blocks, counted until dropped.
+struct KeptCount(Arc<AtomicU64>);
+
+impl KeptCount {
+    /// One more kept block, if fewer than `max` are.
+    fn take(count: &Arc<AtomicU64>, max: u64) -> Option<KeptCount> {
+        count
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| KeptCount(Arc::clone(count)))
+    }
+}
+
+impl Drop for KeptCount {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl std::fmt::Debug for LastBlock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("LastBlock")
+            .field(&self.0.as_ref().map(|k| k.at..k.at + k.bytes.len() as u64))
+            .finish()
+    }
+}
+
 impl CachedVersion {
     /// The cache key of block `block` of this version (as
     /// [`CachedStore::block_key`], without hashing the identity again).
@@ -69,6 +123,8 @@ pub(crate) struct State<S> {
     pub(crate) config: ReadConfig,
     pub(crate) counters: Counters,
     pub(crate) readahead: Readahead,
+    /// Blocks kept by readers' [`LastBlock`]s now.
+    kept_blocks: Arc<AtomicU64>,
     metadata: MetadataCache,
     /// Metadata fetches in flight, by location (with an id, so that only
     /// the fetch that registered an entry removes it).
@@ -96,6 +152,7 @@ impl<S: ObjectStore> CachedStore<S> {
                 config,
                 counters: Counters::default(),
                 readahead,
+                kept_blocks: Arc::default(),
                 metadata,
                 heads_in_flight: Mutex::new(HashMap::new()),
                 next_head_id: AtomicU64::new(0),
@@ -128,6 +185,12 @@ impl<S: ObjectStore> CachedStore<S> {
     /// A snapshot of the counters.
     pub fn stats(&self) -> CachedStoreStats {
         self.state.counters.snapshot()
+    }
+
+    /// Blocks kept by readers' [`LastBlock`]s now (bounded: an eighth of
+    /// memory's blocks).
+    pub fn kept_blocks(&self) -> u64 {
+        self.state.kept_blocks.load(Ordering::Relaxed)
     }
 
     /// Loads bytes `range` of `location` into the block cache ahead of the
@@ -202,45 +265,76 @@ impl<S: ObjectStore> CachedStore<S> {
     /// [`ObjectStore::get_opts`] served from memory does, and follows the
     /// read in the sequential readahead's streams. A read within one block
     /// is not copied (the [`Bytes`] own a hold on the block).
-    pub fn read_in_memory(&self, version: &CachedVersion, range: Range<u64>) -> Option<Bytes> {
+    ///
+    /// `last`, if given, is the reader's own (see [`LastBlock`]): the rest
+    /// of the block its last read ended in. A block found there is served
+    /// from it, with no lookup; the block this read ends in, if it ends
+    /// inside it, is kept there in turn (a hold on it, until the reader's
+    /// next read). Random readers need not keep anything.
+    pub fn read_in_memory(
+        &self,
+        version: &CachedVersion,
+        range: Range<u64>,
+        mut last: Option<&mut LastBlock>,
+    ) -> Option<Bytes> {
         let state = &self.state;
         let block_size = state.config.block_size;
         let range = range.start..range.end.min(version.size);
+        let kept = last.as_mut().and_then(|last| last.0.take());
         if range.start >= range.end {
             return Some(Bytes::new());
         }
-        let (first, last) = (range.start / block_size, (range.end - 1) / block_size);
+        let (first, last_block) = (range.start / block_size, (range.end - 1) / block_size);
         let cache = &state.cache;
+        // The kept rest of the first block, if it covers the read's part.
+        let kept = kept.filter(|k| k.key == version.identity.block(first) && k.at <= range.start);
         // Checked first (counting nothing), so that a read memory cannot
         // serve leaves the cache's counters to the read that follows.
-        if !(first..=last).all(|block| cache.contains(&version.identity.block(block))) {
+        let from = first + u64::from(kept.is_some());
+        if !(from..=last_block).all(|block| cache.contains(&version.identity.block(block))) {
             return None;
         }
-        let whole =
-            |block: u64, len: usize| len as u64 == read::block_len(version.size, block_size, block);
-        let bytes = if first == last {
-            let held = cache.get_in_memory_owned(&version.identity.block(first))?;
-            if !whole(first, held.len()) {
+        // Block `block` from byte `at` (of the object) to its end.
+        let mut kept = kept;
+        let mut rest_of = |block: u64| -> Option<(u64, Bytes)> {
+            if let Some(k) = kept.take() {
+                return Some((k.at, k.bytes));
+            }
+            let held = cache.get_in_memory_owned(&version.identity.block(block))?;
+            if held.len() as u64 != read::block_len(version.size, block_size, block) {
                 return None;
             }
-            let start = first * block_size;
-            Bytes::from_owner(held)
-                .slice((range.start - start) as usize..(range.end - start) as usize)
+            Some((block * block_size, Bytes::from_owner(held)))
+        };
+        let (bytes, tail) = if first == last_block {
+            let (at, block) = rest_of(first)?;
+            let out = block.slice((range.start - at) as usize..(range.end - at) as usize);
+            (out, (at, block))
         } else {
             let mut out = Vec::with_capacity((range.end - range.start) as usize);
-            for block in first..=last {
-                let held = cache.get_in_memory(&version.identity.block(block))?;
-                if !whole(block, held.len()) {
-                    return None;
-                }
-                let start = block * block_size;
-                let from = range.start.max(start) - start;
-                let to = range.end.min(start + block_size) - start;
-                out.extend_from_slice(&held[from as usize..to as usize]);
+            let mut tail = None;
+            for block in first..=last_block {
+                let (at, bytes) = rest_of(block)?;
+                let from = range.start.max(at) - at;
+                let to = range.end.min(at + bytes.len() as u64) - at;
+                out.extend_from_slice(&bytes[from as usize..to as usize]);
+                tail = Some((at, bytes));
             }
-            Bytes::from(out)
+            (Bytes::from(out), tail?)
         };
-        Counters::add(&state.counters.memory_hits, last - first + 1);
+        let (at, block) = tail;
+        if let Some(last) = last.filter(|_| range.end < at + block.len() as u64) {
+            last.0 =
+                KeptCount::take(&state.kept_blocks, state.config.max_kept_blocks).map(|counted| {
+                    Kept {
+                        key: version.identity.block(last_block),
+                        at: range.end,
+                        bytes: block.slice((range.end - at) as usize..),
+                        _counted: counted,
+                    }
+                });
+        }
+        Counters::add(&state.counters.memory_hits, last_block - first + 1);
         state.readahead.advance(
             &version.identity,
             range,
@@ -249,6 +343,28 @@ impl<S: ObjectStore> CachedStore<S> {
             version.size.div_ceil(block_size),
         );
         Some(bytes)
+    }
+
+    /// Keeps `bytes`, the bytes of `version` from `at` to the end of the
+    /// block `at` is in (or fewer), as `last`'s (see [`LastBlock`]): for a
+    /// reader that read them through [`ObjectStore::get_opts`] past the end
+    /// of its read, so that its next read there is served from them.
+    pub fn keep_last(&self, version: &CachedVersion, at: u64, bytes: Bytes, last: &mut LastBlock) {
+        let state = &self.state;
+        let block_size = state.config.block_size;
+        let block = at / block_size;
+        let room = (block + 1) * block_size - at;
+        last.0 = None;
+        if bytes.is_empty() {
+            return;
+        }
+        last.0 =
+            KeptCount::take(&state.kept_blocks, state.config.max_kept_blocks).map(|counted| Kept {
+                key: version.identity.block(block),
+                at,
+                bytes: bytes.slice(..bytes.len().min(room as usize)),
+                _counted: counted,
+            });
     }
 
     /// Forgets what is cached of `location`: its metadata and the blocks of

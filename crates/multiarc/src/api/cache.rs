@@ -522,11 +522,10 @@ impl<K: Key> Cache<K> {
     ///   its second: it stays in MRU, and only a later hit promotes it to
     ///   MFU. So data read once, sequentially, after being read ahead does
     ///   not fill MFU and push out what is read again. In the lazy hit mode
-    ///   the hit path is unchanged (one atomic): eviction, reaching a marked
-    ///   block at the MRU tail, counts its first hit as that use and a
-    ///   second as a second use (then it goes to MFU), so a reader that
-    ///   goes through one block in several reads must look it up once. A
-    ///   caller waiting for the load when it completes is that first use.
+    ///   the hit path is unchanged (one atomic): the hits a marked block
+    ///   has had by the time eviction reaches it at the MRU tail count as
+    ///   that one use. A caller waiting for the load when it completes is
+    ///   that use.
     /// - A block read ahead and evicted before any use is counted
     ///   (`read_ahead_evicted_unused`), and a later demand miss on it is a
     ///   ghost hit that adapts the split but enters MRU, not MFU.

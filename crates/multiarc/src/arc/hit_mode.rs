@@ -436,32 +436,22 @@ impl Lazy {
     }
 
     /// The evictor at the MRU tail found `h` marked read ahead (ARC, CAR
-    /// and S3ARC alike). Its first hit since it was inserted was its first
-    /// demand use, and a second hit a second use, as in eager mode (where
-    /// the first hit clears the mark and the next promotes). So with one
-    /// hit it is requeued at the MRU head, unmarked, where a later hit
-    /// promotes it as any MRU buffer's; with two or more it goes to MFU now
-    /// (read ahead, then read by two queries before eviction reached it:
-    /// read again, not once). A reader that goes through one block in
-    /// several reads must look it up once per use, or one use counts as
-    /// several (the bucket mount keeps the block its last read ended in).
-    /// The hits are folded into the statistics and the mark cleared either
-    /// way. With no hit, `None`: the buffer is unused, and the caller's
-    /// rules evict it (it is at the tail; its ghost keeps the mark).
+    /// and S3ARC alike). The hits it has had since it was inserted are one
+    /// demand use, its first (a lazy hit only counts; it cannot tell the
+    /// first from the second): they are folded into the statistics, the
+    /// mark and the count cleared, and the buffer requeued at the MRU
+    /// head, where a later hit promotes it as any MRU buffer's. With no
+    /// hit, `None`: the buffer is unused, and the caller's rules evict it
+    /// (it is at the tail; its ghost keeps the mark).
     fn read_ahead_at_tail<K>(core: &Core<K, Self>, h: &Header<K>) -> Option<Tail> {
         if meta::hits(h.word()) == 0 {
             return None;
         }
         let prev = h.meta.fetch_and(!HITS_MASK, Ordering::AcqRel);
-        let hits = meta::hits(prev);
-        Self::count_hits(core, State::Mru, hits);
+        Self::count_hits(core, State::Mru, meta::hits(prev));
         core.events.count(Event::ReadAheadHit);
         h.set_read_ahead(false);
-        Some(if hits >= 2 {
-            Tail::Promote
-        } else {
-            Tail::Requeue
-        })
+        Some(Tail::Requeue)
     }
 
     /// Adds `n` hits counted while in `state` to the statistics.

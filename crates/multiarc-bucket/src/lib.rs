@@ -75,10 +75,12 @@
 //! consumes one is its first use, so a file read once from end to end
 //! leaves memory first, before the blocks prefetched and not read yet and
 //! before what is read again. For that, a handle's several reads of one
-//! block are one use of it: each handle keeps the rest of the block its
-//! last read ended in ([`multiarc_object_store::LastBlock`]; a read that
-//! goes to the store fetches to the end of its last block), and a read
-//! that starts there is served from it without a second lookup.
+//! block, in order, look it up once: each handle keeps the rest of the
+//! block its last read ended in ([`multiarc_object_store::LastBlock`]; a
+//! read that goes to the store fetches to the end of its last block), and
+//! a read that starts there is served from it without a second lookup
+//! (the kernel's reads of one handle may also arrive at once or out of
+//! order; those may look a block up again).
 //!
 //! # Writes
 //!

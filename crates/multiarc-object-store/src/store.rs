@@ -53,16 +53,17 @@ pub struct CachedVersion {
 /// ended), for [`CachedStore::read_in_memory`]: one per reader (a file
 /// handle, say), empty at first.
 ///
-/// A reader that goes through a block in several reads (a file read 128
-/// KiB at a time over blocks of 256 KiB, or reads that straddle blocks)
-/// then looks each block up once, so the cache counts one use of it, not
-/// one per read: a block read once, sequentially, is not taken for one
-/// read twice and promoted to the frequency list. The bytes kept are a
-/// hold on the cached block (it stays in memory until the reader's next
-/// read, or until this is dropped) or, from [`CachedStore::keep_last`], a
-/// copy. The blocks a store's readers keep at once are bounded (an eighth
-/// of its memory's blocks): past that, a read keeps nothing, and the next
-/// one looks its block up again.
+/// A reader that goes through a block in several reads in order (a file
+/// read 128 KiB at a time over blocks of 256 KiB, or reads that straddle
+/// blocks) then looks each block up once, so the cache counts one use of
+/// it, not one per read: a block read once, sequentially, is not taken for
+/// one read twice and promoted to the frequency list. (Reads of one reader
+/// at once, or out of order, may still look a block up again.) The bytes
+/// kept are a hold on the cached block (it stays in memory until the
+/// reader's next read, or until this is dropped) or, from
+/// [`CachedStore::keep_last`], a copy. The blocks a store's readers keep
+/// at once are bounded (an eighth of its memory's blocks): past that, a
+/// read keeps nothing, and the next one looks its block up again.
 #[derive(Default)]
 pub struct LastBlock(Option<Kept>);
 

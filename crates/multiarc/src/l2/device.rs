@@ -41,6 +41,15 @@ impl AlignedBuf {
         AlignedBuf { vec, start, len }
     }
 
+    /// No bytes, and no allocation.
+    pub(super) fn empty() -> AlignedBuf {
+        AlignedBuf {
+            vec: Vec::new(),
+            start: 0,
+            len: 0,
+        }
+    }
+
     pub(super) fn bytes(&self) -> &[u8] {
         &self.vec[self.start..self.start + self.len]
     }

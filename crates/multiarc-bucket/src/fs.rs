@@ -858,14 +858,15 @@ impl<S: ObjectStore> BucketFs<S> {
             let read = self
                 .store
                 .read_in_memory(version, offset..end, keep.then_some(&mut last));
-            let mut reading = lock(reading);
-            if let Some(bytes) = read {
-                if keep {
-                    reading.last = last;
+            match read {
+                Some(bytes) => {
+                    if keep {
+                        lock(reading).last = last;
+                    }
+                    return Ok(bytes);
                 }
-                return Ok(bytes);
+                None => lock(reading).sequential.missed(),
             }
-            reading.sequential.missed();
         }
         // Through the store, to the end of the block the read ends in (a
         // block is fetched whole anyway), the rest kept for the next read.

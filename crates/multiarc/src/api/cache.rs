@@ -522,10 +522,12 @@ impl<K: Key> Cache<K> {
     ///   its second: it stays in MRU, and only a later hit promotes it to
     ///   MFU. So data read once, sequentially, after being read ahead does
     ///   not fill MFU and push out what is read again. In the lazy hit mode
-    ///   the hit path is unchanged (one atomic): the hits a marked block
-    ///   has had by the time eviction reaches it at the MRU tail count as
-    ///   that one use. A caller waiting for the load when it completes is
-    ///   that use.
+    ///   the hit path is unchanged (one atomic): eviction, reaching a marked
+    ///   block at the MRU tail, counts its first hit as that use and a
+    ///   second as a second use (then it goes to MFU), so a reader that
+    ///   goes through one block in several reads must count one use: the
+    ///   rest of the way with [`Cache::get_in_memory_same_use`]. A caller
+    ///   waiting for the load when it completes is that first use.
     /// - A block read ahead and evicted before any use is counted
     ///   (`read_ahead_evicted_unused`), and a later demand miss on it is a
     ///   ghost hit that adapts the split but enters MRU, not MFU.
@@ -575,6 +577,37 @@ impl<K: Key> Cache<K> {
     /// `bytes::Bytes`, say). Never does I/O; counts as `get_in_memory`.
     pub fn get_in_memory_owned(&self, key: &K) -> Option<OwnedHandle<K>> {
         self.get_in_memory(key).map(|handle| self.own(handle))
+    }
+
+    /// [`Cache::get_in_memory_owned`] for a read that is part of a use of
+    /// the block already counted: a reader that goes through one block in
+    /// several reads (a file's 128 KiB reads of a 256 KiB block, say) looks
+    /// it up once as a use and the rest of the way with this. It takes a
+    /// hold and counts no access: the buffer is neither promoted (from MRU
+    /// to MFU) nor kept from eviction by it. Counted as `same_use_hits`
+    /// (not in `hits`); a miss counts as `get_in_memory`'s.
+    ///
+    /// Why it matters: ARC tells data read once from data read again by
+    /// counting accesses, so one use counted twice looks like reuse. A scan
+    /// whose blocks are each read in two pieces would then fill MFU and push
+    /// out what is read again.
+    pub fn get_in_memory_same_use(&self, key: &K) -> Option<OwnedHandle<K>> {
+        fn get<'a, K: Key, M: HitModeImpl>(core: &'a Core<K, M>, key: &K) -> Option<Handle<'a, K>> {
+            match M::lookup_same_use(core, core.hash(key), key) {
+                Some((e, len)) => {
+                    core.events.count(Event::SameUseHit);
+                    // SAFETY: `lookup_same_use` returns the entry with a
+                    // hold for us, and the length of its data.
+                    Some(unsafe { Handle::with_len(core, e, len) })
+                }
+                None => {
+                    core.events.count(Event::Miss);
+                    None
+                }
+            }
+        }
+        let handle = dispatch!(&self.shared, core => get(core, key))?;
+        Some(self.own(handle))
     }
 
     /// `handle`'s hold (taken on this cache), as an [`OwnedHandle`].

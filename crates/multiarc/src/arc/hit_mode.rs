@@ -71,6 +71,16 @@ pub(crate) trait HitModeImpl: Sized + Send + Sync + 'static {
     /// nothing).
     fn lookup<K: Key>(core: &Core<K, Self>, hash: u64, key: &K) -> Option<(EntryPtr<K>, usize)>;
 
+    /// A lookup for a read that is part of a use already counted (a reader
+    /// going through one block in several reads): the live entry of `key`
+    /// with a hold taken, and no access counted, so the buffer is neither
+    /// promoted nor kept by it; `None` on a miss (counts nothing).
+    fn lookup_same_use<K: Key>(
+        core: &Core<K, Self>,
+        hash: u64,
+        key: &K,
+    ) -> Option<(EntryPtr<K>, usize)>;
+
     /// Takes a hold on live `e` and counts the hit.
     ///
     /// # Safety
@@ -228,6 +238,31 @@ impl HitModeImpl for Eager {
                 return None;
             }
             Self::hold_locked(core, e);
+        }
+        Some((e, len))
+    }
+
+    /// Eager: the hold alone (the buffer leaves its list at its first hold,
+    /// as any hold's), no change of state or read-ahead mark.
+    fn lookup_same_use<K: Key>(
+        core: &Core<K, Self>,
+        hash: u64,
+        key: &K,
+    ) -> Option<(EntryPtr<K>, usize)> {
+        let stripe = core.table.write(hash);
+        let (e, len) = stripe.find_with_len(hash, key)?;
+        // SAFETY: in the table, and we hold its stripe lock (exclusive).
+        let h = unsafe { e.header() };
+        if !h.state().is_live() {
+            return None;
+        }
+        let prev = h.meta.fetch_add(HOLD, Ordering::Acquire);
+        if meta::holds(prev) >= HOLD_LIMIT {
+            too_many_holds();
+        }
+        if meta::holds(prev) == 0 {
+            // 0 -> 1: the buffer leaves its list (see the module comment).
+            core.list(meta::state(prev)).remove(h);
         }
         Some((e, len))
     }
@@ -436,22 +471,32 @@ impl Lazy {
     }
 
     /// The evictor at the MRU tail found `h` marked read ahead (ARC, CAR
-    /// and S3ARC alike). The hits it has had since it was inserted are one
-    /// demand use, its first (a lazy hit only counts; it cannot tell the
-    /// first from the second): they are folded into the statistics, the
-    /// mark and the count cleared, and the buffer requeued at the MRU
-    /// head, where a later hit promotes it as any MRU buffer's. With no
-    /// hit, `None`: the buffer is unused, and the caller's rules evict it
-    /// (it is at the tail; its ghost keeps the mark).
+    /// and S3ARC alike). Its first hit since it was inserted was its first
+    /// demand use, and a second hit a second use, as in eager mode (where
+    /// the first hit clears the mark and the next promotes). So with one
+    /// hit it is requeued at the MRU head, unmarked, where a later hit
+    /// promotes it as any MRU buffer's; with two or more it goes to MFU now
+    /// (read ahead, then read by two queries before eviction reached it:
+    /// read again, not once). A reader that goes through one block in
+    /// several reads must look it up once per use, or one use counts as
+    /// several (the bucket mount keeps the block its last read ended in).
+    /// The hits are folded into the statistics and the mark cleared either
+    /// way. With no hit, `None`: the buffer is unused, and the caller's
+    /// rules evict it (it is at the tail; its ghost keeps the mark).
     fn read_ahead_at_tail<K>(core: &Core<K, Self>, h: &Header<K>) -> Option<Tail> {
         if meta::hits(h.word()) == 0 {
             return None;
         }
         let prev = h.meta.fetch_and(!HITS_MASK, Ordering::AcqRel);
-        Self::count_hits(core, State::Mru, meta::hits(prev));
+        let hits = meta::hits(prev);
+        Self::count_hits(core, State::Mru, hits);
         core.events.count(Event::ReadAheadHit);
         h.set_read_ahead(false);
-        Some(Tail::Requeue)
+        Some(if hits >= 2 {
+            Tail::Promote
+        } else {
+            Tail::Requeue
+        })
     }
 
     /// Adds `n` hits counted while in `state` to the statistics.
@@ -644,6 +689,27 @@ impl HitModeImpl for Lazy {
             }
         }
         Self::lookup_locked(core, hash, key)
+    }
+
+    /// Lazy: a lookup, then its hit taken back (a second atomic, only on
+    /// this path). Taken back from a live entry's count only: an `Anon`
+    /// entry's hits count probes (module comment), and a count the evictor
+    /// folded meanwhile has already gone to the statistics (the hit then
+    /// counted: rare, and only ever one).
+    fn lookup_same_use<K: Key>(
+        core: &Core<K, Self>,
+        hash: u64,
+        key: &K,
+    ) -> Option<(EntryPtr<K>, usize)> {
+        let (e, len) = Self::lookup(core, hash, key)?;
+        // SAFETY: the lookup's hold keeps it alive.
+        let h = unsafe { e.header() };
+        let _ = h
+            .meta
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
+                (meta::state(w).is_live() && meta::hits(w) != 0).then_some(w - HIT)
+            });
+        Some((e, len))
     }
 
     unsafe fn hold_locked<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>) {

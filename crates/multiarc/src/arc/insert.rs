@@ -665,9 +665,9 @@ mod tests {
             .map(|e| unsafe { e.header() }.read_ahead())
     }
 
-    /// Lazy mode: the hits a buffer read ahead has had when the evictor
-    /// reaches it are its first use: requeued in MRU, unmarked; a hit
-    /// after that promotes it as any MRU buffer's.
+    /// Lazy mode: one hit on a buffer read ahead, by the time the evictor
+    /// reaches it, is its first use: requeued in MRU, unmarked; a hit after
+    /// that promotes it as any MRU buffer's.
     #[test]
     fn lazy_the_first_use_of_a_buffer_read_ahead_keeps_it_in_mru() {
         let core = half_mfu::<Lazy>();
@@ -677,7 +677,7 @@ mod tests {
             (Some(State::Mru), Some(true))
         );
         assert_eq!(count(&core, Event::ReadAheadInsert), 1);
-        assert!(hit(&core, 1) && hit(&core, 1), "two reads of it");
+        assert!(hit(&core, 1), "one read of it");
         insert(&core, 2, B);
         // Full: the walk meets 1 at the MRU tail, hit since it was read
         // ahead: requeued at the MRU head; 2 goes instead.
@@ -698,6 +698,74 @@ mod tests {
             "lazy: a use after the first promotes it"
         );
         assert_eq!(state_of(&core, 3), Some(State::MruGhost));
+    }
+
+    /// Lazy mode: two hits on a buffer read ahead before the evictor came
+    /// are two uses (eager mode's rule): promoted when it reaches the tail.
+    #[test]
+    fn lazy_a_buffer_read_ahead_and_used_twice_before_the_evictor_came_is_promoted() {
+        let core = half_mfu::<Lazy>();
+        insert_ahead(&core, 1, B);
+        assert!(hit(&core, 1) && hit(&core, 1), "two reads of it");
+        insert(&core, 2, B);
+        insert(&core, 3, B);
+        assert_eq!(
+            (state_of(&core, 1), marked(&core, 1)),
+            (Some(State::Mfu), Some(false)),
+            "lazy: its first use and a second promote it"
+        );
+        assert_eq!(count(&core, Event::ReadAheadHit), 1);
+        assert_eq!(state_of(&core, 2), Some(State::MruGhost));
+    }
+
+    /// A same-use hit of `key` (`lookup_same_use`), released at once.
+    fn same_use_hit<M: HitModeImpl>(core: &Core<u64, M>, key: u64) -> bool {
+        match M::lookup_same_use(core, core.hash(&key), &key) {
+            Some((e, _)) => {
+                release(core, e);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Reads that are part of a use already counted count no access, in
+    /// either mode: a buffer read ahead, used once and then read again that
+    /// way, is not promoted (lazy: requeued in MRU, its one use; eager: it
+    /// stayed in MRU and, least recent there, is evicted); a buffer
+    /// inserted on demand (its first use) and read again that way stays in
+    /// MRU, and is evicted as read once.
+    fn same_use_reads_count_no_access<M: HitModeImpl>() {
+        let mode = M::MODE;
+        let core = half_mfu::<M>();
+        insert_ahead(&core, 1, B);
+        assert!(hit(&core, 1), "{mode:?}: its use");
+        assert!(same_use_hit(&core, 1) && same_use_hit(&core, 1));
+        insert(&core, 2, B);
+        assert!(same_use_hit(&core, 2), "{mode:?}: part of its insert's use");
+        assert_eq!(state_of(&core, 2), Some(State::Mru), "{mode:?}");
+        insert(&core, 3, B);
+        assert_ne!(state_of(&core, 1), Some(State::Mfu), "{mode:?}: one use");
+        assert_eq!(marked(&core, 1), Some(false), "{mode:?}: used");
+        assert_eq!(count(&core, Event::ReadAheadHit), 1, "{mode:?}");
+        insert(&core, 4, B);
+        assert_eq!(state_of(&core, 2), Some(State::MruGhost), "{mode:?}");
+        assert!(!same_use_hit(&core, 2), "{mode:?}: a ghost is a miss");
+        assert_eq!(
+            (state_of(&core, 100), state_of(&core, 101)),
+            (Some(State::Mfu), Some(State::Mfu)),
+            "{mode:?}: what was read twice stays"
+        );
+    }
+
+    #[test]
+    fn lazy_same_use_reads_count_no_access() {
+        same_use_reads_count_no_access::<Lazy>();
+    }
+
+    #[test]
+    fn eager_same_use_reads_count_no_access() {
+        same_use_reads_count_no_access::<Eager>();
     }
 
     /// Eager mode (OpenZFS's own rule): the first hit on a buffer read

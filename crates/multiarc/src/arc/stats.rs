@@ -233,6 +233,9 @@ statistics! {
     /// Buffers read ahead that were evicted before any demand read used
     /// them: fetched for nothing (or too early).
     read_ahead_evicted_unused: event(ReadAheadEvictedUnused),
+    /// Memory hits that were part of a use already counted
+    /// (`Cache::get_in_memory_same_use`): not in `hits`, no access.
+    same_use_hits: event(SameUseHit),
 }
 
 /// Per-thread striped event counters.
@@ -336,6 +339,7 @@ mod tests {
                 "read_ahead_inserts",
                 "read_ahead_hits",
                 "read_ahead_evicted_unused",
+                "same_use_hits",
             ]
         );
     }
@@ -388,6 +392,6 @@ mod tests {
         assert!(pairs.contains(&("load_waits", 3)));
         assert!(pairs.contains(&("c", 5)));
         assert!(pairs.contains(&("l2_rebuild_ms", 29)));
-        assert_eq!(EVENTS, 25);
+        assert_eq!(EVENTS, 26);
     }
 }

@@ -7,7 +7,7 @@ use crate::prefetch::{chunks, Sequential};
 use crate::upload::Upload;
 use crate::{BucketConfig, Kind};
 use bytes::Bytes;
-use multiarc_object_store::{CachedStore, CachedVersion, LastBlock};
+use multiarc_object_store::{CachedStore, CachedVersion, LastBlock, UsedBlocks};
 use object_store::path::Path;
 use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore, ObjectStoreExt};
 use std::collections::HashMap;
@@ -85,6 +85,10 @@ enum Handle {
         /// `meta`'s version, as the cached store names its blocks.
         version: CachedVersion,
         reading: Box<Mutex<Reading>>,
+        /// The blocks this handle's reads used lately: the kernel's reads
+        /// that go through one block (two or more 128 KiB reads of a 256
+        /// KiB block, at once and out of order) count one use of it.
+        used: Box<UsedBlocks>,
         /// The inode, if this handle reads through the kernel's page cache
         /// (counted in its `page_readers` until released).
         page_cached: Option<u64>,
@@ -702,6 +706,7 @@ impl<S: ObjectStore> BucketFs<S> {
             version: self.store.version(&meta),
             meta,
             reading: Box::default(),
+            used: Box::new(UsedBlocks::with_window(self.config.same_use_window)),
             page_cached,
         });
         Ok(Opened {
@@ -810,6 +815,7 @@ impl<S: ObjectStore> BucketFs<S> {
             meta,
             version,
             reading,
+            used,
             ..
         } = &*handle
         else {
@@ -849,15 +855,20 @@ impl<S: ObjectStore> BucketFs<S> {
         // of the handle for the read, so that reads of one handle at once
         // do not wait for each other): the kernel's reads of 128 KiB go
         // through a block of 256 KiB in two or more reads, which are one
-        // use of it, and the cache must count one (see `LastBlock`).
+        // use of it, and the cache must count one (`LastBlock` serves reads
+        // in order from the kept block; `UsedBlocks` makes those at once or
+        // out of order count no further use).
         let mut last = LastBlock::default();
         if !checked {
             if keep {
                 last = std::mem::take(&mut lock(reading).last);
             }
-            let read = self
-                .store
-                .read_in_memory(version, offset..end, keep.then_some(&mut last));
+            let read = self.store.read_in_memory(
+                version,
+                offset..end,
+                keep.then_some(&mut last),
+                Some(used),
+            );
             match read {
                 Some(bytes) => {
                     if keep {
@@ -914,6 +925,8 @@ impl<S: ObjectStore> BucketFs<S> {
             );
             return Err(Errno::EIO);
         }
+        // The store's read counted this use of the blocks it covers.
+        self.store.note_use(offset..end, used);
         if fetch_end > end {
             let rest = bytes.slice((end - offset) as usize..);
             self.store.keep_last(version, end, rest, &mut last);

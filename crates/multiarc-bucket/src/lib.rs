@@ -74,13 +74,17 @@
 //! ([`multiarc_object_store::CachedStore::load_ahead`]): the read that
 //! consumes one is its first use, so a file read once from end to end
 //! leaves memory first, before the blocks prefetched and not read yet and
-//! before what is read again. For that, a handle's several reads of one
-//! block, in order, look it up once: each handle keeps the rest of the
-//! block its last read ended in ([`multiarc_object_store::LastBlock`]; a
-//! read that goes to the store fetches to the end of its last block), and
-//! a read that starts there is served from it without a second lookup
-//! (the kernel's reads of one handle may also arrive at once or out of
-//! order; those may look a block up again).
+//! before what is read again. A block used by two handles (two queries of
+//! one file) is read again, and goes to the cache's frequency list, also
+//! when it was read ahead. For that, a handle's several reads of one block
+//! count one use: each handle keeps the rest of the block its last read
+//! ended in ([`multiarc_object_store::LastBlock`]; a read that goes to the
+//! store fetches to the end of its last block), and a read that starts
+//! there is served from it without a second lookup; the kernel's reads of
+//! one handle that arrive at once or out of order, within
+//! [`BucketConfig::same_use_window`] of the one that counted the block's
+//! use, look it up without counting an access
+//! ([`multiarc_object_store::UsedBlocks`]).
 //!
 //! # Writes
 //!
@@ -170,6 +174,13 @@ pub struct BucketConfig {
     /// The size of each ranged GET of a prefetch (the window's chunks are
     /// fetched at once). Default 8 MiB (s3fs fetches ~10 MB parts).
     pub prefetch_chunk: u64,
+    /// A handle's reads of one block within this long of the read that
+    /// counted a use of it are part of that use: they count no access in
+    /// the cache (see [`multiarc_object_store::UsedBlocks`]). So the
+    /// kernel's reads that go through a block in pieces, at once and out
+    /// of order, do not make data read once look read again. Default 62 ms
+    /// (OpenZFS's `ARC_MINTIME`).
+    pub same_use_window: Duration,
     /// How long a write that replaces a file (or creates one of its name)
     /// waits for the handles of this mount that read it through the
     /// kernel's page cache to be closed, before it fails with `EBUSY`
@@ -198,6 +209,7 @@ impl Default for BucketConfig {
             parts_in_flight: 4,
             prefetch_bytes: 32 << 20,
             prefetch_chunk: 8 << 20,
+            same_use_window: Duration::from_millis(multiarc_object_store::SAME_USE_WINDOW_MS),
             overwrite_wait: Duration::from_secs(5),
             runtime_threads: 2,
             uid: 0,

@@ -213,6 +213,7 @@ mod read;
 mod readahead;
 mod stats;
 mod store;
+mod uses;
 
 pub use config::{
     BuildError, Builder, DEFAULT_BLOCK_SIZE, DEFAULT_MAX_FETCH, DEFAULT_MAX_METADATA_ENTRIES,
@@ -221,6 +222,7 @@ pub use config::{
 pub use key::ObjectBlockKey;
 pub use stats::CachedStoreStats;
 pub use store::{CachedStore, CachedVersion, LastBlock};
+pub use uses::{UsedBlocks, SAME_USE_WINDOW_MS};
 
 /// Locks `mutex`, also after a thread panicked holding it: every state
 /// behind these locks stays consistent between statements.

@@ -8,6 +8,7 @@ use crate::metadata::{MetadataCache, ObjectHead};
 use crate::read;
 use crate::readahead::Readahead;
 use crate::stats::{CachedStoreStats, Counters};
+use crate::uses::UsedBlocks;
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::future::{BoxFuture, FutureExt, Shared};
@@ -272,11 +273,20 @@ impl<S: ObjectStore> CachedStore<S> {
     /// from it, with no lookup; the block this read ends in, if it ends
     /// inside it, is kept there in turn (a hold on it, until the reader's
     /// next read). Random readers need not keep anything.
+    ///
+    /// `used`, if given, is the reader's own too (see [`UsedBlocks`]): a
+    /// block it used within the last [`SAME_USE_WINDOW_MS`] is looked up
+    /// without counting an access (the read is part of that use), so a
+    /// block read in several pieces, at once or out of order, counts one
+    /// use. Without it every lookup counts.
+    ///
+    /// [`SAME_USE_WINDOW_MS`]: crate::SAME_USE_WINDOW_MS
     pub fn read_in_memory(
         &self,
         version: &CachedVersion,
         range: Range<u64>,
         mut last: Option<&mut LastBlock>,
+        used: Option<&UsedBlocks>,
     ) -> Option<Bytes> {
         let state = &self.state;
         let block_size = state.config.block_size;
@@ -301,7 +311,12 @@ impl<S: ObjectStore> CachedStore<S> {
             if let Some(k) = kept.take() {
                 return Some((k.at, k.bytes));
             }
-            let held = cache.get_in_memory_owned(&version.identity.block(block))?;
+            let key = version.identity.block(block);
+            let held = if used.is_none_or(|used| used.starts_use(block)) {
+                cache.get_in_memory_owned(&key)?
+            } else {
+                cache.get_in_memory_same_use(&key)?
+            };
             if held.len() as u64 != read::block_len(version.size, block_size, block) {
                 return None;
             }
@@ -344,6 +359,19 @@ impl<S: ObjectStore> CachedStore<S> {
             version.size.div_ceil(block_size),
         );
         Some(bytes)
+    }
+
+    /// Records in `used` (the reader's, see [`UsedBlocks`]) that the
+    /// reader used the blocks `range` covers now, having read them some
+    /// other way (through [`ObjectStore::get_opts`], which counted that
+    /// use): its next reads of them within the window count none.
+    pub fn note_use(&self, range: Range<u64>, used: &UsedBlocks) {
+        let block_size = self.state.config.block_size;
+        if range.start < range.end {
+            for block in range.start / block_size..=(range.end - 1) / block_size {
+                used.starts_use(block);
+            }
+        }
     }
 
     /// Keeps `bytes`, the bytes of `version` from `at` to the end of the

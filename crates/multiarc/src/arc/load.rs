@@ -12,7 +12,7 @@ use super::insert::insert_entry_as;
 use super::key::Key;
 use super::policy::GhostHit;
 use super::stats::Event;
-use super::tier::TierRead;
+use super::tier::{LoadedBytes, TierRead};
 use crate::mem::sync::Ordering;
 use crate::mem::EntryPtr;
 use std::sync::Arc;
@@ -82,7 +82,7 @@ where
             None => match loader.take() {
                 Some(loader) => {
                     core.events.count(Event::Load);
-                    (loader(), None)
+                    (loader().map(LoadedBytes::from), None)
                 }
                 None => {
                     // Not in the tier after all (a `get`): let any waiter
@@ -131,7 +131,7 @@ pub(super) fn finish_load<K: Key, M: HitModeImpl, V: Evictor, E: Send + Sync + '
     hash: u64,
     pending: &Arc<Pending<K>>,
     mut guard: AbandonOnDrop<'_, K, M>,
-    load: Result<Vec<u8>, E>,
+    load: Result<LoadedBytes, E>,
     l2_origin: Option<GhostHit>,
     read_ahead: bool,
 ) -> Result<EntryPtr<K>, Arc<E>> {

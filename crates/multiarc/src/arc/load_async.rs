@@ -21,7 +21,7 @@ use super::io_pool::IoPool;
 use super::key::Key;
 use super::load::{finish_load, l2_origin, AbandonOnDrop};
 use super::stats::Event;
-use super::tier::{Presence, TierRead};
+use super::tier::{LoadedBytes, Presence, TierRead};
 use crate::mem::sync::Ordering;
 use crate::mem::EntryPtr;
 use std::future::Future;
@@ -138,7 +138,7 @@ where
         }
         None => {
             core.events.count(Event::Load);
-            (loader().await, None)
+            (loader().await.map(LoadedBytes::from), None)
         }
     };
     finish_load::<K, M, V, E>(core, key, hash, pending, guard, load, l2_origin, read_ahead)

@@ -122,4 +122,6 @@ pub(crate) use io_pool::IoPool;
 pub(crate) use load::get_or_load;
 pub(crate) use load_async::{get_or_load_async, load_ahead_async};
 pub(crate) use stats::{Event, Supplied};
-pub(crate) use tier::{ArcTails, EvictedCopy, Presence, SecondTier, TierFigures, TierRead};
+pub(crate) use tier::{
+    ArcTails, EvictedCopy, LoadedBytes, Presence, SecondTier, TierFigures, TierRead,
+};

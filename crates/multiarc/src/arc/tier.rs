@@ -32,9 +32,51 @@ pub(crate) enum Presence {
     Cached,
 }
 
+/// The bytes a load inserts: a loader's `Vec`, or a window of the buffer a
+/// tier read its device into (aligned for `O_DIRECT`), handed over as it
+/// is: the insert copies them into the entry, the one copy of a read-back.
+pub(crate) struct LoadedBytes {
+    buf: Vec<u8>,
+    window: std::ops::Range<usize>,
+}
+
+impl LoadedBytes {
+    /// Bytes `window` of `buf`.
+    pub(crate) fn window(buf: Vec<u8>, window: std::ops::Range<usize>) -> LoadedBytes {
+        assert!(window.start <= window.end && window.end <= buf.len());
+        LoadedBytes { buf, window }
+    }
+}
+
+impl From<Vec<u8>> for LoadedBytes {
+    fn from(buf: Vec<u8>) -> LoadedBytes {
+        let window = 0..buf.len();
+        LoadedBytes { buf, window }
+    }
+}
+
+impl std::ops::Deref for LoadedBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.buf[self.window.clone()]
+    }
+}
+
+impl std::fmt::Debug for LoadedBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LoadedBytes({} bytes)", self.window.len())
+    }
+}
+
+impl PartialEq<Vec<u8>> for LoadedBytes {
+    fn eq(&self, other: &Vec<u8>) -> bool {
+        **self == other[..]
+    }
+}
+
 /// A buffer read back from the tier.
 pub(crate) struct TierRead {
-    pub(crate) data: Vec<u8>,
+    pub(crate) data: LoadedBytes,
     /// It was fed from the MFU list (for the ARC's ghost adaptation when
     /// its ghost is gone).
     pub(crate) mfu: bool,

@@ -54,6 +54,13 @@ impl AlignedBuf {
         &self.vec[self.start..self.start + self.len]
     }
 
+    /// The allocation and the window of it that holds its first `len`
+    /// bytes (no copy).
+    pub(super) fn into_window(self, len: usize) -> (Vec<u8>, std::ops::Range<usize>) {
+        assert!(len <= self.len);
+        (self.vec, self.start..self.start + len)
+    }
+
     pub(super) fn bytes_mut(&mut self) -> &mut [u8] {
         &mut self.vec[self.start..self.start + self.len]
     }

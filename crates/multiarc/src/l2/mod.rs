@@ -58,7 +58,7 @@ pub(crate) use batch::Added;
 pub(crate) use config::L2Config;
 pub(crate) use feed::{feed_once, FeedThread};
 
-use crate::arc::{Key, Presence, TierFigures, TierRead};
+use crate::arc::{Key, LoadedBytes, Presence, TierFigures, TierRead};
 use crate::lock::Mutex;
 use config::{DeviceConfig, FeedConfig};
 use device::{padded, refused, units, with_path, AlignedBuf, Device, UNIT};
@@ -311,8 +311,9 @@ impl<K: Key> Tier<K> {
         }
         c.hits.fetch_add(1, Ordering::Relaxed);
         self.index.reference(key, &rec);
+        let (buf, window) = b.into_window(len);
         Some(TierRead {
-            data: b.bytes()[..len].to_vec(),
+            data: LoadedBytes::window(buf, window),
             mfu: rec.mfu(),
             as_new: self.device_config.readback_as_new,
         })

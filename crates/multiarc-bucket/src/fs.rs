@@ -850,7 +850,7 @@ impl<S: ObjectStore> BucketFs<S> {
         // read covers: no metadata check (the handle reads the version it
         // opened, whatever the store holds now: close-to-open), no request,
         // no hop through the runtime. With a metadata TTL of zero every
-        // read checks the version with the store instead, as documented.
+        // read checks the version with the store first, as documented.
         // The rest of the block the last read ended in is kept (taken out
         // of the handle for the read, so that reads of one handle at once
         // do not wait for each other): the kernel's reads of 128 KiB go
@@ -877,6 +877,22 @@ impl<S: ObjectStore> BucketFs<S> {
                     return Ok(bytes);
                 }
                 None => lock(reading).sequential.missed(),
+            }
+        } else if let Ok(true) = self
+            .runtime
+            .block_on(self.store.is_current(path, version))
+        {
+            // Checked with the store (a HEAD), and still the handle's
+            // version: its blocks in memory serve the read, counting one
+            // use per block as above (the kernel's reads of one block are
+            // not taken for reuse). Otherwise, or on an error, the read
+            // goes through the store below, which checks again and
+            // reports.
+            if let Some(bytes) = self
+                .store
+                .read_in_memory(version, offset..end, None, Some(used))
+            {
+                return Ok(bytes);
             }
         }
         // Through the store, to the end of the block the read ends in (a

@@ -466,6 +466,53 @@ fn with_a_metadata_ttl_of_zero_every_read_checks_the_version() {
     assert!(read_all(&fs, ino, 65536).unwrap() == v2);
 }
 
+/// With a metadata TTL of zero each read checks the version with the
+/// store, and the blocks memory holds then serve it counting one use per
+/// block and handle, as with a TTL: a block read in two pieces, second
+/// half first, is one use (two would promote it, read once, to MFU).
+#[test]
+fn with_a_metadata_ttl_of_zero_a_block_read_in_pieces_is_one_use() {
+    let server = start_server();
+    let data = pattern(1 << 20, 37);
+    put(&server, "pieces", data.clone());
+    let config = BucketConfig {
+        metadata_ttl: Duration::ZERO,
+        prefetch_bytes: 0,
+        same_use_window: Duration::from_secs(600),
+        ..BucketConfig::default()
+    };
+    // 64 KiB blocks.
+    let fs = mount_as_the_mount_does(&server, 64 << 20, config);
+    let ino = walk(&fs, "pieces").unwrap();
+    let halves: Vec<u64> = (0..4u64)
+        .flat_map(|b| [b * 65536 + 32768, b * 65536])
+        .collect();
+    // Cold: each block's second half misses and loads it; its first half
+    // is part of that use.
+    read_at(&fs, ino, &data, &halves, 32768);
+    let stats = fs.stats();
+    assert_eq!(stat(&fs, "misses"), 4, "{stats:?}");
+    assert_eq!(
+        (stat(&fs, "hits"), stat(&fs, "same_use_hits")),
+        (0, 4),
+        "{stats:?}"
+    );
+    // Warm, another handle: one use (one hit) a block.
+    let heads = stat(&fs, "metadata_requests");
+    read_at(&fs, ino, &data, &halves, 32768);
+    let stats = fs.stats();
+    assert_eq!(
+        (stat(&fs, "hits"), stat(&fs, "same_use_hits")),
+        (4, 8),
+        "{stats:?}"
+    );
+    assert!(
+        stat(&fs, "metadata_requests") >= heads + 8,
+        "a HEAD for every read: {stats:?}"
+    );
+    assert_eq!(stat(&fs, "block_requests"), 4, "{stats:?}");
+}
+
 #[test]
 fn an_unreachable_store_is_eio_and_a_missing_bucket_one_clear_line() {
     let server = start_server();

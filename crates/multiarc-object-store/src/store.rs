@@ -257,6 +257,16 @@ impl<S: ObjectStore> CachedStore<S> {
         }
     }
 
+    /// Whether `version` is still the version of `location` that the store
+    /// holds: as the metadata cache says within its TTL, else as a HEAD
+    /// says (with a TTL of zero, always a HEAD). For a caller that must
+    /// check the version at each read and then reads the blocks with
+    /// [`CachedStore::read_in_memory`]. The store's errors pass through.
+    pub async fn is_current(&self, location: &Path, version: &CachedVersion) -> Result<bool> {
+        let head = self.state.head(location).await?;
+        Ok(self.version(&head.meta) == *version)
+    }
+
     /// Bytes `range` of `version` (clipped to its size), if memory holds
     /// every block they cover, whole: read on the caller's thread, with no
     /// metadata check and no request (`None` otherwise, and nothing counted

@@ -30,10 +30,10 @@ const TIME_MASK: u64 = (1 << TIME_BITS) - 1;
 /// would fill the frequency list and push out what is read again. With
 /// this, the first read of a block counts its use, and the reader's reads
 /// of it within [`SAME_USE_WINDOW_MS`] after it count none
-/// ([`multiarc::Cache::get_in_memory_same_use`]). Unlike [`LastBlock`]
-/// (crate::LastBlock), it holds no block, and it works for reads that run
-/// at once or out of order (several threads serving one file's reads): a
-/// block's use is claimed by one compare-exchange. A reader that reads a
+/// ([`multiarc::Cache::get_in_memory_same_use`]). Unlike
+/// [`LastBlock`](crate::LastBlock), it holds no block, and it works for
+/// reads that run at once or out of order (several threads serving one
+/// file's reads): a block's use is claimed by one compare-exchange. A reader that reads a
 /// block again later (a database's hot page) counts a use again, once per
 /// window at most. Blocks that share a slot only make a read count again.
 pub struct UsedBlocks {

@@ -878,10 +878,7 @@ impl<S: ObjectStore> BucketFs<S> {
                 }
                 None => lock(reading).sequential.missed(),
             }
-        } else if let Ok(true) = self
-            .runtime
-            .block_on(self.store.is_current(path, version))
-        {
+        } else if let Ok(true) = self.runtime.block_on(self.store.is_current(path, version)) {
             // Checked with the store (a HEAD), and still the handle's
             // version: its blocks in memory serve the read, counting one
             // use per block as above (the kernel's reads of one block are

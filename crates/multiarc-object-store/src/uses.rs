@@ -33,9 +33,10 @@ const TIME_MASK: u64 = (1 << TIME_BITS) - 1;
 /// ([`multiarc::Cache::get_in_memory_same_use`]). Unlike
 /// [`LastBlock`](crate::LastBlock), it holds no block, and it works for
 /// reads that run at once or out of order (several threads serving one
-/// file's reads): a block's use is claimed by one compare-exchange. A reader that reads a
-/// block again later (a database's hot page) counts a use again, once per
-/// window at most. Blocks that share a slot only make a read count again.
+/// file's reads): a block's use is claimed by one compare-exchange. A
+/// reader that reads a block again later (a database's hot page) counts a
+/// use again, once per window at most. Blocks that share a slot only make
+/// a read count again.
 pub struct UsedBlocks {
     /// Per slot: the block index + 1 (0: empty) above [`TIME_BITS`], and
     /// the time of the counted use below.

@@ -228,18 +228,9 @@ impl HitModeImpl for Eager {
     }
 
     /// Eager hit: stripe lock exclusive (a first hold changes list
-    /// membership), then `hold_locked`.
+    /// membership), then the hold and the access.
     fn lookup<K: Key>(core: &Core<K, Self>, hash: u64, key: &K) -> Option<(EntryPtr<K>, usize)> {
-        let stripe = core.table.write(hash);
-        let (e, len) = stripe.find_with_len(hash, key)?;
-        // SAFETY: in the table, and we hold its stripe lock (exclusive).
-        unsafe {
-            if !e.header().state().is_live() {
-                return None;
-            }
-            Self::hold_locked(core, e);
-        }
-        Some((e, len))
+        Self::lookup_locked(core, hash, key, true)
     }
 
     /// Eager: the hold alone (the buffer leaves its list at its first hold,
@@ -249,53 +240,14 @@ impl HitModeImpl for Eager {
         hash: u64,
         key: &K,
     ) -> Option<(EntryPtr<K>, usize)> {
-        let stripe = core.table.write(hash);
-        let (e, len) = stripe.find_with_len(hash, key)?;
-        // SAFETY: in the table, and we hold its stripe lock (exclusive).
-        let h = unsafe { e.header() };
-        if !h.state().is_live() {
-            return None;
-        }
-        let prev = h.meta.fetch_add(HOLD, Ordering::Acquire);
-        if meta::holds(prev) >= HOLD_LIMIT {
-            too_many_holds();
-        }
-        if meta::holds(prev) == 0 {
-            // 0 -> 1: the buffer leaves its list (see the module comment).
-            core.list(meta::state(prev)).remove(h);
-        }
-        Some((e, len))
+        Self::lookup_locked(core, hash, key, false)
     }
 
     unsafe fn hold_locked<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>) {
         // SAFETY: in the table, under the stripe lock the caller holds.
         let h = unsafe { e.header() };
-        let prev = h.meta.fetch_add(HOLD, Ordering::Acquire);
-        if meta::holds(prev) >= HOLD_LIMIT {
-            too_many_holds();
-        }
-        let state = meta::state(prev);
-        let idx = core.sublist_of(h.hash);
-        if meta::holds(prev) == 0 {
-            // 0 -> 1: the buffer leaves its list (see the module comment).
-            core.list(state).remove(h);
-        }
-        if state == State::Mru && h.read_ahead() {
-            // The first use of a buffer read ahead (OpenZFS: a demand hit
-            // on a prefetched buffer clears the flag and stays in MRU; the
-            // last release links it back at the MRU head).
-            core.events.count(Event::MruHit);
-            core.events.count(Event::ReadAheadHit);
-            h.set_read_ahead(false);
-        } else if state == State::Mru {
-            core.events.count(Event::MruHit);
-            // Second access: MRU -> MFU (the paper's case I). The entry is
-            // held, so it is on no list: only the state and the bytes move.
-            h.set_state(State::Mfu);
-            core.move_bytes(idx, State::Mru, State::Mfu, h.bytes);
-        } else {
-            core.events.count(Event::MfuHit);
-        }
+        let state = Self::take_hold(core, h);
+        Self::count_access(core, h, state);
     }
 
     #[inline(never)]
@@ -405,6 +357,67 @@ impl HitModeImpl for Eager {
     }
 }
 
+impl Eager {
+    /// The live entry of `key` with a hold taken, under its stripe lock
+    /// (exclusive), and the access counted if `access` (else a hold alone:
+    /// `lookup_same_use`).
+    fn lookup_locked<K: Key>(
+        core: &Core<K, Self>,
+        hash: u64,
+        key: &K,
+        access: bool,
+    ) -> Option<(EntryPtr<K>, usize)> {
+        let stripe = core.table.write(hash);
+        let (e, len) = stripe.find_with_len(hash, key)?;
+        // SAFETY: in the table, and we hold its stripe lock (exclusive).
+        let h = unsafe { e.header() };
+        if !h.state().is_live() {
+            return None;
+        }
+        let state = Self::take_hold(core, h);
+        if access {
+            Self::count_access(core, h, state);
+        }
+        Some((e, len))
+    }
+
+    /// Takes a hold on live `h` (its stripe lock held exclusively): at its
+    /// first hold the buffer leaves its list (see the module comment).
+    /// Returns its state.
+    fn take_hold<K>(core: &Core<K, Self>, h: &Header<K>) -> State {
+        let prev = h.meta.fetch_add(HOLD, Ordering::Acquire);
+        if meta::holds(prev) >= HOLD_LIMIT {
+            too_many_holds();
+        }
+        let state = meta::state(prev);
+        if meta::holds(prev) == 0 {
+            core.list(state).remove(h);
+        }
+        state
+    }
+
+    /// An access to held `h`, found in `state`: the hit counted, and an MRU
+    /// buffer's second access promotes it (its first use, if read ahead).
+    fn count_access<K>(core: &Core<K, Self>, h: &Header<K>, state: State) {
+        if state == State::Mru && h.read_ahead() {
+            // The first use of a buffer read ahead (OpenZFS: a demand hit
+            // on a prefetched buffer clears the flag and stays in MRU; the
+            // last release links it back at the MRU head).
+            core.events.count(Event::MruHit);
+            core.events.count(Event::ReadAheadHit);
+            h.set_read_ahead(false);
+        } else if state == State::Mru {
+            core.events.count(Event::MruHit);
+            // Second access: MRU -> MFU (the paper's case I). The entry is
+            // held, so it is on no list: only the state and the bytes move.
+            h.set_state(State::Mfu);
+            core.move_bytes(core.sublist_of(h.hash), State::Mru, State::Mfu, h.bytes);
+        } else {
+            core.events.count(Event::MfuHit);
+        }
+    }
+}
+
 /// CAR's protocol (see the module comment and `mem/entry.rs` for the meta word).
 /// With `Policy::S3arc`, the same hits and releases; only what the evictor
 /// does with the hit count differs (`s3arc_at_tail`).
@@ -478,8 +491,8 @@ impl Lazy {
     /// promotes it as any MRU buffer's; with two or more it goes to MFU now
     /// (read ahead, then read by two queries before eviction reached it:
     /// read again, not once). A reader that goes through one block in
-    /// several reads must look it up once per use, or one use counts as
-    /// several (the bucket mount keeps the block its last read ended in).
+    /// several reads must count one access per use, or one use counts as
+    /// several: the rest of the way with `lookup_same_use`.
     /// The hits are folded into the statistics and the mark cleared either
     /// way. With no hit, `None`: the buffer is unused, and the caller's
     /// rules evict it (it is at the tail; its ghost keeps the mark).

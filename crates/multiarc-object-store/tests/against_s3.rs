@@ -503,6 +503,98 @@ async fn a_store_dropped_with_an_abandoned_head_releases_its_l2() {
     assert_eq!(again.head(&path).await.unwrap().size, 100);
 }
 
+/// A hot object read between repeated scans of an object four times the
+/// size of memory that fit in the L2 (issue 24's Parquet workload, in
+/// whole-object reads). Returns how many of the hot object's blocks memory
+/// holds after the last scan, and the store's figures.
+async fn hot_blocks_after_repeated_scans(
+    store: &CachedStore<Counted>,
+    hot: &Path,
+    scan: &Path,
+) -> (usize, multiarc_object_store::CachedStoreStats) {
+    let read = |path: &Path| {
+        let path = path.clone();
+        async move { store.get(&path).await.unwrap().bytes().await.unwrap() }
+    };
+    for _ in 0..4 {
+        read(hot).await;
+    }
+    for _ in 0..6 {
+        read(scan).await;
+        for _ in 0..4 {
+            read(hot).await;
+        }
+    }
+    read(scan).await;
+    let mut kept = 0;
+    for block in 0..16 {
+        kept += usize::from(store.cache().contains(&key_of(store, hot, block).await));
+    }
+    (kept, store.stats())
+}
+
+/// With an L2, a block read back that memory has forgotten comes back as a
+/// new block (`l2_readback_as_new`, on by default in `CachedStore`): scans
+/// that repeat and fit in the L2 are served from it and leave the hot set
+/// in memory. The cache's own default (a read-back is a ghost hit, as in
+/// OpenZFS) lets each scan's blocks into the frequency list and pushes the
+/// hot set out: checked too, so the test shows what the default changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_an_l2_repeated_scans_leave_the_hot_set_in_memory() {
+    let server = start_server().await;
+    let raw = s3_client(&server);
+    let dir = tempfile::tempdir().unwrap();
+    let (hot, scan) = (Path::from("tier/hot"), Path::from("tier/scan"));
+    put(&raw, &hot, &pattern(16 * BLOCK as usize, 50)).await;
+    put(&raw, &scan, &pattern(256 * BLOCK as usize, 51)).await;
+    // Memory of 64 blocks; eviction inline (no thread timing), and a feed
+    // that copies what eviction reaches.
+    let build = |name: &str, read_back_as_history: bool| {
+        let l2 = dir.path().join(name);
+        let counted = CountingStore::new(s3_client(&server), Duration::ZERO);
+        CachedStore::builder(counted)
+            .max_bytes(64 * BLOCK)
+            .block_size(BLOCK)
+            .readahead(0)
+            .l2(l2, 16 << 20)
+            .configure_cache(move |c| {
+                let c = c
+                    .inline_eviction(true)
+                    .sublists(1)
+                    .l2_write_max(128 << 10)
+                    .l2_headroom(2)
+                    .l2_rebuild(false);
+                if read_back_as_history {
+                    c.l2_readback_as_new(false)
+                } else {
+                    c
+                }
+            })
+            .build()
+            .expect("a cached store")
+    };
+    let store = build("default", false);
+    let (kept, stats) = hot_blocks_after_repeated_scans(&store, &hot, &scan).await;
+    assert!(
+        stats.l2_hits >= 256,
+        "setup: the repeated scans are read back from the L2: {stats:?}"
+    );
+    assert_eq!(
+        kept, 16,
+        "the hot object stays in memory through the scans: {stats:?}"
+    );
+    let history = build("history", true);
+    let (kept, stats) = hot_blocks_after_repeated_scans(&history, &hot, &scan).await;
+    assert!(
+        stats.l2_hits >= 256,
+        "setup: the repeated scans are read back from the L2: {stats:?}"
+    );
+    assert!(
+        kept < 16,
+        "read back as history, the scans push hot blocks out ({kept} of 16 kept): {stats:?}"
+    );
+}
+
 /// The key of `path`'s block `block` as `store` would cache it now.
 async fn key_of(
     store: &CachedStore<Counted>,

@@ -54,7 +54,7 @@ fn a_tiny_run_gives_every_field_and_a_warm_multiarc_pass_sends_no_byte() {
     // The whole data set (256 KiB) fits in memory: warm passes hit.
     args.extend(["--cache-memory", "1MiB", "--tasks", "1,2", "--l2-dir", &dir]);
     let rows = if cfg!(feature = "peers") {
-        "multiarc,multiarc-l2,foyer-hybrid,none"
+        "multiarc,multiarc-l2,foyer-hybrid,foyer-memory,none"
     } else {
         "multiarc,multiarc-l2,none"
     };

@@ -52,6 +52,10 @@ pub enum ObjectRow {
     /// foyer's `HybridCache` as the block cache of the same wrapper shape.
     #[value(name = "foyer-hybrid")]
     FoyerHybrid,
+    /// The same with no disk (foyer's no-op storage): the peer with
+    /// `multiarc`'s budgets, memory only.
+    #[value(name = "foyer-memory")]
+    FoyerMemory,
     /// The store itself.
     #[value(name = "none")]
     None,
@@ -61,10 +65,11 @@ pub enum ObjectRow {
 #[cfg_attr(not(feature = "object"), allow(dead_code))]
 impl ObjectRow {
     /// Every row, in table order.
-    pub const ALL: [ObjectRow; 4] = [
+    pub const ALL: [ObjectRow; 5] = [
         ObjectRow::Multiarc,
         ObjectRow::MultiarcL2,
         ObjectRow::FoyerHybrid,
+        ObjectRow::FoyerMemory,
         ObjectRow::None,
     ];
 
@@ -74,8 +79,14 @@ impl ObjectRow {
             ObjectRow::Multiarc => "multiarc",
             ObjectRow::MultiarcL2 => "multiarc-l2",
             ObjectRow::FoyerHybrid => "foyer-hybrid",
+            ObjectRow::FoyerMemory => "foyer-memory",
             ObjectRow::None => "none",
         }
+    }
+
+    /// True for foyer's rows (built with the `peers` feature only).
+    fn is_foyer(self) -> bool {
+        matches!(self, ObjectRow::FoyerHybrid | ObjectRow::FoyerMemory)
     }
 
     /// True for the rows with a second tier (which need `--l2-dir`'s disk).
@@ -103,8 +114,8 @@ pub struct ObjectArgs {
     /// alike: an object store's time to first byte.
     #[arg(long, value_parser = duration_arg, default_value = "20ms")]
     store_latency: Duration,
-    /// Rows (comma-separated): multiarc, multiarc-l2, foyer-hybrid, none
-    /// (default: all this build has).
+    /// Rows (comma-separated): multiarc, multiarc-l2, foyer-hybrid,
+    /// foyer-memory, none (default: all this build has).
     #[arg(long, value_parser = enum_arg::<ObjectRow>("object row"), value_delimiter = ',')]
     rows: Option<Vec<ObjectRow>>,
     /// Concurrent query tasks (comma-separated).

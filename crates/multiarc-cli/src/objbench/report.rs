@@ -70,6 +70,8 @@ struct ObjectResult {
     warm_store_bytes_per_query: f64,
     /// Block reads served by the cache (either tier) in the warm pass.
     warm_pass_hit_ratio: Option<f64>,
+    /// Block reads served by memory in the warm pass.
+    warm_memory_hit_ratio: Option<f64>,
     /// After a full scan, the hot queries' block reads served by the cache
     /// (either tier), and by memory alone.
     hit_ratio: Option<f64>,
@@ -130,6 +132,7 @@ fn summarize(row: ObjectRow, tasks: usize, runs: &[&Phases]) -> ObjectResult {
             per_query(p.warm_traffic.bytes, p.warm_latencies.len())
         }),
         warm_pass_hit_ratio: m(&|p| p.warm_reads.hit_ratio()),
+        warm_memory_hit_ratio: m(&|p| p.warm_reads.memory_hit_ratio()),
         hit_ratio: m(&|p| p.after_scan.and_then(|(_, r, _)| r.hit_ratio())),
         memory_hit_ratio: m(&|p| p.after_scan.and_then(|(_, r, _)| r.memory_hit_ratio())),
         after_scan_store_bytes_per_query: m(&|p| {
@@ -206,6 +209,7 @@ pub(super) fn print(
             "warm req/q",
             "warm KiB/q",
             "warm hits",
+            "warm in memory",
             "hits after scan",
             "in memory",
         ],
@@ -226,6 +230,7 @@ pub(super) fn print(
             format!("{:.2}", r.warm_requests_per_query),
             format!("{:.0}", r.warm_store_bytes_per_query / 1024.0),
             pct(r.warm_pass_hit_ratio),
+            pct(r.warm_memory_hit_ratio),
             pct(r.hit_ratio),
             pct(r.memory_hit_ratio),
         ]);

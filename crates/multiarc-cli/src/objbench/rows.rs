@@ -182,28 +182,32 @@ pub(super) async fn build(
             (store.clone(), Cache::Multiarc(store))
         }
         #[cfg(feature = "peers")]
-        ObjectRow::FoyerHybrid => {
+        ObjectRow::FoyerHybrid | ObjectRow::FoyerMemory => {
             use super::foyer_store::FoyerBlockStore;
             use foyer::{BlockEngineConfig, DeviceBuilder, FsDeviceBuilder, HybridCacheBuilder};
-            let Some(dir) = &dir else {
-                anyhow::bail!("foyer-hybrid: no directory for its disk");
-            };
-            let device = FsDeviceBuilder::new(&dir.0)
-                .with_capacity(budgets.l2_bytes as usize)
-                .with_direct(true)
-                .build()
-                .map_err(|e| anyhow::anyhow!("foyer-hybrid: its device: {e}"))?;
             // One shard: foyer's default of 8 would split a small memory
             // budget into eighths, each evicting on its own.
-            let cache = HybridCacheBuilder::new()
+            let storage = HybridCacheBuilder::new()
                 .memory(budgets.memory as usize)
                 .with_shards(1)
                 .with_weighter(|_k: &super::foyer_store::BlockKey, v: &bytes::Bytes| v.len())
-                .storage()
-                .with_engine_config(BlockEngineConfig::new(device))
+                .storage();
+            let storage = match &dir {
+                Some(dir) => {
+                    let device = FsDeviceBuilder::new(&dir.0)
+                        .with_capacity(budgets.l2_bytes as usize)
+                        .with_direct(true)
+                        .build()
+                        .map_err(|e| anyhow::anyhow!("{}: its device: {e}", row.name()))?;
+                    storage.with_engine_config(BlockEngineConfig::new(device))
+                }
+                // foyer-memory: no engine given, foyer's no-op storage.
+                None => storage,
+            };
+            let cache = storage
                 .build()
                 .await
-                .map_err(|e| anyhow::anyhow!("foyer-hybrid: {e}"))?;
+                .map_err(|e| anyhow::anyhow!("{}: {e}", row.name()))?;
             let store = FoyerBlockStore::new(
                 inner,
                 cache.clone(),
@@ -214,7 +218,9 @@ pub(super) async fn build(
             (Arc::new(store), Cache::Foyer(counts, cache))
         }
         #[cfg(not(feature = "peers"))]
-        ObjectRow::FoyerHybrid => return Err(crate::peers::missing_peer_error("foyer-hybrid")),
+        ObjectRow::FoyerHybrid | ObjectRow::FoyerMemory => {
+            return Err(crate::peers::missing_peer_error(row.name()))
+        }
         ObjectRow::None => (Arc::new(inner), Cache::None),
     };
     Ok(BuiltRow {

@@ -131,14 +131,16 @@ fn check(args: &ObjectArgs) -> anyhow::Result<(Vec<ObjectRow>, u64)> {
                 }
                 unique.push(row);
             }
-            if unique.contains(&ObjectRow::FoyerHybrid) && crate::peers::is_missing_peer("foyer") {
-                return Err(crate::peers::missing_peer_error("foyer-hybrid"));
+            if let Some(foyer) = unique.iter().find(|r| r.is_foyer()) {
+                if crate::peers::is_missing_peer("foyer") {
+                    return Err(crate::peers::missing_peer_error(foyer.name()));
+                }
             }
             unique
         }
         None => ObjectRow::ALL
             .into_iter()
-            .filter(|&r| r != ObjectRow::FoyerHybrid || !crate::peers::is_missing_peer("foyer"))
+            .filter(|&r| !r.is_foyer() || !crate::peers::is_missing_peer("foyer"))
             .collect(),
     };
     if rows.iter().any(|r| r.has_second_tier()) && args.l2_bytes < 16 << 20 {

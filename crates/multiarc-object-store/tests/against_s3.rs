@@ -595,6 +595,37 @@ async fn with_an_l2_repeated_scans_leave_the_hot_set_in_memory() {
     );
 }
 
+/// A small memory of large blocks (8 MiB of 64 KiB): the cache's default
+/// overflow allowance (`c >> 8`, half a block) made nearly every insert
+/// into the full cache wait for the evict thread; `CachedStore` sets one of
+/// 16 blocks. A 32 MiB read then waits seldom (with the default shift:
+/// 384 of its 512 inserts).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_memory_of_large_blocks_seldom_waits_for_eviction() {
+    let server = start_server().await;
+    let raw = s3_client(&server);
+    let path = Path::from("large-blocks");
+    let data = pattern(32 << 20, 60);
+    put(&raw, &path, &data).await;
+    let counted = CountingStore::new(s3_client(&server), Duration::ZERO);
+    let store = CachedStore::builder(counted)
+        .max_bytes(8 << 20)
+        .block_size(64 << 10)
+        .readahead(0)
+        .build()
+        .expect("a cached store");
+    let got = store.get(&path).await.unwrap().bytes().await.unwrap();
+    assert!(got == data, "the object's bytes");
+    let s = store.cache().stats();
+    assert!(s.inserts >= 512, "setup: every block inserted: {s:?}");
+    assert!(
+        s.overflow_waits < s.inserts / 4,
+        "{} of {} inserts waited for the evict thread: {s:?}",
+        s.overflow_waits,
+        s.inserts
+    );
+}
+
 /// The key of `path`'s block `block` as `store` would cache it now.
 async fn key_of(
     store: &CachedStore<Counted>,

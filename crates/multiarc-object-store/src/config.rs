@@ -188,7 +188,10 @@ impl<S: ObjectStore> Builder<S> {
     }
 
     /// Further settings of the block cache (sublists, hit mode, L2 feed,
-    /// ...), applied after `max_bytes` and `l2`.
+    /// ...), applied after `max_bytes` and `l2`, so they also override the
+    /// two this builder sets: `overflow_shift` (chosen so that the
+    /// allowance past the memory target holds 16 blocks, 8 down to 3) and,
+    /// with an L2, `l2_readback_as_new(true)` (see [`Builder::l2`]).
     pub fn configure_cache(
         mut self,
         configure: impl FnOnce(multiarc::Builder<ObjectBlockKey>) -> multiarc::Builder<ObjectBlockKey>
@@ -240,8 +243,9 @@ impl<S: ObjectStore> Builder<S> {
 /// allowance holds them. An insert past `c` plus `c >> shift` waits for
 /// the evict thread; with the default shift and a small memory of large
 /// blocks (8 MiB of 64 KiB blocks: 32 KiB, half a block) nearly every
-/// insert into a full cache waited (1,168 of 2,594 in a run of the object
-/// benchmark), each a round trip between two threads. OpenZFS makes the
+/// insert into a full cache waited (1,168 of 2,594 on average per
+/// measurement of the object benchmark), each a round trip between two
+/// threads. OpenZFS makes the
 /// allowance at least its largest block (16 MiB) for the same reason.
 pub(crate) fn overflow_shift(max_bytes: u64, block_size: u64) -> u32 {
     let want = block_size.saturating_mul(16);

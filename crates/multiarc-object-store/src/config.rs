@@ -245,8 +245,8 @@ impl<S: ObjectStore> Builder<S> {
 /// blocks (8 MiB of 64 KiB blocks: 32 KiB, half a block) nearly every
 /// insert into a full cache waited (1,168 of 2,594 on average per
 /// measurement of the object benchmark), each a round trip between two
-/// threads. OpenZFS makes the
-/// allowance at least its largest block (16 MiB) for the same reason.
+/// threads. OpenZFS makes the allowance at least its largest block (16
+/// MiB) for the same reason.
 pub(crate) fn overflow_shift(max_bytes: u64, block_size: u64) -> u32 {
     let want = block_size.saturating_mul(16);
     (3..=8u32)

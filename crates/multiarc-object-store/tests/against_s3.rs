@@ -505,8 +505,9 @@ async fn a_store_dropped_with_an_abandoned_head_releases_its_l2() {
 
 /// A hot object read between repeated scans of an object four times the
 /// size of memory that fit in the L2 (issue 24's Parquet workload, in
-/// whole-object reads). Returns how many of the hot object's blocks memory
-/// holds after the last scan, and the store's figures.
+/// whole-object reads); checks that the scans were read back from the L2.
+/// Returns how many of the hot object's blocks memory holds after the last
+/// scan, and the store's figures.
 async fn hot_blocks_after_repeated_scans(
     store: &CachedStore<Counted>,
     hot: &Path,
@@ -530,7 +531,12 @@ async fn hot_blocks_after_repeated_scans(
     for block in 0..16 {
         kept += usize::from(store.cache().contains(&key_of(store, hot, block).await));
     }
-    (kept, store.stats())
+    let stats = store.stats();
+    assert!(
+        stats.l2_hits >= 256,
+        "setup: the repeated scans are read back from the L2: {stats:?}"
+    );
+    (kept, stats)
 }
 
 /// With an L2, a block read back that memory has forgotten comes back as a
@@ -551,44 +557,33 @@ async fn with_an_l2_repeated_scans_leave_the_hot_set_in_memory() {
     // that copies what eviction reaches.
     let build = |name: &str, read_back_as_history: bool| {
         let l2 = dir.path().join(name);
-        let counted = CountingStore::new(s3_client(&server), Duration::ZERO);
-        CachedStore::builder(counted)
-            .max_bytes(64 * BLOCK)
-            .block_size(BLOCK)
-            .readahead(0)
-            .l2(l2, 16 << 20)
-            .configure_cache(move |c| {
-                let c = c
-                    .inline_eviction(true)
-                    .sublists(1)
-                    .l2_write_max(128 << 10)
-                    .l2_headroom(2)
-                    .l2_rebuild(false);
-                if read_back_as_history {
-                    c.l2_readback_as_new(false)
-                } else {
-                    c
-                }
-            })
-            .build()
-            .expect("a cached store")
+        cached(&server, Duration::ZERO, |b| {
+            b.max_bytes(64 * BLOCK)
+                .readahead(0)
+                .l2(l2, 16 << 20)
+                .configure_cache(move |c| {
+                    let c = c
+                        .inline_eviction(true)
+                        .sublists(1)
+                        .l2_write_max(128 << 10)
+                        .l2_headroom(2)
+                        .l2_rebuild(false);
+                    if read_back_as_history {
+                        c.l2_readback_as_new(false)
+                    } else {
+                        c
+                    }
+                })
+        })
     };
     let store = build("default", false);
     let (kept, stats) = hot_blocks_after_repeated_scans(&store, &hot, &scan).await;
-    assert!(
-        stats.l2_hits >= 256,
-        "setup: the repeated scans are read back from the L2: {stats:?}"
-    );
     assert_eq!(
         kept, 16,
         "the hot object stays in memory through the scans: {stats:?}"
     );
     let history = build("history", true);
     let (kept, stats) = hot_blocks_after_repeated_scans(&history, &hot, &scan).await;
-    assert!(
-        stats.l2_hits >= 256,
-        "setup: the repeated scans are read back from the L2: {stats:?}"
-    );
     assert!(
         kept < 16,
         "read back as history, the scans push hot blocks out ({kept} of 16 kept): {stats:?}"
@@ -607,13 +602,9 @@ async fn a_small_memory_of_large_blocks_seldom_waits_for_eviction() {
     let path = Path::from("large-blocks");
     let data = pattern(32 << 20, 60);
     put(&raw, &path, &data).await;
-    let counted = CountingStore::new(s3_client(&server), Duration::ZERO);
-    let store = CachedStore::builder(counted)
-        .max_bytes(8 << 20)
-        .block_size(64 << 10)
-        .readahead(0)
-        .build()
-        .expect("a cached store");
+    let store = cached(&server, Duration::ZERO, |b| {
+        b.max_bytes(8 << 20).block_size(64 << 10).readahead(0)
+    });
     let got = store.get(&path).await.unwrap().bytes().await.unwrap();
     assert!(got == data, "the object's bytes");
     let s = store.cache().stats();

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The FUSE mount benchmark (issue 7): the OpenZFS 5497 report's fio job
+# The FUSE mount benchmark: the OpenZFS 5497 report's fio job
 # (psync, 8 KiB random reads, every job reading its own fully cached file)
 # through `multiarc mount`, next to the same job on the backing directory
 # (the kernel's page cache) and on tmpfs, at several job counts; with

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Helpers for scripts/bucket-bench.sh (issue 25's side-by-side benchmark).
+"""Helpers for scripts/bucket-bench.sh (the bucket mounts side by side).
 
   proxy LISTEN_PORT UPSTREAM_PORT DELAY_MS COUNT_FILE
       A TCP proxy for HTTP/1.1 on loopback that waits DELAY_MS before

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 25's side-by-side benchmark: one bucket on a one-node Garage on
+# The bucket mounts side by side: one bucket on a one-node Garage on
 # loopback, behind a proxy that adds the same latency to every request,
 # mounted in turn by multiarc (memory only), multiarc with an L2 file,
 # `rclone mount --vfs-cache-mode full` and s3fs (use_cache), each measured

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prints the hits of every replay row issue 26's speed work must keep equal
+# Prints the hits of every replay row that work on replay's speed must keep equal
 # (multiarc's rows and the page ARC, on P6, OLTP and CloudPhysics), one line
 # per row: trace, policy, capacity in blocks, hits. Compare two builds with
 #   scripts/replay-rows.sh BEFORE_BINARY > before.txt

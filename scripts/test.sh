@@ -19,11 +19,19 @@ cargo fmt --all -- --check
 step "cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets -- -D warnings
 
-step "cargo doc (library, lock, file, object-store and bucket crates; broken links are errors)"
-RUSTDOCFLAGS="-D warnings" cargo doc -p multiarc -p multiarc-lock -p multiarc-file -p multiarc-object-store -p multiarc-bucket --no-deps
+step "cargo doc (the library crates; broken links are errors)"
+RUSTDOCFLAGS="-D warnings" cargo doc -p multiarc -p multiarc-lock -p multiarc-file \
+  -p multiarc-object-store -p multiarc-bucket -p multiarc-fuse -p multiarc-store-tools --no-deps
 
 step "cargo test (workspace)"
 cargo test --workspace
+
+step "the binary: no test support among its dependencies"
+if cargo tree -p multiarc-cli -e normal --prefix none |
+  grep -E '^(multiarc-s3-loopback|multiarc-garage-harness) '; then
+  echo "multiarc-cli depends on the test-support crates above" >&2
+  exit 1
+fi
 
 step "lean CLI: cargo clippy -p multiarc-cli --no-default-features"
 cargo clippy -p multiarc-cli --no-default-features --all-targets -- -D warnings

@@ -7,13 +7,15 @@ use crate::prefetch::{chunks, Sequential};
 use crate::upload::Upload;
 use crate::{BucketConfig, Kind};
 use bytes::Bytes;
-use multiarc_object_store::{CachedStore, CachedVersion, LastBlock, UsedBlocks};
+use multiarc_lock::poison::{unpoisoned, LockUnpoisoned};
+use multiarc_object_store::open_object::{LastBlock, OpenObject};
+use multiarc_object_store::CachedStore;
 use object_store::path::Path;
 use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore, ObjectStoreExt};
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 /// A file's or directory's attributes, as the kernel is told them.
@@ -82,13 +84,12 @@ enum Handle {
     /// prefetch).
     Read {
         meta: ObjectMeta,
-        /// `meta`'s version, as the cached store names its blocks.
-        version: CachedVersion,
+        /// `meta`'s version, held open: reads from memory, and the blocks
+        /// this handle's reads used lately (the kernel's reads that go
+        /// through one block, two or more 128 KiB reads of a 256 KiB block
+        /// at once and out of order, count one use of it).
+        open: Box<OpenObject>,
         reading: Box<Mutex<Reading>>,
-        /// The blocks this handle's reads used lately: the kernel's reads
-        /// that go through one block (two or more 128 KiB reads of a 256
-        /// KiB block, at once and out of order) count one use of it.
-        used: Box<UsedBlocks>,
         /// The inode, if this handle reads through the kernel's page cache
         /// (counted in its `page_readers` until released).
         page_cached: Option<u64>,
@@ -139,10 +140,6 @@ pub struct BucketFs<S: ObjectStore> {
     started: SystemTime,
     on_stale_attr: OnceLock<AttrInvalidator>,
     on_stale_pages: OnceLock<AttrInvalidator>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// A prefix for listing: the empty path (a whole bucket's root) is none.
@@ -303,7 +300,7 @@ impl<S: ObjectStore> BucketFs<S> {
 
     /// The parent directory's path, checking it is a directory.
     fn dir_path(&self, ino: u64) -> Result<Path, Errno> {
-        let inodes = lock(&self.inodes);
+        let inodes = self.inodes.lock_unpoisoned();
         let node = inodes.get(ino).ok_or(Errno::ENOENT)?;
         if node.kind != Kind::Directory {
             return Err(Errno::ENOTDIR);
@@ -319,7 +316,7 @@ impl<S: ObjectStore> BucketFs<S> {
         let name = name.to_str().ok_or(Errno::ENOENT)?;
         let dir = self.dir_path(parent)?;
         {
-            let mut inodes = lock(&self.inodes);
+            let mut inodes = self.inodes.lock_unpoisoned();
             if let Some(ino) = inodes.child(parent, name) {
                 let node = inodes.get(ino).ok_or(Errno::ENOENT)?;
                 if self.fresh(node) {
@@ -357,7 +354,7 @@ impl<S: ObjectStore> BucketFs<S> {
             Err(object_store::Error::NotFound { .. }) => None,
             Err(e) => return Err(self.store_error(&what, &e)),
         };
-        let mut inodes = lock(&self.inodes);
+        let mut inodes = self.inodes.lock_unpoisoned();
         let ino = match (is_dir, file) {
             (true, _) => inodes.upsert(parent, name, path, Kind::Directory),
             (false, Some(meta)) => {
@@ -387,14 +384,14 @@ impl<S: ObjectStore> BucketFs<S> {
 
     /// The kernel dropped `n` references to `ino`.
     pub fn forget(&self, ino: u64, n: u64) {
-        lock(&self.inodes).forget(ino, n);
+        self.inodes.lock_unpoisoned().forget(ino, n);
     }
 
     /// The attributes of `ino`: a file's are fetched again (a HEAD) once
     /// the TTL has passed.
     pub fn getattr(&self, ino: u64) -> Result<Attr, Errno> {
         let path = {
-            let mut inodes = lock(&self.inodes);
+            let mut inodes = self.inodes.lock_unpoisoned();
             let node = inodes.get(ino).ok_or(Errno::ENOENT)?;
             if node.kind == Kind::Directory || self.fresh(node) {
                 return self.tell(&mut inodes, ino);
@@ -405,7 +402,7 @@ impl<S: ObjectStore> BucketFs<S> {
             .runtime
             .block_on(self.store.head(&path))
             .map_err(|e| self.store_error(&format!("getattr {path}"), &e))?;
-        let mut inodes = lock(&self.inodes);
+        let mut inodes = self.inodes.lock_unpoisoned();
         let node = inodes.get_mut(ino).ok_or(Errno::ENOENT)?;
         node.remote = Some(remote_of(&meta));
         node.checked = Some(Instant::now());
@@ -420,7 +417,7 @@ impl<S: ObjectStore> BucketFs<S> {
         if mode_or_owner {
             return Err(Errno::EPERM);
         }
-        let mut inodes = lock(&self.inodes);
+        let mut inodes = self.inodes.lock_unpoisoned();
         let node = inodes.get(ino).ok_or(Errno::ENOENT)?;
         if let Some(size) = size {
             if node.kind == Kind::Directory {
@@ -444,7 +441,7 @@ impl<S: ObjectStore> BucketFs<S> {
     /// times, ETags), so lookups of them within the TTL need no request.
     pub fn opendir(&self, ino: u64) -> Result<u64, Errno> {
         let (dir, parent) = {
-            let inodes = lock(&self.inodes);
+            let inodes = self.inodes.lock_unpoisoned();
             let node = inodes.get(ino).ok_or(Errno::ENOENT)?;
             if node.kind != Kind::Directory {
                 return Err(Errno::ENOTDIR);
@@ -469,7 +466,7 @@ impl<S: ObjectStore> BucketFs<S> {
                 name: "..".into(),
             },
         ];
-        let mut inodes = lock(&self.inodes);
+        let mut inodes = self.inodes.lock_unpoisoned();
         let mut seen = std::collections::HashSet::new();
         for prefix in &listing.common_prefixes {
             let Some(name) = prefix.filename() else {
@@ -529,12 +526,16 @@ impl<S: ObjectStore> BucketFs<S> {
 
     fn insert_handle(&self, handle: Handle) -> u64 {
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
-        lock(&self.handles).insert(fh, Arc::new(handle));
+        self.handles.lock_unpoisoned().insert(fh, Arc::new(handle));
         fh
     }
 
     fn handle(&self, fh: u64) -> Result<Arc<Handle>, Errno> {
-        lock(&self.handles).get(&fh).cloned().ok_or(Errno::EBADF)
+        self.handles
+            .lock_unpoisoned()
+            .get(&fh)
+            .cloned()
+            .ok_or(Errno::EBADF)
     }
 
     /// [`BucketFs::open_file`] with direct I/O, returning only the handle.
@@ -575,7 +576,7 @@ impl<S: ObjectStore> BucketFs<S> {
     ) -> Result<Opened, Errno> {
         let writing = flags & libc::O_ACCMODE != libc::O_RDONLY;
         let path = {
-            let inodes = lock(&self.inodes);
+            let inodes = self.inodes.lock_unpoisoned();
             let node = inodes.get(ino).ok_or(Errno::ENOENT)?;
             if node.kind == Kind::Directory {
                 return Err(Errno::EISDIR);
@@ -613,7 +614,7 @@ impl<S: ObjectStore> BucketFs<S> {
             Ok(meta) => {
                 let remote = remote_of(&meta);
                 let mut stale = false;
-                if let Some(node) = lock(&self.inodes).get_mut(ino) {
+                if let Some(node) = self.inodes.lock_unpoisoned().get_mut(ino) {
                     // The kernel holds the old size for up to a TTL (an
                     // `fstat` after this open would show it): have it ask.
                     stale = match node.told {
@@ -642,7 +643,11 @@ impl<S: ObjectStore> BucketFs<S> {
                 let errno = self.store_error(&format!("opening {path}"), &e);
                 // The store cannot be reached: the version this mount last
                 // opened, whose cached blocks can still be read.
-                let last = lock(&self.inodes).get(ino).and_then(|n| n.opened.clone());
+                let last = self
+                    .inodes
+                    .lock_unpoisoned()
+                    .get(ino)
+                    .and_then(|n| n.opened.clone());
                 match last {
                     Some(meta) if errno == Errno::EIO => {
                         log::warn!(
@@ -657,7 +662,7 @@ impl<S: ObjectStore> BucketFs<S> {
             }
         };
         let (keep_cache, page_cached, drop_pages) = {
-            let mut inodes = lock(&self.inodes);
+            let mut inodes = self.inodes.lock_unpoisoned();
             match inodes.get_mut(ino) {
                 Some(node) => {
                     // A replacement waits for the pages' readers to close,
@@ -697,16 +702,19 @@ impl<S: ObjectStore> BucketFs<S> {
             if let Some(invalidate) = self.on_stale_pages.get() {
                 invalidate(ino);
             }
-            if let Some(node) = lock(&self.inodes).get_mut(ino) {
+            if let Some(node) = self.inodes.lock_unpoisoned().get_mut(ino) {
                 node.page_version = Some(meta.clone());
                 node.dropping_pages = false;
             }
         }
         let fh = self.insert_handle(Handle::Read {
-            version: self.store.version(&meta),
+            open: Box::new(OpenObject::new(
+                &self.store,
+                &meta,
+                self.config.same_use_window,
+            )),
             meta,
             reading: Box::default(),
-            used: Box::new(UsedBlocks::with_window(self.config.same_use_window)),
             page_cached,
         });
         Ok(Opened {
@@ -763,7 +771,7 @@ impl<S: ObjectStore> BucketFs<S> {
         ino: u64,
         path: &Path,
     ) -> Result<MutexGuard<'_, Inodes>, Errno> {
-        let mut inodes = lock(&self.inodes);
+        let mut inodes = self.inodes.lock_unpoisoned();
         let node = inodes.get_mut(ino).ok_or(Errno::ENOENT)?;
         if node.page_readers == 0 && !node.dropping_pages {
             return Ok(inodes);
@@ -786,11 +794,7 @@ impl<S: ObjectStore> BucketFs<S> {
                 );
                 break Err(Errno::EBUSY);
             }
-            inodes = self
-                .pages_released
-                .wait_timeout(inodes, left)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
+            inodes = unpoisoned(self.pages_released.wait_timeout(inodes, left)).0;
         };
         if let Some(node) = inodes.get_mut(ino) {
             node.overwrites_waiting -= 1;
@@ -813,9 +817,8 @@ impl<S: ObjectStore> BucketFs<S> {
         let handle = self.handle(fh)?;
         let Handle::Read {
             meta,
-            version,
+            open,
             reading,
-            used,
             ..
         } = &*handle
         else {
@@ -831,7 +834,7 @@ impl<S: ObjectStore> BucketFs<S> {
         // below), so every read counts as a miss.
         let checked = self.config.metadata_ttl.is_zero();
         let (ahead, keep) = {
-            let mut reading = lock(reading);
+            let mut reading = reading.lock_unpoisoned();
             let ahead = reading.sequential.advance(
                 offset..end,
                 meta.size,
@@ -845,7 +848,7 @@ impl<S: ObjectStore> BucketFs<S> {
             let keep = !checked && (reading.sequential.in_run() || size >= KEEP_FROM_READ_SIZE);
             (ahead, keep)
         };
-        self.prefetch(meta, version, ahead);
+        self.prefetch(meta, open, ahead);
         // The handle's version, from memory when it holds every block the
         // read covers: no metadata check (the handle reads the version it
         // opened, whatever the store holds now: close-to-open), no request,
@@ -861,34 +864,26 @@ impl<S: ObjectStore> BucketFs<S> {
         let mut last = LastBlock::default();
         if !checked {
             if keep {
-                last = std::mem::take(&mut lock(reading).last);
+                last = std::mem::take(&mut reading.lock_unpoisoned().last);
             }
-            let read = self.store.read_in_memory(
-                version,
-                offset..end,
-                keep.then_some(&mut last),
-                Some(used),
-            );
+            let read = open.read_in_memory(&self.store, offset..end, keep.then_some(&mut last));
             match read {
                 Some(bytes) => {
                     if keep {
-                        lock(reading).last = last;
+                        reading.lock_unpoisoned().last = last;
                     }
                     return Ok(bytes);
                 }
-                None => lock(reading).sequential.missed(),
+                None => reading.lock_unpoisoned().sequential.missed(),
             }
-        } else if let Ok(true) = self.runtime.block_on(self.store.is_current(path, version)) {
+        } else if let Ok(true) = self.runtime.block_on(open.is_current(&self.store, path)) {
             // Checked with the store (a HEAD), and still the handle's
             // version: its blocks in memory serve the read, counting one
             // use per block as above (the kernel's reads of one block are
             // not taken for reuse). Otherwise, or on an error, the read
             // goes through the store below, which checks again and
             // reports.
-            if let Some(bytes) = self
-                .store
-                .read_in_memory(version, offset..end, None, Some(used))
-            {
+            if let Some(bytes) = open.read_in_memory(&self.store, offset..end, None) {
                 return Ok(bytes);
             }
         }
@@ -918,7 +913,7 @@ impl<S: ObjectStore> BucketFs<S> {
                 // The store fails (its metadata may have expired, so the
                 // cached store cannot vouch for the version): the blocks of
                 // this handle's version, if the cache holds them all.
-                match self.cached_range(meta, version, offset, end) {
+                match self.cached_range(meta, open, offset, end) {
                     Some(bytes) if errno == Errno::EIO => {
                         self.counters
                             .cached_reads_while_failing
@@ -939,11 +934,11 @@ impl<S: ObjectStore> BucketFs<S> {
             return Err(Errno::EIO);
         }
         // The store's read counted this use of the blocks it covers.
-        self.store.note_use(offset..end, used);
+        open.note_use(&self.store, offset..end);
         if fetch_end > end {
             let rest = bytes.slice((end - offset) as usize..);
-            self.store.keep_last(version, end, rest, &mut last);
-            lock(reading).last = last;
+            open.keep_last(&self.store, end, rest, &mut last);
+            reading.lock_unpoisoned().last = last;
         }
         Ok(bytes.slice(..(end - offset) as usize))
     }
@@ -954,12 +949,12 @@ impl<S: ObjectStore> BucketFs<S> {
     /// conditional on the ETag, cached as read ahead), first polled on the caller's thread so its
     /// blocks are marked as loading before this returns. Failures are only
     /// logged: a read that needs those bytes fetches them itself.
-    fn prefetch(&self, meta: &ObjectMeta, version: &CachedVersion, range: std::ops::Range<u64>) {
+    fn prefetch(&self, meta: &ObjectMeta, open: &OpenObject, range: std::ops::Range<u64>) {
         let block_size = self.store.block_size();
         for chunk in chunks(range, self.config.prefetch_chunk, block_size) {
             let last = (chunk.end - 1) / block_size;
             let cached = (chunk.start / block_size..=last).all(|block| {
-                let key = version.block(block);
+                let key = open.block_key(block);
                 let cache = self.store.cache();
                 cache.contains(&key) || cache.l2_contains(&key) || cache.is_loading(&key)
             });
@@ -1002,14 +997,14 @@ impl<S: ObjectStore> BucketFs<S> {
     fn cached_range(
         &self,
         meta: &ObjectMeta,
-        version: &CachedVersion,
+        open: &OpenObject,
         start: u64,
         end: u64,
     ) -> Option<Bytes> {
         let block_size = self.store.block_size();
         let mut out = Vec::with_capacity((end - start) as usize);
         for block in start / block_size..=(end - 1) / block_size {
-            let key = version.block(block);
+            let key = open.block_key(block);
             let cached = self.store.cache().get(&key)?;
             let block_start = block * block_size;
             let block_len = (meta.size - block_start).min(block_size);
@@ -1034,7 +1029,7 @@ impl<S: ObjectStore> BucketFs<S> {
         let dir = self.dir_path(parent)?;
         let path = child_path(&dir, name).ok_or(Errno::EINVAL)?;
         let ino = {
-            let mut inodes = lock(&self.inodes);
+            let mut inodes = self.inodes.lock_unpoisoned();
             if let Some(ino) = inodes.child(parent, name) {
                 let node = inodes.get(ino).ok_or(Errno::ENOENT)?;
                 // The kernel creates only names its lookup did not find:
@@ -1049,7 +1044,7 @@ impl<S: ObjectStore> BucketFs<S> {
             ino
         };
         let fh = self.start_upload(ino, path, owner)?;
-        let attr = self.tell(&mut lock(&self.inodes), ino)?;
+        let attr = self.tell(&mut self.inodes.lock_unpoisoned(), ino)?;
         Ok((attr, fh))
     }
 
@@ -1064,7 +1059,7 @@ impl<S: ObjectStore> BucketFs<S> {
             upload.write(&*self.store, offset, data).await?;
             Ok::<_, Errno>((upload.ino, upload.written))
         })?;
-        if let Some(node) = lock(&self.inodes).get_mut(ino) {
+        if let Some(node) = self.inodes.lock_unpoisoned().get_mut(ino) {
             if node.writing.is_some() {
                 node.writing = Some(written);
             }
@@ -1102,7 +1097,7 @@ impl<S: ObjectStore> BucketFs<S> {
             upload.failure_seen |= result.is_err();
             (upload.ino, upload.written, result, first_failure)
         });
-        let mut inodes = lock(&self.inodes);
+        let mut inodes = self.inodes.lock_unpoisoned();
         match result {
             Ok(None) => Ok(()),
             Ok(Some(_put)) => {
@@ -1143,7 +1138,7 @@ impl<S: ObjectStore> BucketFs<S> {
     /// Closes a handle; a file still open for writing is uploaded first
     /// (its error is returned, though the kernel does not pass it on).
     pub fn release(&self, fh: u64) -> Result<(), Errno> {
-        let Some(handle) = lock(&self.handles).remove(&fh) else {
+        let Some(handle) = self.handles.lock_unpoisoned().remove(&fh) else {
             return Err(Errno::EBADF);
         };
         match &*handle {
@@ -1161,7 +1156,7 @@ impl<S: ObjectStore> BucketFs<S> {
                 page_cached: Some(ino),
                 ..
             } => {
-                if let Some(node) = lock(&self.inodes).get_mut(*ino) {
+                if let Some(node) = self.inodes.lock_unpoisoned().get_mut(*ino) {
                     node.page_readers = node.page_readers.saturating_sub(1);
                 }
                 self.pages_released.notify_all();
@@ -1179,7 +1174,7 @@ impl<S: ObjectStore> BucketFs<S> {
         }
         let name = name.to_str().ok_or(Errno::ENOENT)?;
         let path = {
-            let inodes = lock(&self.inodes);
+            let inodes = self.inodes.lock_unpoisoned();
             let ino = inodes.child(parent, name).ok_or(Errno::ENOENT)?;
             let node = inodes.get(ino).ok_or(Errno::ENOENT)?;
             if node.kind == Kind::Directory {
@@ -1199,7 +1194,7 @@ impl<S: ObjectStore> BucketFs<S> {
             Err(e) => return Err(self.store_error(&format!("deleting {path}"), &e)),
         }
         self.counters.deletes.fetch_add(1, Ordering::Relaxed);
-        lock(&self.inodes).detach(parent, name);
+        self.inodes.lock_unpoisoned().detach(parent, name);
         Ok(())
     }
 
@@ -1212,7 +1207,7 @@ impl<S: ObjectStore> BucketFs<S> {
         let name = name.to_str().ok_or(Errno::EINVAL)?;
         let dir = self.dir_path(parent)?;
         let path = child_path(&dir, name).ok_or(Errno::EINVAL)?;
-        let mut inodes = lock(&self.inodes);
+        let mut inodes = self.inodes.lock_unpoisoned();
         if let Some(ino) = inodes.child(parent, name) {
             if inodes
                 .get(ino)
@@ -1235,7 +1230,7 @@ impl<S: ObjectStore> BucketFs<S> {
         }
         let name = name.to_str().ok_or(Errno::ENOENT)?;
         let (ino, path) = {
-            let inodes = lock(&self.inodes);
+            let inodes = self.inodes.lock_unpoisoned();
             let ino = inodes.child(parent, name).ok_or(Errno::ENOENT)?;
             let node = inodes.get(ino).ok_or(Errno::ENOENT)?;
             if node.kind != Kind::Directory {
@@ -1255,7 +1250,7 @@ impl<S: ObjectStore> BucketFs<S> {
             Ok(None) => {}
             Err(e) => return Err(self.store_error(&format!("listing {path}"), &e)),
         }
-        let mut inodes = lock(&self.inodes);
+        let mut inodes = self.inodes.lock_unpoisoned();
         if let Some(node) = inodes.get_mut(ino) {
             node.local_dir = false;
         }
@@ -1279,7 +1274,10 @@ impl<S: ObjectStore> BucketFs<S> {
             ("bucket_upload_errors", load(&c.upload_errors)),
             ("bucket_deletes", load(&c.deletes)),
             ("bucket_store_errors", load(&c.store_errors)),
-            ("bucket_kept_blocks", self.store.kept_blocks()),
+            (
+                "bucket_kept_blocks",
+                multiarc_object_store::open_object::kept_blocks(&self.store),
+            ),
             ("bucket_stale_opens", load(&c.stale_opens)),
             ("bucket_attr_invalidations", load(&c.attr_invalidations)),
             ("bucket_prefetch_requests", load(&c.prefetch_requests)),
@@ -1288,8 +1286,11 @@ impl<S: ObjectStore> BucketFs<S> {
                 "bucket_cached_reads_while_failing",
                 load(&c.cached_reads_while_failing),
             ),
-            ("bucket_inodes", lock(&self.inodes).len() as u64),
-            ("bucket_open_handles", lock(&self.handles).len() as u64),
+            ("bucket_inodes", self.inodes.lock_unpoisoned().len() as u64),
+            (
+                "bucket_open_handles",
+                self.handles.lock_unpoisoned().len() as u64,
+            ),
         ]);
         out
     }
@@ -1297,7 +1298,12 @@ impl<S: ObjectStore> BucketFs<S> {
     /// Aborts every upload still open (the mount is going away without
     /// their files being closed): nothing partial is left in the store.
     pub fn abandon_uploads(&self) {
-        let handles: Vec<_> = lock(&self.handles).drain().map(|(_, h)| h).collect();
+        let handles: Vec<_> = self
+            .handles
+            .lock_unpoisoned()
+            .drain()
+            .map(|(_, h)| h)
+            .collect();
         self.runtime.block_on(async {
             for handle in handles {
                 if let Handle::Write { upload, .. } = &*handle {

@@ -78,13 +78,13 @@
 //! one file) is read again, and goes to the cache's frequency list, also
 //! when it was read ahead. For that, a handle's several reads of one block
 //! count one use: each handle keeps the rest of the block its last read
-//! ended in ([`multiarc_object_store::LastBlock`]; a read that goes to the
+//! ended in ([`multiarc_object_store::open_object::LastBlock`]; a read that goes to the
 //! store fetches to the end of its last block), and a read that starts
 //! there is served from it without a second lookup; the kernel's reads of
 //! one handle that arrive at once or out of order, within
 //! [`BucketConfig::same_use_window`] of the one that counted the block's
 //! use, look it up without counting an access
-//! ([`multiarc_object_store::UsedBlocks`]).
+//! ([`multiarc_object_store::open_object::OpenObject`]).
 //!
 //! # Writes
 //!
@@ -176,7 +176,7 @@ pub struct BucketConfig {
     pub prefetch_chunk: u64,
     /// A handle's reads of one block within this long of the read that
     /// counted a use of it are part of that use: they count no access in
-    /// the cache (see [`multiarc_object_store::UsedBlocks`]). So the
+    /// the cache (see [`multiarc_object_store::open_object::OpenObject`]). So the
     /// kernel's reads that go through a block in pieces, at once and out
     /// of order, do not make data read once look read again. Default 62 ms
     /// (OpenZFS's `ARC_MINTIME`).
@@ -209,7 +209,7 @@ impl Default for BucketConfig {
             parts_in_flight: 4,
             prefetch_bytes: 32 << 20,
             prefetch_chunk: 8 << 20,
-            same_use_window: Duration::from_millis(multiarc_object_store::SAME_USE_WINDOW_MS),
+            same_use_window: multiarc_object_store::open_object::SAME_USE_WINDOW,
             overwrite_wait: Duration::from_secs(5),
             runtime_threads: 2,
             uid: 0,

@@ -813,7 +813,7 @@ fn a_block_read_in_several_reads_is_one_use_of_it() {
     assert_eq!(stat(&fs, "bucket_kept_blocks"), 0);
 }
 
-/// Issue 25's hot query after a scan, at a small scale and memory only: a
+/// The bucket benchmark's hot query after a scan, at a small scale and memory only: a
 /// file read by two queries (two handles; the first prefetched most of
 /// it, so its blocks were read ahead) survives a scan of another file four
 /// times the size of memory, whose blocks each handle reads in two pieces,
@@ -922,7 +922,7 @@ fn a_replacement_waits_for_the_page_caches_readers_and_new_readers_get_direct_io
     fs.release(fh).unwrap();
 }
 
-/// Issue 25's cold sequential read at a small scale: objects read one
+/// The bucket benchmark's cold sequential read at a small scale: objects read one
 /// after another in 128 KiB reads, together four times larger than the
 /// memory cache, with the mount's prefetch (the window an eighth of
 /// memory, as the mount's 32 MiB of 384 MiB is about). Each byte should be

@@ -11,9 +11,18 @@
 /// mount.
 struct StderrLog;
 
+/// The mounts' library: its messages are the command's own ("mounted ...",
+/// "unmounted ..."), printed from `info` up as the command prints its own.
+const MOUNT_TARGET: &str = "multiarc_fuse";
+
+fn is_mount(target: &str) -> bool {
+    target == MOUNT_TARGET || target.starts_with("multiarc_fuse::")
+}
+
 impl log::Log for StderrLog {
     fn enabled(&self, metadata: &log::Metadata) -> bool {
         metadata.level() <= log::Level::Warn
+            || (metadata.level() <= log::Level::Info && is_mount(metadata.target()))
     }
 
     fn log(&self, record: &log::Record) {
@@ -26,12 +35,22 @@ impl log::Log for StderrLog {
 }
 
 /// The line a record prints, if any: warnings and errors, prefixed like
-/// the command's own messages and naming the module that logged.
+/// the command's own messages and naming the module that logged; the
+/// mount's messages as the command's own (`multiarc: mounted ...`,
+/// `multiarc: warning: ...`).
 fn line(record: &log::Record) -> Option<String> {
+    let text = record.args().to_string();
+    if is_mount(record.target()) {
+        return match record.level() {
+            log::Level::Error => Some(format!("multiarc: error: {text}")),
+            log::Level::Warn => Some(format!("multiarc: warning: {text}")),
+            log::Level::Info => Some(format!("multiarc: {text}")),
+            _ => None,
+        };
+    }
     if record.level() > log::Level::Warn {
         return None;
     }
-    let text = record.args().to_string();
     // Operations the mount leaves unimplemented (ioctl, xattrs...) answer
     // ENOSYS or ENOTTY as they should; that is not worth a line each time.
     // And after `fusermount3 -u`, fuser's own unmount finds nothing mounted
@@ -47,10 +66,11 @@ fn line(record: &log::Record) -> Option<String> {
     ))
 }
 
-/// Installs the logger (warnings and errors), once, before any command runs.
+/// Installs the logger (warnings and errors; the mount's messages), once,
+/// before any command runs.
 pub fn install() {
     if log::set_logger(&StderrLog).is_ok() {
-        log::set_max_level(log::LevelFilter::Warn);
+        log::set_max_level(log::LevelFilter::Info);
     }
 }
 
@@ -92,9 +112,19 @@ mod tests {
             record(log::Level::Warn, "fuser", "[Not Implemented] ioctl"),
             None
         );
-        let meta = |level| log::Metadata::builder().level(level).build();
+        assert_eq!(
+            record(log::Level::Info, "multiarc_fuse::dir", "mounted a on b").as_deref(),
+            Some("multiarc: mounted a on b")
+        );
+        assert_eq!(
+            record(log::Level::Warn, "multiarc_fuse", "--max-bytes: clamped").as_deref(),
+            Some("multiarc: warning: --max-bytes: clamped")
+        );
+        assert_eq!(record(log::Level::Debug, "multiarc_fuse::dir", "x"), None);
+        let meta = |level, target| log::Metadata::builder().level(level).target(target).build();
         use log::Log;
-        assert!(StderrLog.enabled(&meta(log::Level::Warn)));
-        assert!(!StderrLog.enabled(&meta(log::Level::Info)));
+        assert!(StderrLog.enabled(&meta(log::Level::Warn, "multiarc")));
+        assert!(!StderrLog.enabled(&meta(log::Level::Info, "multiarc")));
+        assert!(StderrLog.enabled(&meta(log::Level::Info, "multiarc_fuse::session")));
     }
 }

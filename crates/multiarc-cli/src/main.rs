@@ -1,33 +1,18 @@
-//! `multiarc`: benchmarks, trace replay and tools for the multiarc block cache.
+//! `multiarc`: benchmarks, trace replay, mounts and tools for the multiarc
+//! block cache. This binary parses the command line and calls the
+//! libraries: `multiarc_bench` for the benchmarks and tools,
+//! `multiarc_fuse` for the mounts.
 //!
 //! Every subcommand prints human tables (and progress on stderr) by default,
 //! and exactly one JSON document on stdout with `--json`. Errors exit non-zero
 //! with one line on stderr.
 
-mod asynchit;
-mod bench;
-mod filebench;
-mod harness;
-mod l2bench;
-mod lockbench;
-mod lockstat;
 mod logger;
 mod mount;
-mod objbench;
-mod peers;
-#[cfg(feature = "plot")]
-mod plot;
-/// Without the `plot` feature: the same types, and charts that are errors.
-#[cfg(not(feature = "plot"))]
-#[path = "plot_stub.rs"]
-mod plot;
-mod poison;
-mod policies;
-mod replay;
-mod scan;
-mod util;
 
 use clap::{Parser, Subcommand};
+use multiarc_bench::cli::{flush_stdout, StdoutClosed};
+use multiarc_bench::{bench, lock as lockbench, replay, scan, scan_recovery as poison};
 use std::io::Write;
 
 #[derive(Parser)]
@@ -112,7 +97,7 @@ fn parse_args() -> Cli {
 const EXIT_STDOUT_CLOSED: i32 = 141;
 
 /// Exits quietly when a `print!` still reaches a closed stdout (a command
-/// not yet writing through `util::outln!`): std panics with "failed
+/// not yet writing through `outln!`): std panics with "failed
 /// printing to stdout: Broken pipe", which is the reader going away, not a
 /// bug. Every other panic goes to the default hook.
 fn quiet_on_closed_stdout() {
@@ -145,10 +130,17 @@ fn main() {
         Command::Stats(args) => mount::run_stats(args),
         Command::Set(args) => mount::run_set(args),
     };
-    let result = result.and_then(|()| util::flush_stdout());
+    let result = result.and_then(|()| flush_stdout());
     if let Err(err) = result {
-        if err.chain().any(|e| e.is::<util::StdoutClosed>()) {
+        if err.chain().any(|e| e.is::<StdoutClosed>()) {
             std::process::exit(EXIT_STDOUT_CLOSED);
+        }
+        if err
+            .chain()
+            .any(|e| e.is::<multiarc_fuse::ReportedToCommand>())
+        {
+            // The background mount process told the command, which printed it.
+            std::process::exit(1);
         }
         // A closed stderr cannot be told anything: exit with the status alone.
         let _ = writeln!(std::io::stderr(), "multiarc: error: {err:#}");

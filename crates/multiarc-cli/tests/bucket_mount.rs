@@ -10,7 +10,7 @@
 
 #![cfg(feature = "bucket")]
 
-// The in-process server (multiarc-s3-loopback's) and its client; shared
+// The in-process server (multiarc-store-tools') and its client; shared
 // with multiarc-bucket's tests.
 mod mount_support;
 #[path = "../../multiarc-bucket/tests/support/mod.rs"]

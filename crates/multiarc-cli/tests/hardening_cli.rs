@@ -1,4 +1,4 @@
-//! Inputs an adversarial user tries (issue 12): huge counts and sizes, zero
+//! Inputs an adversarial user tries: huge counts and sizes, zero
 //! sizes, FIFOs, directories, binary and corrupt files, a closed stdout.
 //! Each must end in one clear error line (exit 1 or 2) or a quiet exit,
 //! never a panic (exit 101) or a hang. Every run here is bounded: a command

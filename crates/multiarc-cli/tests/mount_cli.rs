@@ -872,7 +872,7 @@ fn sh(dir: &Path, script: &str) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// Issue 12, case 1: files are identified by what they are, not by path.
+/// Identity: files are identified by what they are, not by path.
 /// Every name of a hard-linked file is one inode; renames, links and
 /// unlinks never send I/O to another file.
 #[test]
@@ -981,7 +981,7 @@ fn hard_links_and_renames_never_redirect_io() {
     assert_eq!(read("h1"), "replaced\n");
 }
 
-/// Issue 12, case 2: attribute changes, truncation and sync of an open
+/// Open files: attribute changes, truncation and sync of an open
 /// file go to that file, also after its name was given to another one.
 #[test]
 fn operations_on_an_open_file_use_its_handle() {
@@ -1246,7 +1246,7 @@ impl Drop for SmallFs {
 
 const ENOSPC: i32 = 28;
 
-/// Issue 12, case 4 (mount side): dirty data that cannot be written does
+/// A full store, mount side: dirty data that cannot be written does
 /// not pin the file: removing a file written on a full backing filesystem,
 /// open or closed, frees its space, and writing works again.
 #[test]
@@ -1336,7 +1336,7 @@ fn removing_files_written_on_a_full_backing_frees_their_space() {
     assert!(fs::read(dirs.backing().join("again")).unwrap() == data);
 }
 
-/// Issue 12, case 3: a write-back that failed (ENOSPC) is never retried
+/// A failed write-back: a write-back that failed (ENOSPC) is never retried
 /// over newer data: the newest write wins, on disk too.
 #[test]
 fn a_failed_write_back_never_overwrites_newer_data() {
@@ -1380,7 +1380,7 @@ fn a_failed_write_back_never_overwrites_newer_data() {
     assert_eq!(fs::read(dirs.backing().join("x")).unwrap(), b"NEW");
 }
 
-/// Issue 12, case 4: with the backing filesystem full and the dirty budget
+/// A full store: with the backing filesystem full and the dirty budget
 /// full, a writer gets ENOSPC instead of waiting forever.
 #[test]
 fn writers_get_enospc_instead_of_hanging() {
@@ -2065,7 +2065,7 @@ fn owner(path: &Path) -> (u32, u32, u32) {
     (m.uid(), m.gid(), m.mode() & 0o7777)
 }
 
-/// Issue 23: with `--allow-other`, other users use the mount; what they
+/// Several users: with `--allow-other`, other users use the mount; what they
 /// create is theirs (files, directories, FIFOs, symlinks, hard links keep
 /// their owner), a setgid directory gives its group, supplementary groups
 /// count, a write by a process without CAP_FSETID clears SUID/SGID, and no
@@ -2202,7 +2202,7 @@ fn other_users_own_what_they_create_with_allow_other() {
     assert!(m.unmount().success(), "{}", m.log_text());
 }
 
-/// Issue 23: a creating call that fails after the worker thread took the
+/// Several users: a creating call that fails after the worker thread took the
 /// caller's credentials (here: the backing filesystem has no inode left)
 /// gives the thread back the daemon's (one thread serves every request,
 /// so the next one, root's, runs on it); and users creating at once on
@@ -2303,7 +2303,7 @@ fn credentials_are_restored_after_a_failure_and_kept_apart_under_concurrency() {
     assert!(m.unmount().success(), "{}", m.log_text());
 }
 
-/// Issue 23: a user other than root gets `--allow-other` only where
+/// Several users: a user other than root gets `--allow-other` only where
 /// /etc/fuse.conf has `user_allow_other` (one clear line otherwise); with
 /// it, another user writes through the mount (what they create belongs to
 /// the mount's user: only a root daemon can give it to them). The file is

@@ -1,5 +1,5 @@
 //! pjdfstest, the POSIX filesystem test suite, on `multiarc mount
-//! --allow-other` (issue 23): every subtest must pass, as on ext4.
+//! --allow-other` (a mount several users share): every subtest must pass, as on ext4.
 //!
 //! pjdfstest is not part of the project: its source is the tarball in
 //! `../shared/pjdfstest/` beside the checkout, built here into a temporary

@@ -11,7 +11,7 @@
 //!
 //! Pieces, one per module:
 //! - `store`: the [`BackingStore`] trait, [`FileStore`], [`MemStore`];
-//! - `fault` (feature `test-util`): `FaultStore`, a store that fails,
+//! - `fault` (feature `test-support`): `FaultStore`, a store that fails,
 //!   shortens or delays I/O as its `FaultPlan` says, for tests;
 //! - `range_lock`: [`RangeLock`], the byte-range lock behind
 //!   [`Locking::Range`], and why it has no tree;
@@ -32,7 +32,7 @@
 //!
 //! # Features
 //!
-//! * `test-util`: `FaultStore`, `FaultPlan` and `Fault`, test doubles for
+//! * `test-support`: `FaultStore`, `FaultPlan` and `Fault`, test doubles for
 //!   the file layer's error paths.
 
 mod blocks;
@@ -40,7 +40,7 @@ mod cached;
 mod dirty;
 mod error;
 mod errseq;
-#[cfg(feature = "test-util")]
+#[cfg(feature = "test-support")]
 mod fault;
 mod range_lock;
 mod store;
@@ -52,7 +52,7 @@ pub use cached::{
     CachedFile, CachedFileBuilder, Locking, DEFAULT_BLOCK_SIZE, MAX_BLOCK_SIZE, MIN_BLOCK_SIZE,
 };
 pub use error::os_error_code;
-#[cfg(feature = "test-util")]
+#[cfg(feature = "test-support")]
 pub use fault::{Fault, FaultPlan, FaultStore};
 pub use range_lock::{FileRwSem, RangeGuard, RangeLock};
 pub use store::{BackingStore, FileStore, MemStore};

@@ -455,7 +455,7 @@ fn errno_of(e: &io::Error) -> Option<i32> {
     multiarc_file::os_error_code(e)
 }
 
-/// Issue 12, case 3: OLD is written and closed while the store is full;
+/// A full store: OLD is written and closed while the store is full;
 /// space is freed; NEW is written through a second open and synced. The
 /// flusher's retry of the failed OLD must never land over NEW.
 #[test]
@@ -570,7 +570,7 @@ fn each_open_description_sees_a_write_back_error_once() {
     b.close().unwrap();
 }
 
-/// Issue 12, case 4: with the store full and the dirty budget full, a writer
+/// A full store: with the store full and the dirty budget full, a writer
 /// gets ENOSPC instead of waiting forever, the flusher backs off instead of
 /// spinning, and nothing acknowledged is lost once space is freed.
 #[test]

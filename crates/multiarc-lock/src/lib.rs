@@ -98,6 +98,7 @@ mod sync;
 #[cfg(feature = "bench-variants")]
 pub mod bench_variants;
 pub mod lockstat;
+mod lockstat_table;
 pub mod poison;
 
 pub use mutex::RawMutex;

@@ -3,6 +3,7 @@
 use crate::key::ObjectBlockKey;
 use crate::metadata::MetadataCache;
 use crate::readahead::Readahead;
+use crate::state::{ReadConfig, State};
 use crate::store::CachedStore;
 use multiarc::Cache;
 use object_store::ObjectStore;
@@ -21,18 +22,6 @@ pub const DEFAULT_METADATA_TTL: Duration = Duration::from_secs(10);
 /// The default bound on sequential readahead: 8 MiB (measured; see the
 /// crate docs, *Readahead*).
 pub const DEFAULT_READAHEAD: u64 = 8 << 20;
-
-/// The settings a [`CachedStore`] reads with.
-#[derive(Clone, Debug)]
-pub(crate) struct ReadConfig {
-    pub(crate) block_size: u64,
-    /// Blocks in one coalesced fetch, at most.
-    pub(crate) max_fetch_blocks: u64,
-    /// Blocks kept by readers' [`crate::LastBlock`]s at once, at most (an
-    /// eighth of memory's blocks, at least one).
-    pub(crate) max_kept_blocks: u64,
-    pub(crate) namespace: String,
-}
 
 /// Why a [`CachedStore`] could not be built.
 #[derive(Debug)]
@@ -60,6 +49,13 @@ impl std::error::Error for BuildError {
             BuildError::Invalid(_) => None,
             BuildError::Cache(e) => Some(e),
         }
+    }
+}
+
+impl<S: ObjectStore> CachedStore<S> {
+    /// A [`Builder`] of a cached store in front of `inner`.
+    pub fn builder(inner: S) -> Builder<S> {
+        Builder::new(inner)
     }
 }
 
@@ -119,7 +115,7 @@ impl<S: ObjectStore> Builder<S> {
     /// fed from, as OpenZFS counts an L2-only header, which lets each
     /// scan's blocks into the frequency list): the Parquet benchmark's
     /// queries per second rose at 1 and 2 tasks and the hot set stayed in
-    /// memory after a scan (docs/BENCHMARKS.md, issue 24).
+    /// memory after a scan (docs/BENCHMARKS.md).
     /// [`Builder::configure_cache`] with `l2_readback_as_new(false)` gives
     /// the cache's default back.
     pub fn l2(mut self, path: impl Into<PathBuf>, bytes: u64) -> Builder<S> {
@@ -231,9 +227,9 @@ impl<S: ObjectStore> Builder<S> {
         };
         let metadata = MetadataCache::new(self.metadata_ttl, self.max_metadata_entries);
         let readahead = Readahead::new(self.readahead / self.block_size);
-        Ok(CachedStore::new(
+        Ok(CachedStore::new(State::new(
             self.inner, cache, config, metadata, readahead,
-        ))
+        )))
     }
 }
 

@@ -137,21 +137,15 @@
 //!
 //! # Block size
 //!
-//! The default, 256 KiB ([`DEFAULT_BLOCK_SIZE`]), was measured: the
-//! requests the `parquet` crate's reader makes for four queries (selected
-//! columns and row groups, and a one-column scan; 24 reads of 19 MB in all)
-//! on a 30 MB file were replayed through cached stores of several block
-//! sizes, over a store emulating 20 ms to the first byte and 100 MB/s
-//! (`cargo test -p multiarc-object-store --test against_s3 -- --ignored
-//! --nocapture measure_block_sizes`). Cold pass, two runs: 64 KiB 494/515
-//! ms and 14 GETs; 128 KiB 500/503 ms, 14; 256 KiB 480/481 ms, 13 GETs and
-//! 18.8 MB fetched; 512 KiB 502/510 ms, 13, 21.4 MB; 1 MiB 540/526 ms, 13,
-//! 24.0 MB; 4 MiB 515/518 ms, 7 GETs, the whole 30.3 MB; the store alone
-//! 715 ms and 25 GETs; warm passes 6 to 28 ms, no request. Larger blocks
-//! fetch more bytes than the reader asked for without saving requests on
-//! this workload; smaller ones save few bytes and cost a request more.
-//! (Measured without readahead, as the command still runs it: the
-//! reader's requests are mostly not sequential.)
+//! The default, 256 KiB ([`DEFAULT_BLOCK_SIZE`]), was chosen by replaying
+//! the requests the `parquet` crate's reader makes for four queries
+//! through cached stores of block sizes from 64 KiB to 4 MiB, over a store
+//! emulating 20 ms to the first byte (`cargo test -p multiarc-object-store
+//! --test against_s3 -- --ignored --nocapture measure_block_sizes`): larger
+//! blocks fetch more bytes than the reader asked for without saving
+//! requests, smaller ones save few bytes and cost requests. (Measured
+//! without readahead: the reader's requests are mostly not sequential.)
+//! The figures are in `docs/history/object-store-defaults.md`.
 //!
 //! # Readahead
 //!
@@ -180,18 +174,13 @@
 //! task, so no runtime is needed): a stream still waits one round trip per
 //! window, a window that doubles.
 //!
-//! The default, 8 MiB, was measured: a sequential read of a 64 MiB object
-//! in 128 KiB reads (a FUSE mount's), 256 KiB blocks, over a store
-//! emulating 20 ms per request (`cargo test --release -p
-//! multiarc-object-store --test readahead -- --ignored --nocapture
-//! measure_readahead`; one run on a loaded 2-CPU machine). Seconds, MB/s
-//! and GETs for readahead 0 / 1 / 2 / 4 / 8 / 16 MiB: with no transfer
-//! limit 6.08 s, 11 MB/s, 256 GETs / 1.22 s, 55, 53 / 0.82 s, 82, 31 /
-//! 0.54 s, 124, 18 / 0.42 s, 159, 12 / 0.41 s, 163, 11; at 100 MB/s after
-//! the first byte 6.29 s, 11 MB/s / 1.92, 35 / 1.44, 47 / 1.18, 57 / 1.10,
-//! 61 / 1.09, 62. 8 MiB gets within 3% of 16 MiB's throughput (5.5 to 14x
-//! the rate without readahead, a twentieth of the requests) and bounds
-//! what a stream that stops early has fetched for nothing to 8 MiB.
+//! The default, 8 MiB, was chosen by a sequential read of a 64 MiB object
+//! in 128 KiB reads over a store emulating 20 ms per request, with windows
+//! from 0 to 16 MiB (`cargo test --release -p multiarc-object-store --test
+//! readahead -- --ignored --nocapture measure_readahead`): 8 MiB came
+//! within a few percent of 16 MiB's throughput, many times the rate
+//! without readahead, and bounds what a stream that stops early fetched
+//! for nothing. The figures are in `docs/history/benchmarks-record-2026-11.md`.
 //!
 //! # Statistics and errors
 //!
@@ -205,15 +194,18 @@
 
 #![warn(missing_docs)]
 
+// Each module imports only those above it in this list.
 mod config;
 mod error;
 mod key;
 mod metadata;
+pub mod open_object;
 mod read;
 mod readahead;
+mod state;
 mod stats;
 mod store;
-mod uses;
+mod used_blocks;
 
 pub use config::{
     BuildError, Builder, DEFAULT_BLOCK_SIZE, DEFAULT_MAX_FETCH, DEFAULT_MAX_METADATA_ENTRIES,
@@ -221,13 +213,4 @@ pub use config::{
 };
 pub use key::ObjectBlockKey;
 pub use stats::CachedStoreStats;
-pub use store::{CachedStore, CachedVersion, LastBlock};
-pub use uses::{UsedBlocks, SAME_USE_WINDOW_MS};
-
-/// Locks `mutex`, also after a thread panicked holding it: every state
-/// behind these locks stays consistent between statements.
-fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
+pub use store::CachedStore;

@@ -1,6 +1,6 @@
 //! The metadata cache: each object's last HEAD answer, kept for a TTL.
 
-use crate::lock;
+use multiarc::lock::poison::LockUnpoisoned;
 use object_store::path::Path;
 use object_store::{Attributes, ObjectMeta};
 use std::collections::HashMap;
@@ -47,7 +47,7 @@ impl MetadataCache {
 
     /// The cached head of `location`, if it is younger than the TTL.
     pub(crate) fn fresh(&self, location: &Path) -> Option<Arc<ObjectHead>> {
-        let entries = lock(&self.entries);
+        let entries = self.entries.lock_unpoisoned();
         let entry = entries.get(location)?;
         match self.ttl {
             Some(ttl) if entry.fetched.elapsed() >= ttl => None,
@@ -74,7 +74,7 @@ impl MetadataCache {
         if self.ttl == Some(Duration::ZERO) {
             return;
         }
-        let mut entries = lock(&self.entries);
+        let mut entries = self.entries.lock_unpoisoned();
         // Checked under the lock that `invalidate` takes after bumping it.
         if self.epoch.load(Ordering::SeqCst) != epoch {
             return;
@@ -105,13 +105,16 @@ impl MetadataCache {
     /// Forgets `location`'s head (whatever its age) and returns it.
     pub(crate) fn invalidate(&self, location: &Path) -> Option<Arc<ObjectHead>> {
         self.epoch.fetch_add(1, Ordering::SeqCst);
-        lock(&self.entries).remove(location).map(|e| e.head)
+        self.entries
+            .lock_unpoisoned()
+            .remove(location)
+            .map(|e| e.head)
     }
 
     /// Forgets `location`'s head if it is still `stale` (a read found that
     /// the object changed), without counting as a write.
     pub(crate) fn forget_if(&self, location: &Path, stale: &Arc<ObjectHead>) {
-        let mut entries = lock(&self.entries);
+        let mut entries = self.entries.lock_unpoisoned();
         if entries
             .get(location)
             .is_some_and(|e| Arc::ptr_eq(&e.head, stale))
@@ -148,7 +151,7 @@ mod tests {
                 Instant::now(),
                 cache.epoch(),
             );
-            assert!(lock(&cache.entries).len() <= 64);
+            assert!(cache.entries.lock_unpoisoned().len() <= 64);
         }
         // The last one inserted is there.
         assert_eq!(cache.fresh(&Path::from("o999")).unwrap().meta.size, 999);

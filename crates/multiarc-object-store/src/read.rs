@@ -4,16 +4,16 @@
 
 use crate::error::FetchError;
 use crate::key::{ObjectBlockKey, ObjectIdentity};
-use crate::lock;
 use crate::metadata::ObjectHead;
+use crate::state::State;
 use crate::stats::Counters;
-use crate::store::State;
 use bytes::Bytes;
 use futures::future::{BoxFuture, FutureExt};
 use futures::ready;
 use futures::stream::BoxStream;
 use futures::task::{waker_ref, ArcWake};
 use futures::StreamExt;
+use multiarc::lock::poison::LockUnpoisoned;
 use multiarc::Cache;
 use object_store::path::Path;
 use object_store::{GetOptions, GetRange, ObjectStore};
@@ -432,7 +432,7 @@ struct Waiting(Mutex<Vec<Option<Waker>>>);
 
 impl Waiting {
     fn wake_one(&self, index: usize) {
-        let waker = lock(&self.0)[index].take();
+        let waker = self.0.lock_unpoisoned()[index].take();
         if let Some(waker) = waker {
             waker.wake();
         }
@@ -441,7 +441,9 @@ impl Waiting {
 
 impl ArcWake for Waiting {
     fn wake_by_ref(arc_self: &Arc<Self>) {
-        let wakers: Vec<Waker> = lock(&arc_self.0)
+        let wakers: Vec<Waker> = arc_self
+            .0
+            .lock_unpoisoned()
             .iter_mut()
             .filter_map(Option::take)
             .collect();
@@ -514,7 +516,7 @@ impl<'a> RunFetch<'a> {
         index: usize,
         cx: &mut Context<'_>,
     ) -> Poll<Result<Vec<u8>, Arc<FetchError>>> {
-        let mut progress = lock(&self.progress);
+        let mut progress = self.progress.lock_unpoisoned();
         loop {
             match std::mem::replace(&mut progress.slots[index], Slot::Taken) {
                 Slot::Ready(bytes) => return Poll::Ready(Ok(bytes)),
@@ -529,7 +531,7 @@ impl<'a> RunFetch<'a> {
             if let Some(e) = &progress.failed {
                 return Poll::Ready(Err(Arc::clone(e)));
             }
-            lock(&self.waiting.0)[index] = Some(cx.waker().clone());
+            self.waiting.0.lock_unpoisoned()[index] = Some(cx.waker().clone());
             let waker = waker_ref(&self.waiting);
             if self
                 .step(&mut progress, &mut Context::from_waker(&waker), index)

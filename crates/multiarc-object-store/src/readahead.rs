@@ -14,7 +14,7 @@
 //! stream, as long as the table has room for them.
 
 use crate::key::ObjectIdentity;
-use crate::lock;
+use multiarc::lock::poison::LockUnpoisoned;
 use std::ops::Range;
 use std::sync::Mutex;
 
@@ -73,7 +73,7 @@ impl Readahead {
         }
         let first = span.start / block_size;
         let last = (span.end - 1) / block_size;
-        let mut table = lock(&self.table);
+        let mut table = self.table.lock_unpoisoned();
         table.clock += 1;
         let now = table.clock;
         let continued = table.streams.iter_mut().find(|s| {

@@ -504,8 +504,8 @@ async fn a_store_dropped_with_an_abandoned_head_releases_its_l2() {
 }
 
 /// A hot object read between repeated scans of an object four times the
-/// size of memory that fit in the L2 (issue 24's Parquet workload, in
-/// whole-object reads); checks that the scans were read back from the L2.
+/// size of memory that fit in the L2 (the object benchmark's Parquet
+/// workload, in whole-object reads); checks that the scans were read back from the L2.
 /// Returns how many of the hot object's blocks memory holds after the last
 /// scan, and the store's figures.
 async fn hot_blocks_after_repeated_scans(

@@ -3,7 +3,7 @@
 //! which can be stopped and started again on the same port over the same
 //! directory: a store that goes away and comes back.
 
-use crate::{Keys, S3Loopback, ServedBucket};
+use multiarc_store_tools::{Keys, S3Loopback, ServedBucket};
 use std::io;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -32,7 +32,7 @@ impl RestartableS3 {
         let any = SocketAddr::from(([127, 0, 0, 1], 0));
         let (runtime, server) = serve(root, bucket, &keys, any)?;
         Ok(RestartableS3 {
-            served: server.served.clone(),
+            served: (*server).clone(),
             serving: Some((runtime, server)),
         })
     }
@@ -58,7 +58,7 @@ impl RestartableS3 {
         let deadline = Instant::now() + REBIND_FOR;
         loop {
             let served = &self.served;
-            match serve(&served.root, &served.bucket, &served.keys, served.addr) {
+            match serve(served.root(), served.bucket(), served.keys(), served.addr()) {
                 Ok(serving) => {
                     self.serving = Some(serving);
                     return Ok(());
@@ -69,7 +69,7 @@ impl RestartableS3 {
                 Err(e) => {
                     return Err(io::Error::new(
                         e.kind(),
-                        format!("serving again on {}: {e}", self.served.addr),
+                        format!("serving again on {}: {e}", self.served.addr()),
                     ))
                 }
             }
@@ -94,9 +94,9 @@ impl Drop for RestartableS3 {
 impl std::fmt::Debug for RestartableS3 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RestartableS3")
-            .field("endpoint", &self.served.endpoint)
-            .field("root", &self.served.root)
-            .field("bucket", &self.served.bucket)
+            .field("endpoint", &self.served.endpoint())
+            .field("root", &self.served.root())
+            .field("bucket", &self.served.bucket())
             .field("serving", &self.serving.is_some())
             .finish_non_exhaustive()
     }

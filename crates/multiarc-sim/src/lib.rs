@@ -41,8 +41,8 @@
 pub mod distinct;
 pub mod opt;
 pub mod pass;
-pub mod probation;
 pub mod reference;
+pub mod s3arc;
 pub mod source;
 pub mod trace;
 pub mod workload;
@@ -50,7 +50,7 @@ pub mod workload;
 pub use distinct::DistinctBlocks;
 pub use opt::OptPolicy;
 pub use pass::{Pass, PassError};
-pub use probation::S3ArcPolicy;
 pub use reference::{ArcPolicy, CarPolicy, LruPolicy, PagePolicy};
+pub use s3arc::S3ArcPolicy;
 pub use source::{SourceError, TraceFile, TraceSource};
 pub use trace::{TraceError, TraceFormat, TraceReader};

@@ -32,6 +32,7 @@ mod api;
 mod arc;
 mod l2;
 mod mem;
+pub mod units;
 
 /// The cache's locks and lock statistics: the [`multiarc_lock`] crate.
 pub use multiarc_lock as lock;
@@ -43,3 +44,8 @@ pub use arc::{BlockKey, HitMode, Key, PersistentKey, Policy, Stats};
 #[doc = include_str!("../../../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+/// The design document's examples (the second tier's), compiled as doctests.
+#[doc = include_str!("../../../docs/design.md")]
+#[cfg(doctest)]
+pub struct DesignDoctests;

@@ -5,7 +5,7 @@
 //! the papers' REPLACE does), every request's hit or miss must equal:
 //! ARC's (Megiddo & Modha, FAST '03) in the eager hit mode, CAR's
 //! (Bansal & Modha, FAST '04) in the lazy mode, and the S3ARC model's
-//! (`multiarc_sim::probation`) under `Policy::S3arc`. The cache counts
+//! (`multiarc_sim::s3arc`) under `Policy::S3arc`. The cache counts
 //! bytes and the references count pages; every buffer here is one block
 //! (8 KiB unless a test says otherwise), so a cache of `c` blocks is a
 //! cache of `c * block` bytes.
@@ -18,8 +18,8 @@
 mod common;
 
 use multiarc::{Builder, Cache, HitMode, Policy};
-use multiarc_sim::probation::S3ArcPolicy;
 use multiarc_sim::reference::{ArcPolicy, CarPolicy, PagePolicy};
+use multiarc_sim::s3arc::S3ArcPolicy;
 
 const BLOCK: usize = 8192;
 

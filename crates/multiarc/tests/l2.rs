@@ -691,8 +691,8 @@ fn hot_set_after_repeated_scans(cache: &Cache<u64>) -> (usize, Stats) {
 
 /// Scans that repeat and fit in the second tier: by default each block read
 /// back counts as a ghost hit of the list that fed it (history), which
-/// raises `p` to its top and pushes the hot set out of memory (issue 24's
-/// multiarc-l2 row served the hot set 0% from memory after a scan). With
+/// raises `p` to its top and pushes the hot set out of memory (the object
+/// benchmark's multiarc-l2 row served the hot set 0% from memory after a scan). With
 /// `l2_readback_as_new` a block read back whose ghost memory has forgotten
 /// is a new block to memory (MRU, `p` left alone), as a miss would be
 /// without the tier, and memory keeps the hot set as it does alone.
@@ -751,7 +751,7 @@ fn scans_read_back_from_the_device_push_the_hot_set_out_unless_read_back_as_new(
 /// With the evict thread, eviction copies what it is about to drop before
 /// dropping it: however fast inserts outrun the feed thread (which here
 /// looks only every 50 ms, or an hour between feeds), no buffer the tier
-/// could hold leaves memory without a copy (issue 24: blocks evicted
+/// could hold leaves memory without a copy (in the object benchmark, blocks evicted
 /// before any feed copied them were fetched from the store again).
 #[test]
 fn the_evict_thread_feeds_before_it_drops() {
@@ -775,7 +775,7 @@ fn the_evict_thread_feeds_before_it_drops() {
 
 /// As above, with many threads inserting at once: they push memory past
 /// its target by more than one feed batch before the evict thread's pass
-/// runs (issue 24's object benchmark at 32 tasks evicted 12 blocks unfed
+/// runs (the object benchmark at 32 tasks evicted 12 blocks unfed
 /// in a cold pass, and its warm pass fetched exactly those from the
 /// store). The pass spares what it could copy but has not, feeds again,
 /// and evicts then: still nothing the tier could hold is dropped without

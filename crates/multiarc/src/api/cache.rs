@@ -16,7 +16,7 @@ use crate::arc::{
     Eager, Event, EvictThread, Evictable, Evictor, HitMode, HitModeImpl, Inline, IoPool, Key, Lazy,
     Presence, SecondTier, Stats, Supplied, Threaded,
 };
-use crate::l2::{self, FeedThread, Tier};
+use crate::l2::{self, FeedThread, L2Arc};
 use crate::mem::meta::{self, HOLD, HOLD_LIMIT};
 use crate::mem::sync::Ordering;
 use crate::mem::EntryPtr;
@@ -43,7 +43,7 @@ pub struct Cache<K: Key> {
     shared: ByHitMode<K>,
     /// The second tier, if the builder added one (the core sees it only as
     /// a `SecondTier`).
-    tier: Option<Arc<Tier<K>>>,
+    tier: Option<Arc<L2Arc<K>>>,
     /// Stopped (and joined) before the core goes: declared after `shared`,
     /// dropped after it, but the thread keeps its own `Arc` of the core.
     _evict_thread: Option<EvictThread>,
@@ -169,7 +169,7 @@ impl<K: Key> Builder<K> {
         let tier = match (l2_config, self.key_codec) {
             (Some(l2), Some(codec)) => {
                 let path = l2.device.path.clone();
-                Some(Tier::open(l2, codec).map_err(|e| ConfigError::device(path, e))?)
+                Some(L2Arc::open(l2, codec).map_err(|e| ConfigError::device(path, e))?)
             }
             _ => None,
         };
@@ -251,8 +251,8 @@ impl<K: Key> Cache<K> {
     /// Makes every read (`reads`) or write (`writes`) of the second tier's
     /// device fail with EIO until called again: for fault-injection tests
     /// of callers and of the tier. No effect without a second tier. Only
-    /// with the `test-util` feature.
-    #[cfg(any(test, feature = "test-util"))]
+    /// with the `test-support` feature.
+    #[cfg(any(test, feature = "test-support"))]
     pub fn l2_inject_faults(&self, reads: bool, writes: bool) {
         if let Some(tier) = &self.tier {
             tier.set_faults(reads, writes);

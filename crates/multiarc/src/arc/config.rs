@@ -52,7 +52,7 @@ pub enum Policy {
     ///   `c`) lowers `p` by ARC's step and is admitted to MFU if the buffer
     ///   was reused in MFU, else enters MRU as a new buffer.
     ///
-    /// The reference model is `multiarc_sim::probation::S3ArcPolicy`; the
+    /// The reference model is `multiarc_sim::s3arc::S3ArcPolicy`; the
     /// cache makes its decisions request by request at one sublist with
     /// inline eviction (`tests/differential.rs`). Hit ratios against ARC:
     /// docs/BENCHMARKS.md, "S3ARC in the cache".

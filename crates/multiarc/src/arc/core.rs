@@ -6,12 +6,13 @@
 //! guards what, and in which order they are taken: the locking model at
 //! the top of `arc/mod.rs`.
 
-use super::config::{Config, HitMode, Policy};
+use super::config::{Config, HitMode};
 use super::evict_handshake::EvictHandshake;
 use super::inflight::InFlight;
-use super::policy::{self, GhostHit, Sizes};
+use super::policy::{GhostHit, Sizes};
+use super::replacement::{rules, Replacement};
+use super::second_tier::SecondTier;
 use super::stats::Events;
-use super::tier::SecondTier;
 use crate::lock::{CachePadded, Mutex};
 use crate::mem::sync::{AtomicU64, Ordering};
 use crate::mem::{Draws, EntryPtr, HashTable, Limbo, Multilist, State, Striped};
@@ -32,6 +33,8 @@ type GarbageBin<K> = CachePadded<Mutex<Limbo<EntryPtr<K>>>>;
 
 /// Everything the cache's threads share.
 pub(crate) struct Core<K, M> {
+    /// The replacement policy's rules, chosen once from `config.policy`.
+    pub(crate) replacement: &'static dyn Replacement,
     pub(crate) config: Config,
     hasher: KeyHasher,
     pub(crate) table: HashTable<K, InFlight<K>>,
@@ -87,12 +90,7 @@ impl<K: Eq + Hash, M> Core<K, M> {
                 Multilist::new(n, "mfu_ghost.sublist"),
             ],
             c: AtomicU64::new(config.max_bytes),
-            // The paper starts with p = 0; ghost hits move it from there.
-            // S3ARC starts at the top of its bounds (S3-FIFO's 10%).
-            p: AtomicU64::new(match config.policy {
-                Policy::Arc => 0,
-                Policy::S3arc => policy::s3arc_p_bounds(config.max_bytes).1,
-            }),
+            p: AtomicU64::new(rules(config.policy).initial_p(config.max_bytes)),
             bytes: Striped::new(n),
             events: Events::new((cpus * 2).max(8)),
             handshake: EvictHandshake::default(),
@@ -103,6 +101,7 @@ impl<K: Eq + Hash, M> Core<K, M> {
                 .collect(),
             #[cfg(loom)]
             graveyard: Mutex::new(Vec::new()),
+            replacement: rules(config.policy),
             config,
             mode: PhantomData,
         }
@@ -185,39 +184,23 @@ impl<K, M> Core<K, M> {
         self.p.load(Ordering::Acquire)
     }
 
-    /// True for `Policy::S3arc` (which the builder allows in the lazy hit
-    /// mode only).
-    #[inline]
-    pub(crate) fn s3arc(&self) -> bool {
-        self.config.policy == Policy::S3arc
-    }
-
     /// Sets the target size `c` to `bytes`, keeping the learned MRU/MFU
-    /// split `p` in proportion (S3ARC: within its bounds for the new `c`);
-    /// returns the old `c`.
+    /// split `p` in proportion (within the policy's bounds for the new
+    /// `c`); returns the old `c`.
     pub(crate) fn set_target(&self, bytes: u64) -> u64 {
         let old = self.c.swap(bytes, Ordering::AcqRel);
-        let s3arc = self.s3arc();
+        let rules = self.replacement;
         let _ = self
             .p
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| {
-                let p = policy::rescale_p(p, old, bytes);
-                Some(if s3arc {
-                    policy::s3arc_clamp_p(p, bytes)
-                } else {
-                    p
-                })
+                Some(rules.rescale_p(p, old, bytes))
             });
         old
     }
 
     /// How many ghost bytes to drop (from B1, from B2): the policy's bounds.
     pub(crate) fn ghost_excess(&self, s: &Sizes, c: u64) -> (u64, u64) {
-        if self.s3arc() {
-            policy::s3arc_ghost_excess(s, c)
-        } else {
-            policy::ghost_excess(s, c)
-        }
+        self.replacement.ghost_excess(s, c)
     }
 
     /// Counts `n` more bytes in `state` (sublist `idx`'s stripe).
@@ -311,15 +294,11 @@ impl<K, M> Core<K, M> {
             GhostHit::Mru => s.mru_ghost += absent,
             GhostHit::Mfu => s.mfu_ghost += absent,
         }
-        let s3arc = self.s3arc();
+        let rules = self.replacement;
         let _ = self
             .p
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| {
-                Some(if s3arc {
-                    policy::s3arc_adapt(p, c, hit, size, &s)
-                } else {
-                    policy::adapt(p, c, hit, size, &s)
-                })
+                Some(rules.adapt(p, c, hit, size, &s))
             });
     }
 }
@@ -360,6 +339,7 @@ impl<K, M> Core<K, M> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::super::hit_mode::Lazy;
+    use super::super::policy;
     use super::super::test_support::{core, s3arc_core, BLOCK as B};
     use super::*;
 

@@ -18,9 +18,9 @@ use super::core::Core;
 use super::evict_handshake::{EvictHandshake, IDLE_CHECK};
 use super::hit_mode::{HitModeImpl, Tail};
 use super::key::Key;
-use super::policy::{self, Sizes};
+use super::policy::Sizes;
+use super::second_tier::{ArcTails, EvictedCopy, Presence};
 use super::stats::Event;
-use super::tier::{ArcTails, EvictedCopy, Presence};
 use crate::mem::sync::unpoisoned;
 use crate::mem::sync::Ordering;
 use crate::mem::{EntryPtr, State};
@@ -260,7 +260,7 @@ impl Evictor for Inline {
 /// then the pass evicts, sparing the buffers the tier could hold that no
 /// feed has copied yet; while it stops short for them, the tier copies the
 /// next batch and the pass goes on. Inserts outrun one batch when many
-/// threads insert at once (issue 24's object benchmark at 32 tasks evicted
+/// threads insert at once (the object benchmark at 32 tasks evicted
 /// blocks no feed had copied, and its warm pass fetched them again from
 /// the store). Each round's feed looks twice as far up the tails as the
 /// last (past a batch in flight, or copies already made). Bounded: after
@@ -269,7 +269,7 @@ impl Evictor for Inline {
 /// tier that cannot keep up never stalls eviction.
 fn evict_feeding<K: Key, M: HitModeImpl>(
     core: &Core<K, M>,
-    tier: &dyn super::tier::SecondTier<K>,
+    tier: &dyn super::second_tier::SecondTier<K>,
 ) -> EvictOutcome {
     let mut outcome = EvictOutcome::default();
     for round in 0..FEED_ROUNDS {
@@ -318,15 +318,9 @@ fn evict_to_target_sparing<K: Key, M: HitModeImpl>(
 ) -> EvictOutcome {
     let mut outcome = EvictOutcome::default();
     // Bytes moved (lazy mode) since anything was freed. Once that exceeds
-    // twice the cached bytes, every unheld buffer has lost its reference
-    // bit and come round again: what is left is held, so stop. S3ARC's
-    // buffers may go round once per count they keep (promoted from MRU,
-    // then up to S3ARC_MAX_FREQ turns in MFU): one more lap per count.
-    let laps = if core.s3arc() {
-        policy::S3ARC_MAX_FREQ + 2
-    } else {
-        2
-    };
+    // the policy's laps of the cached bytes, every unheld buffer has come
+    // round again as often as it may: what is left is held, so stop.
+    let laps = core.replacement.walk_laps();
     let mut moved_since_free = 0u64;
     loop {
         let c = core.c();
@@ -389,14 +383,11 @@ fn evict_to_target_sparing<K: Key, M: HitModeImpl>(
     }
 }
 
-/// The replacement's choice of list: evict from MRU? The hit mode's rule
-/// (ARC's or CAR's), or S3ARC's under `Policy::S3arc`.
+/// The replacement's choice of list: evict from MRU? The policy's rule,
+/// given the hit mode's (ARC's or CAR's).
 fn evict_from_mru<K, M: HitModeImpl>(core: &Core<K, M>, s: &Sizes, p: u64, b2_hit: bool) -> bool {
-    if core.s3arc() {
-        policy::s3arc_evict_from_mru(s, p)
-    } else {
-        M::evict_from_mru(s, p, b2_hit)
-    }
+    core.replacement
+        .evict_from_mru(s, p, b2_hit, M::evict_from_mru)
 }
 
 /// Drops ghosts until the history is within its bounds.
@@ -428,17 +419,11 @@ fn evict_state<K: Key, M: HitModeImpl>(
 ) -> Walk {
     let list = &core.list(state);
     let n = list.len();
-    // ARC and CAR start at a random sublist (OpenZFS). S3ARC starts at the
-    // one holding most of the state: its MRU is a FIFO of at most 10% of
-    // `c`, and a random sublist's tail is often far younger than the
-    // queue's oldest buffer, cutting short the probation that decides
-    // promotion; the fullest sublist's tail is about the oldest (keys are
-    // spread evenly over sublists), and taking from it keeps them level.
-    let start = if core.s3arc() {
-        core.fullest_sublist(state)
-    } else {
-        (core.random() % n as u64) as usize
-    };
+    // A random sublist (OpenZFS), or as the policy says.
+    let random = (core.random() % n as u64) as usize;
+    let start = core
+        .replacement
+        .walk_start(random, &|| core.fullest_sublist(state));
     let batch = core.config.evict_batch_limit;
     // Moves do not free anything: bound how many a visit may make.
     let visit_limit = batch.saturating_mul(8);

@@ -30,6 +30,7 @@ use super::config::HitMode;
 use super::core::Core;
 use super::key::Key;
 use super::policy::{self, Sizes};
+use super::replacement::TailRule;
 use super::stats::Event;
 use crate::mem as reclaim;
 use crate::mem::meta::{self, HIT, HITS_FOLD_BIT, HITS_MASK, HOLD, HOLD_LIMIT};
@@ -801,7 +802,7 @@ impl HitModeImpl for Lazy {
                 return tail;
             }
         }
-        if core.s3arc() {
+        if core.replacement.tail_rule() == TailRule::Frequency {
             return Self::s3arc_at_tail(core, h, state);
         }
         // Holds and hits can start at any time (probes take no lock), so

@@ -51,7 +51,9 @@ pub(crate) fn insert_entry_as<K: Key, M: HitModeImpl, V: Evictor>(
     let idx = core.sublist_of(hash);
     let size = data.len() as u64;
     // ARC and S3ARC move p before their REPLACE, CAR after it.
-    let adapt_before_replace = M::ADAPT_BEFORE_REPLACE || core.s3arc();
+    let adapt_before_replace = core
+        .replacement
+        .adapts_before_replace(M::ADAPT_BEFORE_REPLACE);
 
     // 1. Was the key remembered? A ghost hit adapts p (ARC: with the ghost
     //    still counted, as the paper's delta does) and the ghost goes.
@@ -162,13 +164,11 @@ pub(crate) fn insert_entry_as<K: Key, M: HitModeImpl, V: Evictor>(
         let old_live = stripe
             .find(hash, &key)
             .map(|o| unsafe { o.header() }.state().is_live());
-        // A ghost hit is admitted to MFU, but S3ARC admits an MFU-ghost
-        // hit to MFU only if the buffer was reused in MFU, else to MRU as
-        // a new buffer: admitting every one to MFU lets a loop longer than
-        // the cache cycle through MFU and evict everything else
-        // (`multiarc_sim::probation`).
+        // A ghost hit is admitted to MFU, an MFU-ghost hit as the policy
+        // says (S3ARC: only a buffer reused in MFU; the others come back to
+        // MRU as new).
         let ghost_to_mfu = match ghost_hit {
-            Some((GhostHit::Mfu, _)) => !core.s3arc() || ghost_reused,
+            Some((GhostHit::Mfu, _)) => core.replacement.admits_mfu_ghost_to_mfu(ghost_reused),
             Some((GhostHit::Mru, _)) => !ghost_unused,
             None => false,
         };

@@ -11,8 +11,8 @@ use super::inflight::{LoadResult, Pending};
 use super::insert::insert_entry_as;
 use super::key::Key;
 use super::policy::GhostHit;
+use super::second_tier::{LoadedBytes, TierRead};
 use super::stats::Event;
-use super::tier::{LoadedBytes, TierRead};
 use crate::mem::sync::Ordering;
 use crate::mem::EntryPtr;
 use std::sync::Arc;
@@ -110,7 +110,8 @@ where
 /// hit ratios depend on it). With `l2_readback_as_new`, it is a new block
 /// to memory, as a miss without the tier: onto MRU, `p` left alone, so
 /// that scans that repeat and fit in the tier do not raise `p` to its top
-/// and push the hot set out of memory (issue 24's Parquet scans).
+/// and push the hot set out of memory (the object benchmark's Parquet
+/// scans).
 pub(super) fn l2_origin(read: &TierRead) -> Option<GhostHit> {
     match (read.as_new, read.mfu) {
         (true, _) => None,

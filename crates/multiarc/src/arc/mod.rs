@@ -1,11 +1,13 @@
 //! The ARC (Megiddo & Modha, FAST '03) over the memory structures of
 //! `mem`: the core state, the replacement policy, the two ways of
 //! recording a hit, the miss (insert, single-flight loads), and eviction
-//! with its thread. It knows no second tier beyond the trait in `tier`.
+//! with its thread. It knows no second tier beyond the trait in
+//! `second_tier`.
 //!
 //! - `core`: [`Core`], what every thread shares: the table, the four state
 //!   lists, the targets `c` and `p`, byte counts, statistics.
-//! - `policy`: ARC's, CAR's and S3ARC's arithmetic on sizes (pure).
+//! - `policy`: ARC's, CAR's and S3ARC's arithmetic on sizes (pure);
+//!   `replacement`: the policy as a type, its rules chosen once.
 //! - `hit_mode`: how a hit is recorded ([`HitModeImpl`]: `Eager`, the
 //!   OpenZFS way, or `Lazy`, CAR's clock) and what eviction does with a
 //!   buffer at a list tail.
@@ -14,7 +16,7 @@
 //!   records, with `io_pool`'s threads for its second-tier reads.
 //! - `evict` (with `evict_handshake`): the eviction walk, the evictors and
 //!   the evict thread.
-//! - `tier`: the second tier as the ARC sees it.
+//! - `second_tier`: the second tier as the ARC sees it.
 //! - `config`, `key`, `stats`: the settings, keys and statistics the facade
 //!   shows.
 //!
@@ -27,13 +29,14 @@
 //! (`p` within 0.5%..10% of `c`), MFU a clock whose buffers keep a
 //! frequency of at most 4, and each ghost list its own bound (80% and 50%
 //! of `c`); an MFU ghost remembers whether its buffer was reused in MFU
-//! (the header's `reused_in_mfu`). It is
-//! the same code as the lazy mode's with a branch on the policy where the
-//! rules differ, all on the miss and eviction side: the evictor's reading
-//! of a tail buffer's hit count (`Lazy::s3arc_at_tail`), the choice of
-//! list, the ghost bounds and the walk's first sublist (the fullest, not a
-//! random one: `evict`, `policy`), the bounds of `p`
-//! (`core`), and where a ghost hit is admitted (`insert`). A hit, a
+//! (the header's `reused_in_mfu`). The policy is a type
+//! (`replacement`: [`Replacement`](replacement::Replacement), with
+//! `ArcRules` and `S3arcRules`), chosen once when the cache is built; the
+//! miss and eviction side ask it where the rules differ: the evictor's
+//! reading of a tail buffer's hit count (`Lazy::s3arc_at_tail` under
+//! S3ARC's tail rule), the choice of list, the ghost bounds and the walk's
+//! first sublist (the fullest, not a random one: `evict`), the bounds of
+//! `p` (`core`), and where a ghost hit is admitted (`insert`). A hit, a
 //! release and the locking below are the lazy mode's, unchanged.
 //!
 //! # Locking model
@@ -104,10 +107,11 @@ mod key;
 mod load;
 mod load_async;
 mod policy;
+mod replacement;
+mod second_tier;
 mod stats;
 #[cfg(all(test, not(loom)))]
 mod test_support;
-mod tier;
 
 pub use config::{HitMode, Policy};
 pub use key::{BlockKey, Key, PersistentKey};
@@ -121,7 +125,7 @@ pub(crate) use insert::{insert_entry, remove_key};
 pub(crate) use io_pool::IoPool;
 pub(crate) use load::get_or_load;
 pub(crate) use load_async::{get_or_load_async, load_ahead_async};
-pub(crate) use stats::{Event, Supplied};
-pub(crate) use tier::{
+pub(crate) use second_tier::{
     ArcTails, EvictedCopy, LoadedBytes, Presence, SecondTier, TierFigures, TierRead,
 };
+pub(crate) use stats::{Event, Supplied};

@@ -32,7 +32,7 @@
 //! evicts from T1 while `|T1| > p`. Every bound is a fraction of `c` in
 //! bytes, rounded down, and none is raised to "one buffer" (the cache has
 //! no unit of size): with uniform `s`-byte buffers the rules are the page
-//! model's (`multiarc_sim::probation`) for a capacity of `c / s` pages.
+//! model's (`multiarc_sim::s3arc`) for a capacity of `c / s` pages.
 //!
 //! Nothing here touches a lock or an atomic; the cache reads its counters,
 //! calls these, and acts.

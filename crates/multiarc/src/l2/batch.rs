@@ -5,7 +5,7 @@
 use super::checksum::checksum;
 use super::device::{padded, units, AlignedBuf};
 use super::index::MAX_LEN;
-use super::Tier;
+use super::L2Arc;
 use crate::arc::Key;
 use std::io;
 use std::sync::atomic::Ordering;
@@ -28,7 +28,7 @@ pub(crate) enum Added {
 
 /// One feed's buffers, copied.
 pub(crate) struct Batch<'a, K: Key> {
-    pub(super) tier: &'a Tier<K>,
+    pub(super) tier: &'a L2Arc<K>,
     pub(super) id: u32,
     /// The buffers, each at a unit boundary. Allocated at the first `add`
     /// and grown (doubled, up to `cap`) as buffers are added: a feed that
@@ -62,7 +62,7 @@ impl<K> BatchEntry<K> {
     }
 }
 
-impl<K: Key> Tier<K> {
+impl<K: Key> L2Arc<K> {
     /// An empty batch of up to `write_max` bytes.
     pub(crate) fn batch(&self) -> Batch<'_, K> {
         self.batch_of(self.feed.write_max)
@@ -180,14 +180,14 @@ impl<K: Key> Drop for Batch<'_, K> {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use super::super::testing::{codec, config, data, path};
+    use super::super::test_support::{codec, config, data, path};
     use super::*;
     use crate::arc::Presence;
 
     #[test]
     fn a_batch_roundtrips_mixed_sizes() {
         let p = path("roundtrip");
-        let tier = Tier::open(config(&p, 4 << 20, 512 << 10), codec()).unwrap();
+        let tier = L2Arc::open(config(&p, 4 << 20, 512 << 10), codec()).unwrap();
         let sizes = [1usize, 4096, 8192, 100_000, 4095, 4097];
         let mut b = tier.batch();
         for (k, &len) in sizes.iter().enumerate() {
@@ -230,7 +230,7 @@ mod tests {
     #[test]
     fn a_batch_grows_its_buffer_and_keeps_what_it_copied() {
         let p = path("grow");
-        let tier = Tier::open(config(&p, 64 << 20, 8 << 20), codec()).unwrap();
+        let tier = L2Arc::open(config(&p, 64 << 20, 8 << 20), codec()).unwrap();
         let mut b = tier.batch();
         assert!(b.buf.bytes().is_empty(), "nothing allocated before an add");
         // 700 buffers of 10,000 bytes (padded to 12 KiB): 8.2 MiB at most
@@ -268,7 +268,7 @@ mod tests {
     fn a_key_rewritten_into_the_same_batch_keeps_only_its_newest_bytes() {
         let p = path("same-batch");
         let c = config(&p, 1 << 20, 64 << 10);
-        let tier = Tier::open(c.clone(), codec()).unwrap();
+        let tier = L2Arc::open(c.clone(), codec()).unwrap();
         let mut b = tier.batch();
         assert_eq!(b.add(&7, &data(7, 100), false), Added::Copied);
         tier.invalidate(&7);
@@ -279,7 +279,7 @@ mod tests {
         assert_eq!(tier.read(&7).expect("cached").data, newer);
         tier.shutdown();
         drop(tier);
-        let tier = Tier::open(c, codec()).unwrap();
+        let tier = L2Arc::open(c, codec()).unwrap();
         tier.wait_rebuild();
         if let Some(r) = tier.read(&7) {
             assert_eq!(r.data, newer, "after a restart");

@@ -23,13 +23,13 @@ use super::format::{encode_log, log_len, LogPtr};
 use super::history::Ghost;
 use super::index::Rec;
 use super::plan::{Holdings, Lists, Plan, Planner};
-use super::{Ring, Tier};
+use super::{L2Arc, Ring};
 use crate::arc::Key;
 use std::io;
 use std::sync::atomic::Ordering;
 
 /// The planner reads the index and the history.
-impl<K: Key> Holdings<K> for Tier<K> {
+impl<K: Key> Holdings<K> for L2Arc<K> {
     fn records_in(&self, start: u64, end: u64) -> Vec<(K, Rec)> {
         self.index.records_in(start, end)
     }
@@ -41,7 +41,7 @@ impl<K: Key> Holdings<K> for Tier<K> {
     }
 }
 
-impl<K: Key> Tier<K> {
+impl<K: Key> L2Arc<K> {
     /// Writes `batch` at the hand: see `Batch::commit`.
     pub(super) fn commit(&self, batch: &mut Batch<'_, K>) -> io::Result<usize> {
         let mut ring = self.ring.lock();
@@ -285,7 +285,7 @@ fn link_past(ring: &Ring, start: u64, len: u64) -> LogPtr {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use super::super::testing::{codec, config, data, path, write};
+    use super::super::test_support::{codec, config, data, path, write};
     use super::super::Added;
     use super::*;
     use crate::arc::Presence;
@@ -294,7 +294,7 @@ mod tests {
     #[test]
     fn the_ring_wraps_and_never_returns_wrong_bytes() {
         let p = path("wrap");
-        let tier = Tier::open(config(&p, 1 << 20, 64 << 10), codec()).unwrap();
+        let tier = L2Arc::open(config(&p, 1 << 20, 64 << 10), codec()).unwrap();
         let mut model: HashMap<u64, usize> = HashMap::new();
         let mut k = 0u64;
         for round in 0..200 {
@@ -343,7 +343,7 @@ mod tests {
         let p = path("keep");
         // 64 units of ring, batches of 8 one-unit buffers (and a log unit).
         let c = config(&p, 65 * UNIT, 8 * UNIT);
-        let tier = Tier::open(c.clone(), codec()).unwrap();
+        let tier = L2Arc::open(c.clone(), codec()).unwrap();
         for i in 0..7u64 {
             write(&tier, (i * 8..i * 8 + 8).map(|k| (k, 4096)));
         }
@@ -393,7 +393,7 @@ mod tests {
         drop(b);
         tier.shutdown();
         drop(tier);
-        let tier = Tier::open(c, codec()).unwrap();
+        let tier = L2Arc::open(c, codec()).unwrap();
         tier.wait_rebuild();
         for k in [3u64, 5].into_iter().chain(100..108) {
             assert_eq!(
@@ -408,7 +408,7 @@ mod tests {
     #[test]
     fn a_damaged_kept_copy_is_a_counted_miss_never_wrong_bytes() {
         let p = path("keep-fault");
-        let tier = Tier::open(config(&p, 65 * UNIT, 8 * UNIT), codec()).unwrap();
+        let tier = L2Arc::open(config(&p, 65 * UNIT, 8 * UNIT), codec()).unwrap();
         for i in 0..7u64 {
             write(&tier, (i * 8..i * 8 + 8).map(|k| (k, 4096)));
         }

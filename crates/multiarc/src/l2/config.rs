@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// The device and its ring: what `Tier::open` and the hand use.
+/// The device and its ring: what `L2Arc::open` and the hand use.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct DeviceConfig {
     /// The device: a regular file (created if missing) or a block device.

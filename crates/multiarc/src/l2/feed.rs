@@ -21,7 +21,7 @@
 //! evict thread, before each pass (`feed_before_eviction`), so that a churn
 //! faster than the feed thread's look does not drop uncopied buffers.
 
-use super::{Added, Tier};
+use super::{Added, L2Arc};
 use crate::arc::{ArcTails, Key};
 use crate::mem::sync::{unpoisoned, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -31,12 +31,12 @@ use std::time::{Duration, Instant};
 /// Runs one feed: returns the bytes written to the tier (0 when it has
 /// nothing to write, is rebuilding its index, or the write failed; the
 /// tier counts its errors).
-pub(crate) fn feed_once<K: Key>(tier: &Tier<K>, arc: &dyn ArcTails<K>) -> u64 {
+pub(crate) fn feed_once<K: Key>(tier: &L2Arc<K>, arc: &dyn ArcTails<K>) -> u64 {
     feed_at_most(tier, arc, tier.feed_config().write_max)
 }
 
 /// One feed of a batch of at most `max_bytes` (`feed_once`'s).
-fn feed_at_most<K: Key>(tier: &Tier<K>, arc: &dyn ArcTails<K>, max_bytes: u64) -> u64 {
+fn feed_at_most<K: Key>(tier: &L2Arc<K>, arc: &dyn ArcTails<K>, max_bytes: u64) -> u64 {
     let config = tier.feed_config();
     feed_tails(
         tier,
@@ -61,7 +61,7 @@ fn feed_at_most<K: Key>(tier: &Tier<K>, arc: &dyn ArcTails<K>, max_bytes: u64) -
 /// `2^round` times as far up the tails (up to the feed thread's reach),
 /// past buffers a batch in flight holds or that are copied already.
 pub(super) fn feed_before_eviction<K: Key>(
-    tier: &Tier<K>,
+    tier: &L2Arc<K>,
     arc: &dyn ArcTails<K>,
     bytes: u64,
     round: u32,
@@ -82,7 +82,7 @@ pub(super) fn feed_before_eviction<K: Key>(
 
 /// One feed of a batch of at most `max_bytes`, looking `budget` bytes up
 /// the tails of each list.
-fn feed_tails<K: Key>(tier: &Tier<K>, arc: &dyn ArcTails<K>, max_bytes: u64, budget: u64) -> u64 {
+fn feed_tails<K: Key>(tier: &L2Arc<K>, arc: &dyn ArcTails<K>, max_bytes: u64, budget: u64) -> u64 {
     if tier.rebuilding() {
         return 0;
     }
@@ -146,7 +146,7 @@ fn feed_tails<K: Key>(tier: &Tier<K>, arc: &dyn ArcTails<K>, max_bytes: u64, bud
 /// worth has been inserted since the last feed (`size`: the insert's bytes,
 /// counted as the device will store them, in whole 4 KiB units, since a
 /// batch's size is counted so).
-pub(super) fn feed_inline<K: Key>(tier: &Tier<K>, arc: &dyn ArcTails<K>, size: u64) {
+pub(super) fn feed_inline<K: Key>(tier: &L2Arc<K>, arc: &dyn ArcTails<K>, size: u64) {
     let size = size.max(1).next_multiple_of(4096);
     let unfed = tier.unfed.fetch_add(size, Ordering::Relaxed) + size;
     if unfed >= tier.feed_config().write_max && arc.data_bytes() > arc.target_bytes() {
@@ -157,7 +157,7 @@ pub(super) fn feed_inline<K: Key>(tier: &Tier<K>, arc: &dyn ArcTails<K>, size: u
 
 /// How far up the list tails a feed looks: `headroom x write_max`, or all
 /// of memory if that is less.
-fn reach<K: Key>(tier: &Tier<K>, arc: &dyn ArcTails<K>) -> u64 {
+fn reach<K: Key>(tier: &L2Arc<K>, arc: &dyn ArcTails<K>) -> u64 {
     let c = tier.feed_config();
     c.headroom
         .saturating_mul(c.write_max)
@@ -168,13 +168,13 @@ fn reach<K: Key>(tier: &Tier<K>, arc: &dyn ArcTails<K>) -> u64 {
 /// less. A batch's buffers are being written until it commits, and
 /// eviction passes over them (`evict_l2_skip`) to take younger buffers,
 /// which no feed has copied yet: with a batch the size of memory (16 MiB
-/// against 8 MiB in issue 24's object benchmark), every eviction during a
+/// against 8 MiB in the object benchmark), every eviction during a
 /// commit dropped buffers the tier could have held, and the warm pass went
 /// back to the store for them. Small batches, fed one after the other
 /// while they fill (the thread's "again"), keep the copied buffers ahead
 /// of eviction instead. (Inline feeding keeps `write_max`: it feeds
 /// between inserts, so nothing is evicted during its commit.)
-fn thread_batch<K: Key>(tier: &Tier<K>, arc: &dyn ArcTails<K>) -> u64 {
+fn thread_batch<K: Key>(tier: &L2Arc<K>, arc: &dyn ArcTails<K>) -> u64 {
     let share = (arc.target_bytes() / BATCH_SHARE_OF_MEMORY).max(4096);
     tier.feed_config().write_max.min(share)
 }
@@ -207,7 +207,7 @@ impl FeedThread {
     /// once after a feed that filled more than half its batch, whose size
     /// is a share of memory (`thread_batch`): the tails have more to copy.
     pub(crate) fn start<K: Key>(
-        tier: Arc<Tier<K>>,
+        tier: Arc<L2Arc<K>>,
         arc: Arc<dyn ArcTails<K>>,
     ) -> std::io::Result<FeedThread> {
         let config = tier.feed_config();
@@ -280,8 +280,8 @@ const TICK: Duration = Duration::from_millis(50);
 
 /// How often it looks while eviction moves. At 50 ms, 32 tasks scanning
 /// through an 8 MiB memory evicted 7-14 MiB between two looks, so blocks
-/// went before any feed had seen them (issue 24's object benchmark sent
-/// 107 KiB per warm query to the store at 32 tasks).
+/// went before any feed had seen them (the object benchmark sent 107 KiB
+/// per warm query to the store at 32 tasks).
 const BUSY_TICK: Duration = Duration::from_millis(5);
 
 impl Drop for FeedThread {
@@ -401,7 +401,7 @@ mod tests {
 
     /// A fresh tier of 1 MiB on a file under the target directory, with
     /// batches of `write_max` bytes.
-    fn tier(name: &str, write_max: u64, mfu_only: bool) -> Arc<Tier<u64>> {
+    fn tier(name: &str, write_max: u64, mfu_only: bool) -> Arc<L2Arc<u64>> {
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/l2-unit-tests");
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join(format!("feed-{name}"));
@@ -414,7 +414,7 @@ mod tests {
             encode: |k: &u64, out: &mut [u8]| out[..8].copy_from_slice(&k.to_le_bytes()),
             decode: |b: &[u8]| u64::from_le_bytes(b[..8].try_into().unwrap()),
         };
-        Tier::open(config, codec).unwrap()
+        L2Arc::open(config, codec).unwrap()
     }
 
     /// `n` keys from `first`, one unit each, tail first.
@@ -422,7 +422,7 @@ mod tests {
         (first..first + n).map(|k| (k, UNIT)).collect()
     }
 
-    fn cached(tier: &Tier<u64>, keys: impl IntoIterator<Item = u64>) -> Vec<u64> {
+    fn cached(tier: &L2Arc<u64>, keys: impl IntoIterator<Item = u64>) -> Vec<u64> {
         keys.into_iter()
             .filter(|k| tier.presence(k) == Presence::Cached)
             .collect()

@@ -1,10 +1,10 @@
 //! The second tier (OpenZFS's L2ARC): buffers about to be evicted from
 //! memory are copied, in large sequential batches, to a ring on a local
 //! file or block device; a later miss in memory is served from there. The
-//! ARC sees it only as `arc::SecondTier`, which [`Tier`] implements
+//! ARC sees it only as `arc::SecondTier`, which [`L2Arc`] implements
 //! (`second_tier`).
 //!
-//! This file is the tier's front door: [`Tier`] (the device, the ring's
+//! This file is the tier's front door: [`L2Arc`] (the device, the ring's
 //! write hand, the in-memory index of what the device holds), its opening,
 //! reads with checksum verification, and invalidation. The rest, by role:
 //! - `config`: the device's and the feed's settings, and their checks;
@@ -39,6 +39,7 @@
 //! before the invalidation returns), and a device found dirty (a crash in
 //! that window) starts empty.
 
+mod as_second_tier;
 mod batch;
 mod checksum;
 mod commit;
@@ -50,9 +51,8 @@ mod history;
 mod index;
 mod plan;
 mod recover;
-mod second_tier;
 #[cfg(all(test, not(loom)))]
-mod testing;
+mod test_support;
 
 pub(crate) use batch::Added;
 pub(crate) use config::L2Config;
@@ -122,8 +122,8 @@ struct Counters {
     rebuild_ms: AtomicU64,
 }
 
-/// The device and its index.
-pub(crate) struct Tier<K> {
+/// The L2ARC: the device and its index.
+pub(crate) struct L2Arc<K> {
     device_config: DeviceConfig,
     feed: FeedConfig,
     codec: KeyCodec<K>,
@@ -153,14 +153,14 @@ pub(crate) struct Tier<K> {
     unfed: AtomicU64,
 }
 
-impl<K: Key> Tier<K> {
+impl<K: Key> L2Arc<K> {
     /// Opens (creating a missing regular file of `config.device.bytes`),
     /// takes an exclusive lock on it, and starts the rebuild of the index
     /// in the background when the header is valid and matches. Errors
     /// (one clear line, naming the path): unwritable path, device too
     /// small for one log block, `bytes` above the free space or the block
     /// device's size, the device locked by another cache.
-    pub(crate) fn open(config: L2Config, codec: KeyCodec<K>) -> io::Result<Arc<Tier<K>>> {
+    pub(crate) fn open(config: L2Config, codec: KeyCodec<K>) -> io::Result<Arc<L2Arc<K>>> {
         let L2Config {
             device: device_config,
             feed,
@@ -218,7 +218,7 @@ impl<K: Key> Tier<K> {
             .saturating_sub(units(feed.write_max) + max_log + UNIT)
             / codec.len.max(1) as u64)
             .min(1 << 16) as usize;
-        let tier = Arc::new(Tier {
+        let tier = Arc::new(L2Arc {
             codec,
             device,
             index: Index::new(),
@@ -326,7 +326,7 @@ impl<K: Key> Tier<K> {
     /// dirty, so that a crash before that block starts the tier empty
     /// instead of bringing the old copy back. Returns true when the header
     /// does not say so yet: the caller then calls
-    /// [`Tier::persist_invalidations`] (device I/O) before it returns, once
+    /// [`L2Arc::persist_invalidations`] (device I/O) before it returns, once
     /// it holds no lock of the cache.
     pub(super) fn invalidate(&self, key: &K) -> bool {
         let had = self.index.invalidate(key).is_some();
@@ -399,8 +399,8 @@ impl<K: Key> Tier<K> {
     }
 
     /// Makes every device read (`reads`) or write (`writes`) fail with EIO
-    /// until called again (`Cache::l2_inject_faults`, with the `test-util` feature).
-    #[cfg(any(test, feature = "test-util"))]
+    /// until called again (`Cache::l2_inject_faults`, with the `test-support` feature).
+    #[cfg(any(test, feature = "test-support"))]
     pub(crate) fn set_faults(&self, reads: bool, writes: bool) {
         self.device.faults.reads.store(reads, Ordering::Relaxed);
         self.device.faults.writes.store(writes, Ordering::Relaxed);
@@ -415,13 +415,13 @@ impl<K: Key> Tier<K> {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use super::testing::{codec, config, data, path, write};
+    use super::test_support::{codec, config, data, path, write};
     use super::*;
 
     #[test]
     fn io_errors_are_counted_misses_and_failed_writes_leave_nothing() {
         let p = path("faults");
-        let tier = Tier::open(config(&p, 2 << 20, 128 << 10), codec()).unwrap();
+        let tier = L2Arc::open(config(&p, 2 << 20, 128 << 10), codec()).unwrap();
         write(&tier, (0..10).map(|k| (k, 4096)));
         tier.set_faults(true, false);
         assert!(tier.read(&3).is_none());
@@ -444,7 +444,7 @@ mod tests {
     #[test]
     fn device_errors_keep_the_systems_kind_and_errno() {
         let p = std::path::Path::new("/nonexistent-dir/l2.dev");
-        let e = Tier::open(config(p, 1 << 20, 64 << 10), codec())
+        let e = L2Arc::open(config(p, 1 << 20, 64 << 10), codec())
             .err()
             .expect("refused");
         assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}");
@@ -458,11 +458,11 @@ mod tests {
 
     #[test]
     fn bad_devices_are_refused_clearly() {
-        let e = |c: L2Config| Tier::open(c, codec()).err().expect("refused").to_string();
+        let e = |c: L2Config| L2Arc::open(c, codec()).err().expect("refused").to_string();
         let small = e(config(&path("small"), 8192, 4096));
         assert!(small.contains("too small"), "{small}");
         let p = path("busy");
-        let first = Tier::open(config(&p, 1 << 20, 64 << 10), codec()).unwrap();
+        let first = L2Arc::open(config(&p, 1 << 20, 64 << 10), codec()).unwrap();
         let busy = e(config(&p, 1 << 20, 64 << 10));
         assert!(busy.contains("in use by another cache"), "{busy}");
         drop(first);

@@ -1,5 +1,5 @@
 //! Starting on a device that may hold data (persistent L2ARC): what the
-//! header says the device holds ([`Found`], the triage `Tier::open` acts
+//! header says the device holds ([`Found`], the triage `L2Arc::open` acts
 //! on), and the rebuild thread that finds the records again by walking the
 //! log blocks back from the newest.
 
@@ -7,7 +7,7 @@ use super::config::DeviceConfig;
 use super::device::{padded, with_path, AlignedBuf, UNIT};
 use super::format::{self, decode_log, Header, HeaderProblem};
 use super::index::{Rec, MAX_LEN};
-use super::Tier;
+use super::L2Arc;
 use crate::arc::Key;
 use crate::mem::sync::unpoisoned;
 use std::fmt;
@@ -146,7 +146,7 @@ impl Rebuild {
     }
 }
 
-impl<K: Key> Tier<K> {
+impl<K: Key> L2Arc<K> {
     /// Starts the rebuild thread on the records `h` names.
     pub(super) fn start_rebuild(self: &Arc<Self>, h: Header) -> io::Result<()> {
         self.index.set_rebuilding(true);
@@ -265,7 +265,7 @@ impl<K: Key> Tier<K> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::super::index::Index;
-    use super::super::testing::{codec, config, data, path, write};
+    use super::super::test_support::{codec, config, data, path, write};
     use super::super::L2Config;
     use super::*;
     use crate::arc::Presence;
@@ -365,14 +365,14 @@ mod tests {
         let p = path("restart");
         let n;
         {
-            let tier = Tier::open(config(&p, 4 << 20, 256 << 10), codec()).unwrap();
+            let tier = L2Arc::open(config(&p, 4 << 20, 256 << 10), codec()).unwrap();
             for i in 0..10 {
                 write(&tier, (i * 20..i * 20 + 20).map(|k| (k, 8192)));
             }
             n = tier.records();
             tier.shutdown();
         }
-        let tier = Tier::open(config(&p, 4 << 20, 256 << 10), codec()).unwrap();
+        let tier = L2Arc::open(config(&p, 4 << 20, 256 << 10), codec()).unwrap();
         tier.wait_rebuild();
         assert!(tier.records() * 100 >= n * 95, "{} of {n}", tier.records());
         for k in 0..200 {
@@ -383,7 +383,7 @@ mod tests {
         drop(tier);
         let mut other = config(&p, 4 << 20, 256 << 10);
         other.device.identity = 9;
-        let tier = Tier::open(other, codec()).unwrap();
+        let tier = L2Arc::open(other, codec()).unwrap();
         tier.wait_rebuild();
         assert_eq!(tier.records(), 0);
     }
@@ -396,7 +396,7 @@ mod tests {
             let p = path(&format!("torn-{failing}"));
             let c: L2Config = config(&p, 1 << 20, 64 << 10);
             {
-                let tier = Tier::open(c.clone(), codec()).unwrap();
+                let tier = L2Arc::open(c.clone(), codec()).unwrap();
                 // Fill the ring once, so the torn batch overwrites data.
                 for i in 0..20u64 {
                     write(&tier, (i * 14..i * 14 + 14).map(|k| (k, 4096)));
@@ -413,7 +413,7 @@ mod tests {
                 assert_eq!(tier.presence(&1000), Presence::Absent);
                 tier.shutdown();
             }
-            let tier = Tier::open(c, codec()).unwrap();
+            let tier = L2Arc::open(c, codec()).unwrap();
             tier.wait_rebuild();
             assert!(tier.records() > 0, "failing write {failing}: nothing found");
             for k in (0..280).chain(1000..1014) {

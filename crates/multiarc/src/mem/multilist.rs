@@ -4,7 +4,7 @@
 //! lock twice (remove the buffer when it is first held, put it back at the
 //! head when released). OpenZFS measured that lock ("arcs_mtx") capping 32
 //! threads of cached 8K random reads at 3 GB/s; splitting each state's list
-//! into sublists with their own locks took it to 9.9 GB/s (issue 5497).
+//! into sublists with their own locks took it to 9.9 GB/s (OpenZFS issue 5497).
 //!
 //! So a state's list is `n` sublists, each behind its own lock on its own
 //! cache line. A buffer always lives in the sublist chosen by its key's hash,

@@ -1,0 +1,776 @@
+//! The cache workload (`multiarc bench`, the main job): the OpenZFS 5497
+//! measurement, in memory.
+//!
+//! The field report ran fio with T threads, each
+//! reading random 8 KiB blocks of its own 512 MiB file, fully cached, and
+//! plotted aggregate bandwidth against CPUs. Here each thread owns one
+//! file-like object of `--file-bytes`, every block of which is loaded into
+//! the cache under test first; then all threads read uniformly random blocks
+//! of their own object for `--seconds`, either holding the buffer (touch its
+//! first and last byte: the zero-copy path of a storage engine) or copying
+//! it out (like `pread`). Rows: multiarc's configurations, the peer caches,
+//! `pagecache` (the same files on tmpfs read with `pread`) and `memcpy`
+//! (copying random blocks of an equally large array: the ceiling for copy
+//! mode).
+
+use crate::cli::{count_arg, enum_arg, size_arg, text_table};
+use crate::harness::{self, machine, measure, CommonArgs, Machine, Run};
+use crate::peers::{self, BenchCache, PEER_NAMES};
+use crate::plot;
+use anyhow::{bail, Context};
+use multiarc::units::meminfo;
+use serde::Serialize;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+/// A row of `--caches`: multiarc's configurations, the peer caches (as
+/// [`peers::build`] names them) and the two baselines, in table order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum RowName {
+    #[value(name = "multiarc")]
+    Multiarc,
+    #[value(name = "multiarc-eager")]
+    MultiarcEager,
+    #[value(name = "multiarc-lazy")]
+    MultiarcLazy,
+    #[value(name = "multiarc-1list")]
+    Multiarc1List,
+    #[value(name = "multiarc-s3arc")]
+    MultiarcS3arc,
+    #[value(name = "moka")]
+    Moka,
+    #[value(name = "quick_cache")]
+    QuickCache,
+    #[value(name = "foyer")]
+    Foyer,
+    #[value(name = "tinyufo")]
+    TinyUfo,
+    #[value(name = "concread-arc")]
+    ConcreadArc,
+    #[value(name = "mutex-lru")]
+    MutexLru,
+    /// The same files on tmpfs read with `pread` (copy mode only).
+    #[value(name = "pagecache")]
+    PageCache,
+    /// Copying random blocks of an equally large array (copy mode only).
+    #[value(name = "memcpy")]
+    Memcpy,
+}
+
+impl RowName {
+    /// The row's name: in `--caches`, the tables and the JSON.
+    fn name(self) -> &'static str {
+        match self {
+            RowName::Multiarc => "multiarc",
+            RowName::MultiarcEager => "multiarc-eager",
+            RowName::MultiarcLazy => "multiarc-lazy",
+            RowName::Multiarc1List => "multiarc-1list",
+            RowName::MultiarcS3arc => "multiarc-s3arc",
+            RowName::Moka => "moka",
+            RowName::QuickCache => "quick_cache",
+            RowName::Foyer => "foyer",
+            RowName::TinyUfo => "tinyufo",
+            RowName::ConcreadArc => "concread-arc",
+            RowName::MutexLru => "mutex-lru",
+            RowName::PageCache => "pagecache",
+            RowName::Memcpy => "memcpy",
+        }
+    }
+
+    /// A cache (built by [`peers::build`]) rather than a baseline.
+    fn is_cache(self) -> bool {
+        !matches!(self, RowName::PageCache | RowName::Memcpy)
+    }
+
+    /// The modes of `modes` this row runs: baselines only copy.
+    fn modes(self, modes: &[Mode]) -> Vec<Mode> {
+        modes
+            .iter()
+            .copied()
+            .filter(|&m| self.is_cache() || m == Mode::Copy)
+            .collect()
+    }
+}
+
+/// The cache workload's flags.
+#[derive(clap::Args, Debug)]
+pub struct CacheArgs {
+    #[command(flatten)]
+    pub(crate) common: CommonArgs,
+    /// Bytes of each thread's object (all cached). Default: 32 MiB, so 32
+    /// threads read 1 GiB of cached data.
+    #[arg(long, value_parser = size_arg, default_value = "32MiB")]
+    file_bytes: u64,
+    /// Read modes: hold (zero-copy) and/or copy.
+    #[arg(long, value_parser = enum_arg::<Mode>("mode"), value_delimiter = ',', default_value = "hold,copy")]
+    pub(crate) modes: Vec<Mode>,
+    /// Rows to run (default: all). multiarc rows: multiarc (default
+    /// configuration), multiarc-eager, multiarc-lazy, multiarc-1list,
+    /// multiarc-s3arc (the S3ARC policy, lazy hits); peers:
+    /// moka, quick_cache, foyer, tinyufo, concread-arc, mutex-lru; baselines:
+    /// pagecache, memcpy (copy mode only).
+    #[arg(long, value_parser = enum_arg::<RowName>("cache"), value_delimiter = ',')]
+    caches: Option<Vec<RowName>>,
+    /// Sublists per state for the multiarc rows (default: the library's,
+    /// max(CPUs, 4)); `multiarc-1list` always has one.
+    #[arg(long, value_parser = count_arg)]
+    sublists: Option<usize>,
+    /// Record multiarc's lock statistics during each measurement and report
+    /// the hottest lock instance's share of all acquisitions.
+    #[arg(long)]
+    lockstat: bool,
+    /// Draw throughput against threads into this SVG file.
+    #[arg(long)]
+    plot: Option<PathBuf>,
+}
+
+/// A read mode of `--modes`: hold the buffer (zero-copy) or copy it out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Mode {
+    Hold,
+    Copy,
+}
+
+#[derive(Serialize, Clone, Debug)]
+struct BenchResult {
+    cache: String,
+    mode: Mode,
+    threads: usize,
+    ops_per_sec: f64,
+    mb_per_sec: f64,
+    /// Lookups that missed (a fully cached run should have none).
+    misses: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lock_hottest_share: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lock_hottest_contended_share: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lock_acquisitions: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lock_hottest: Option<String>,
+    /// Runs behind this median.
+    runs: usize,
+    /// The lockstat table of this run (printed for the most threads).
+    #[serde(skip)]
+    lock_table: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Config {
+    threads: Vec<usize>,
+    seconds: f64,
+    repeat: usize,
+    file_bytes: u64,
+    block_size: u64,
+    modes: Vec<Mode>,
+    caches: Vec<String>,
+    policies: Vec<(String, String)>,
+    lockstat: bool,
+    sublists: usize,
+}
+
+#[derive(Serialize)]
+struct Report {
+    machine: Machine,
+    config: Config,
+    results: Vec<BenchResult>,
+}
+
+/// A row ready to measure: its cache loaded, its files written, its array
+/// filled.
+enum Prepared {
+    Cache(Box<dyn BenchCache>),
+    PageCache(TmpfsDir, Vec<std::fs::File>),
+    Memcpy(Vec<u8>),
+}
+
+/// Builds and loads `row` for `threads` threads.
+fn prepare(
+    row: RowName,
+    threads: usize,
+    blocks: u64,
+    block_size: u64,
+    sublists: Option<usize>,
+) -> anyhow::Result<Prepared> {
+    let block = block_size as usize;
+    Ok(match row {
+        RowName::PageCache => {
+            let dir = TmpfsDir::create()?;
+            let files = (0..threads)
+                .map(|t| -> anyhow::Result<std::fs::File> {
+                    let path = dir.0.join(format!("object-{t}"));
+                    let f = std::fs::OpenOptions::new()
+                        .read(true)
+                        .write(true)
+                        .create(true)
+                        .truncate(true)
+                        .open(&path)
+                        .with_context(|| format!("creating {}", path.display()))?;
+                    for b in 0..blocks {
+                        f.write_all_at(&block_bytes(key_of(t, b), block), b * block_size)
+                            .with_context(|| format!("writing {}", path.display()))?;
+                    }
+                    Ok(f)
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            Prepared::PageCache(dir, files)
+        }
+        RowName::Memcpy => {
+            let total = (blocks * threads as u64) as usize * block;
+            let mut array = vec![0u8; total];
+            for (i, chunk) in array.chunks_mut(block).enumerate() {
+                let (t, b) = (i as u64 / blocks, i as u64 % blocks);
+                chunk.copy_from_slice(&block_bytes(key_of(t as usize, b), block));
+            }
+            Prepared::Memcpy(array)
+        }
+        cache => {
+            // Fully cached: capacity above the data set.
+            let bytes = blocks * block_size * threads as u64;
+            let capacity = bytes + bytes / 4 + (1 << 20);
+            let cache = peers::build_with(cache.name(), capacity, block, sublists)?;
+            load(&*cache, threads, blocks, block);
+            Prepared::Cache(cache)
+        }
+    })
+}
+
+/// One measurement of a prepared row.
+fn run_once(
+    prepared: &Prepared,
+    label: &str,
+    mode: Mode,
+    threads: usize,
+    blocks: u64,
+    args: &CacheArgs,
+) -> BenchResult {
+    let block = args.common.block_size as usize;
+    let bs = args.common.block_size;
+    match prepared {
+        Prepared::Cache(cache) => {
+            let tracing = args.lockstat && cache.set_lockstat(true);
+            if tracing {
+                multiarc::lock::lockstat::reset();
+            }
+            let run = measure(
+                threads,
+                args.common.seconds,
+                block,
+                cache_op(&**cache, mode, blocks),
+            );
+            let mut r = result(label, mode, threads, run, block);
+            if tracing {
+                cache.set_lockstat(false);
+                let rep = multiarc::lock::lockstat::snapshot();
+                r.lock_hottest_share = Some(rep.hottest_acquisition_share());
+                r.lock_hottest_contended_share = Some(rep.hottest_contended_share());
+                r.lock_acquisitions = Some(rep.total_acquisitions());
+                r.lock_hottest = rep
+                    .rows
+                    .iter()
+                    .max_by_key(|row| row.acquisitions)
+                    .map(|row| row.id.to_string());
+                r.lock_table = Some(rep.table(8));
+            }
+            r
+        }
+        Prepared::PageCache(_dir, files) => {
+            let run = measure(threads, args.common.seconds, block, |t, r, buf| {
+                let b = r % blocks;
+                let ok = files[t].read_exact_at(buf, b * bs).is_ok();
+                if (r >> 52) == 0 {
+                    check_block(key_of(t, b), buf);
+                }
+                ok
+            });
+            result(label, Mode::Copy, threads, run, block)
+        }
+        Prepared::Memcpy(array) => {
+            let run = measure(threads, args.common.seconds, block, |t, r, buf| {
+                let b = r % blocks;
+                let at = ((t as u64 * blocks + b) as usize) * block;
+                buf.copy_from_slice(&array[at..at + block]);
+                std::hint::black_box(&buf);
+                true
+            });
+            result(label, Mode::Copy, threads, run, block)
+        }
+    }
+}
+
+/// The bytes of block `block` of thread `thread`'s object: the key in the
+/// first and last 8 bytes (so a wrong block is caught), a pattern between.
+fn block_bytes(key: u64, len: usize) -> Vec<u8> {
+    let mut v = vec![(key % 251) as u8; len];
+    let k = key.to_le_bytes();
+    let n = len.min(8);
+    v[..n].copy_from_slice(&k[..n]);
+    if len >= 16 {
+        v[len - 8..].copy_from_slice(&k);
+    }
+    v
+}
+
+fn key_of(thread: usize, block: u64) -> u64 {
+    ((thread as u64) << 40) | block
+}
+
+fn check_block(key: u64, bytes: &[u8]) {
+    let k = key.to_le_bytes();
+    let n = bytes.len().min(8);
+    assert_eq!(&bytes[..n], &k[..n], "block {key:#x}: wrong bytes returned");
+}
+
+fn cache_op<'a>(
+    cache: &'a dyn BenchCache,
+    mode: Mode,
+    blocks: u64,
+) -> impl Fn(usize, u64, &mut [u8]) -> bool + Sync + 'a {
+    move |t, r, buf| {
+        let key = key_of(t, r % blocks);
+        let verify = (r >> 52) == 0; // about one read in 4096
+        cache.with_value(key, &mut |v| match mode {
+            Mode::Hold => {
+                std::hint::black_box((v[0], v[v.len() - 1]));
+                if verify {
+                    check_block(key, v);
+                }
+            }
+            Mode::Copy => {
+                buf.copy_from_slice(v);
+                if verify {
+                    check_block(key, buf);
+                }
+            }
+        })
+    }
+}
+
+/// A directory on tmpfs for the `pagecache` row, removed on drop.
+struct TmpfsDir(PathBuf);
+
+impl TmpfsDir {
+    fn create() -> anyhow::Result<TmpfsDir> {
+        let base = Path::new("/dev/shm");
+        if !is_tmpfs(base) {
+            bail!("pagecache row: /dev/shm is not a tmpfs on this machine");
+        }
+        let dir = base.join(format!("multiarc-bench-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        Ok(TmpfsDir(dir))
+    }
+}
+
+impl Drop for TmpfsDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn is_tmpfs(path: &Path) -> bool {
+    const TMPFS_MAGIC: rustix::fs::FsWord = 0x0102_1994;
+    rustix::fs::statfs(path).is_ok_and(|st| st.f_type == TMPFS_MAGIC)
+}
+
+/// The cache workload: `bench` alone.
+pub fn run(args: CacheArgs) -> anyhow::Result<()> {
+    crate::cli::check_seconds(args.common.seconds)?;
+    if args.common.block_size == 0 || args.common.block_size > 16 << 20 {
+        bail!(
+            "--block-size must be between 1 byte and 16 MiB, got {}",
+            args.common.block_size
+        );
+    }
+    if args.file_bytes < args.common.block_size {
+        bail!(
+            "--file-bytes ({}) must hold at least one block of --block-size ({})",
+            args.file_bytes,
+            args.common.block_size
+        );
+    }
+    if args.plot.is_some() {
+        plot::available()?;
+    }
+    let modes = args.modes.clone();
+    let rows: Vec<RowName> = match &args.caches {
+        Some(rows) => rows.clone(),
+        // Every row this binary has (no peers without the `peers` feature).
+        None => <RowName as clap::ValueEnum>::value_variants()
+            .iter()
+            .copied()
+            .filter(|r| !peers::is_missing_peer(r.name()))
+            .collect(),
+    };
+    let names: Vec<String> = rows.iter().map(|r| r.name().to_string()).collect();
+    let max_threads = *args
+        .common
+        .threads
+        .iter()
+        .max()
+        .expect("clap requires a value");
+    let data = args.file_bytes.saturating_mul(max_threads as u64);
+    if let Some(avail) = meminfo("MemAvailable:") {
+        // Each cache holds the data once (plus its overhead), one at a time.
+        if data > avail / 2 {
+            bail!(
+                "the data set ({} MiB = {max_threads} threads x {} MiB) is more than half the available memory ({} MiB); lower --file-bytes or --threads",
+                data >> 20,
+                args.file_bytes >> 20,
+                avail >> 20
+            );
+        }
+    }
+    let block = args.common.block_size as usize;
+    let blocks = args.file_bytes / args.common.block_size;
+    let mut policies = Vec::new();
+    for r in rows.iter().filter(|r| r.is_cache()) {
+        let c = peers::build(r.name(), 1 << 20, block)?;
+        policies.push((r.name().to_string(), c.policy().to_string()));
+    }
+    let measurements_per_rep: usize =
+        rows.iter().map(|r| r.modes(&modes).len()).sum::<usize>() * args.common.threads.len();
+    let total_runs = measurements_per_rep * args.common.repeat;
+    let bar = harness::Bar::new("bench", total_runs, args.common.json);
+    let mut done = 0;
+    // Every run of every (row, mode, threads), in the order they ran.
+    let mut runs: Vec<(usize, BenchResult)> = Vec::new();
+    let avail = meminfo("MemAvailable:").unwrap_or(0);
+
+    for &threads in &args.common.threads {
+        // Each repetition runs every row once, back to back, the order
+        // rotated by one row per repetition, so that drift of the machine
+        // hits every row alike. Rows stay loaded between repetitions when
+        // all of them fit in a quarter of the available memory (a cache
+        // costs about 1.5x its data); otherwise each is rebuilt and loaded
+        // again for each repetition.
+        let bytes = blocks * args.common.block_size * threads as u64;
+        let keep = (rows.len() as u64).saturating_mul(bytes * 3 / 2) <= avail / 4;
+        let mut kept: Vec<Option<Prepared>> = rows.iter().map(|_| None).collect();
+        for rep in 0..args.common.repeat {
+            for ri in harness::interleaved(rows.len(), rep) {
+                let row = rows[ri];
+                let row_modes = row.modes(&modes);
+                if row_modes.is_empty() {
+                    continue;
+                }
+                let label = row.name();
+                let prepared = match kept[ri].take() {
+                    Some(p) => p,
+                    None => {
+                        bar.doing(format!(
+                            "{label}, {threads} threads: loading {} MiB",
+                            bytes >> 20
+                        ));
+                        prepare(row, threads, blocks, args.common.block_size, args.sublists)?
+                    }
+                };
+                for &mode in &row_modes {
+                    bar.doing(format!(
+                        "repetition {}/{}, {label}, {threads} threads, {mode:?}",
+                        rep + 1,
+                        args.common.repeat
+                    ));
+                    let r = run_once(&prepared, label, mode, threads, blocks, &args);
+                    runs.push((ri, r));
+                    bar.runs_done(1);
+                    done += 1;
+                }
+                if keep {
+                    kept[ri] = Some(prepared);
+                }
+            }
+        }
+    }
+    bar.finish(&format!("{done} runs"));
+
+    // The median run of each (row, mode, threads), in row order.
+    let mut results = Vec::new();
+    let mut report_lockstat_table = None;
+    for (ri, row) in rows.iter().enumerate() {
+        let label = row.name();
+        for &threads in &args.common.threads {
+            for &mode in &modes {
+                let mut these: Vec<&BenchResult> = runs
+                    .iter()
+                    .filter(|(i, r)| *i == ri && r.mode == mode && r.threads == threads)
+                    .map(|(_, r)| r)
+                    .collect();
+                if these.is_empty() {
+                    continue;
+                }
+                let mut median = (*harness::median_by(&mut these, |r| r.ops_per_sec)).clone();
+                median.runs = these.len();
+                if let Some(table) = median.lock_table.take() {
+                    if threads == max_threads && mode == modes[0] {
+                        report_lockstat_table.get_or_insert_with(Vec::new).push((
+                            label.to_string(),
+                            threads,
+                            table,
+                        ));
+                    }
+                }
+                results.push(median);
+            }
+        }
+    }
+
+    if let Some(path) = &args.plot {
+        let panels: Vec<plot::Panel> = modes
+            .iter()
+            .map(|&mode| plot::Panel {
+                title: format!("{mode:?} mode").to_lowercase(),
+                series: names
+                    .iter()
+                    .filter_map(|name| {
+                        let points: Vec<(f64, f64)> = results
+                            .iter()
+                            .filter(|r| &r.cache == name && r.mode == mode)
+                            .map(|r| (r.threads as f64, r.ops_per_sec / 1e6))
+                            .collect();
+                        (!points.is_empty()).then(|| plot::Series {
+                            name: name.clone(),
+                            points,
+                        })
+                    })
+                    .collect(),
+            })
+            .collect();
+        plot::panel_chart(
+            path,
+            &format!(
+                "Cached random {} KiB reads: aggregate throughput, median of {}",
+                args.common.block_size / 1024,
+                args.common.repeat
+            ),
+            "threads",
+            "million reads per second",
+            &panels,
+            &|name| name.starts_with("multiarc"),
+        )?;
+    }
+
+    let missed: u64 = results.iter().map(|r| r.misses).sum();
+    if missed > 0 {
+        eprintln!(
+            "warning: {missed} lookups missed in a run that should be fully cached; \
+             rows with misses measure more than hits (see the misses field)"
+        );
+    }
+
+    if args.common.json {
+        let report = Report {
+            machine: machine(),
+            config: Config {
+                threads: args.common.threads.clone(),
+                seconds: args.common.seconds,
+                repeat: args.common.repeat,
+                file_bytes: args.file_bytes,
+                block_size: args.common.block_size,
+                modes,
+                caches: names,
+                policies,
+                lockstat: args.lockstat,
+                sublists: args.sublists.unwrap_or_else(multiarc::default_sublists),
+            },
+            results,
+        };
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    print_tables(&args, &modes, &names, &policies, &results);
+    if let Some(tables) = report_lockstat_table {
+        for (name, threads, table) in tables {
+            println!(
+                "\nlockstat, {name}, {threads} threads (top 8 instances by contention):\n{table}"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Loads every thread's object, on up to as many loader threads as CPUs.
+fn load(cache: &dyn BenchCache, threads: usize, blocks: u64, block: usize) {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let loaders = threads.min(cpus).max(1);
+    std::thread::scope(|s| {
+        for w in 0..loaders {
+            s.spawn(move || {
+                for t in (w..threads).step_by(loaders) {
+                    for b in 0..blocks {
+                        let key = key_of(t, b);
+                        cache.insert(key, &block_bytes(key, block));
+                    }
+                }
+            });
+        }
+    });
+}
+
+fn result(cache: &str, mode: Mode, threads: usize, run: Run, block: usize) -> BenchResult {
+    let ops_per_sec = run.rate();
+    BenchResult {
+        cache: cache.to_string(),
+        mode,
+        threads,
+        ops_per_sec,
+        mb_per_sec: ops_per_sec * block as f64 / 1e6,
+        misses: run.misses,
+        lock_hottest_share: None,
+        lock_hottest_contended_share: None,
+        lock_acquisitions: None,
+        lock_hottest: None,
+        runs: 1,
+        lock_table: None,
+    }
+}
+
+fn print_tables(
+    args: &CacheArgs,
+    modes: &[Mode],
+    names: &[String],
+    policies: &[(String, String)],
+    results: &[BenchResult],
+) {
+    let m = machine();
+    println!(
+        "multiarc bench: {} threads x {} MiB objects, random {} B reads, {} s per run, median of {}; {} CPUs ({}), {} GiB",
+        args.common.threads.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(","),
+        args.file_bytes >> 20,
+        args.common.block_size,
+        args.common.seconds,
+        args.common.repeat,
+        m.cpus,
+        m.cpu_model,
+        m.memory_bytes >> 30
+    );
+    println!("policies:");
+    for (name, policy) in policies {
+        println!("  {name:<15} {policy}");
+    }
+    let find = |name: &str, mode: Mode, t: usize| {
+        results
+            .iter()
+            .find(|r| r.cache == name && r.mode == mode && r.threads == t)
+    };
+    for &mode in modes {
+        let cols: Vec<&String> = names
+            .iter()
+            .filter(|n| {
+                args.common
+                    .threads
+                    .iter()
+                    .any(|&t| find(n, mode, t).is_some())
+            })
+            .collect();
+        if cols.is_empty() {
+            continue;
+        }
+        // Hold mode moves no bytes: its only table is reads per second.
+        let tables: &[(&str, f64, &str)] = match mode {
+            Mode::Hold => &[("Mops/s", 1e6, "reads")],
+            Mode::Copy => &[
+                ("Mops/s", 1e6, "reads"),
+                ("GB/s", 1e9 / args.common.block_size as f64, "bytes copied"),
+            ],
+        };
+        for &(unit, scale, what) in tables {
+            println!("\n{mode:?} mode, aggregate {what} per second ({unit}), median of {} interleaved runs:", args.common.repeat);
+            let ratios = unit == "Mops/s";
+            let mut header = vec!["threads".to_string()];
+            header.extend(cols.iter().map(|c| c.to_string()));
+            if ratios {
+                header.extend(["vs 1list".into(), "vs best peer".into()]);
+            }
+            let mut table = text_table(header, 0);
+            for &t in &args.common.threads {
+                let mut row = vec![t.to_string()];
+                for c in &cols {
+                    row.push(match find(c, mode, t) {
+                        Some(r) => format!("{:.2}", r.ops_per_sec / scale),
+                        None => "-".into(),
+                    });
+                }
+                if ratios {
+                    let ours = find("multiarc", mode, t).map(|r| r.ops_per_sec);
+                    let one = find("multiarc-1list", mode, t).map(|r| r.ops_per_sec);
+                    let best_peer = PEER_NAMES
+                        .iter()
+                        .filter_map(|p| find(p, mode, t))
+                        .max_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec));
+                    row.push(match (ours, one) {
+                        (Some(a), Some(b)) => format!("{:.2}x", a / b),
+                        _ => "-".into(),
+                    });
+                    row.push(match (ours, best_peer) {
+                        (Some(a), Some(p)) => format!("{:.2}x {}", a / p.ops_per_sec, p.cache),
+                        _ => "-".into(),
+                    });
+                }
+                table.add_row(row);
+            }
+            if ratios {
+                // `1.05x quick_cache`: the ratios line up on the left.
+                let last = table.column_count() - 1;
+                if let Some(c) = table.column_mut(last) {
+                    c.set_cell_alignment(comfy_table::CellAlignment::Left);
+                }
+            }
+            println!("{}", table.trim_fmt());
+        }
+        if args.lockstat {
+            println!("\n{mode:?} mode, multiarc lockstat: hottest lock instance's share of all acquisitions (and of contended ones):");
+            let mut header = vec!["row".to_string()];
+            header.extend(args.common.threads.iter().map(|t| format!("{t} threads")));
+            let mut table = text_table(header, 1);
+            for c in cols.iter().filter(|c| c.starts_with("multiarc")) {
+                let mut row = vec![c.to_string()];
+                for &t in &args.common.threads {
+                    row.push(
+                        match find(c, mode, t)
+                            .and_then(|r| r.lock_hottest_share.zip(r.lock_hottest_contended_share))
+                        {
+                            Some((h, hc)) => format!("{:.2}% ({:.1}%)", 100.0 * h, 100.0 * hc),
+                            None => "-".into(),
+                        },
+                    );
+                }
+                table.add_row(row);
+            }
+            println!("{}", table.trim_fmt());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::ValueEnum;
+
+    #[test]
+    fn row_names_are_the_value_names_and_the_peers_names() {
+        for &r in RowName::value_variants() {
+            assert_eq!(r.to_possible_value().unwrap().get_name(), r.name());
+        }
+        let caches: Vec<&str> = RowName::value_variants()
+            .iter()
+            .filter(|r| r.is_cache())
+            .map(|r| r.name())
+            .collect();
+        let peers: Vec<&str> = peers::MULTIARC_NAMES
+            .iter()
+            .chain(PEER_NAMES)
+            .copied()
+            .collect();
+        assert_eq!(caches, peers);
+        assert_eq!(crate::cli::enum_names::<Mode>(), ["hold", "copy"]);
+    }
+
+    #[test]
+    fn baselines_only_copy() {
+        let both = [Mode::Hold, Mode::Copy];
+        assert_eq!(RowName::Memcpy.modes(&both), [Mode::Copy]);
+        assert_eq!(RowName::PageCache.modes(&[Mode::Hold]), []);
+        assert_eq!(RowName::Moka.modes(&both), both);
+    }
+}

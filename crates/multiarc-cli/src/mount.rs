@@ -1,0 +1,206 @@
+//! `multiarc mount`, `multiarc stats` and `multiarc set`: the flags, turned
+//! into `multiarc_fuse`'s options and calls.
+
+use multiarc_bench::cli::{count_arg, size_arg};
+use multiarc_bench::outln;
+use multiarc_file::Locking;
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct MountArgs {
+    /// Directory whose files are served (read and written through the
+    /// cache), or a bucket: s3://BUCKET[/PREFIX] (see --endpoint).
+    backing: PathBuf,
+    /// Empty directory to mount on.
+    mountpoint: PathBuf,
+    /// Cache size (the ARC's target `c`); changeable at run time through
+    /// MOUNTPOINT/.multiarc/tunables/max_bytes.
+    #[arg(long, default_value = "256MiB", value_parser = size_arg)]
+    max_bytes: u64,
+    /// Cache block size: a power of two from 512 bytes to 1 MiB (default
+    /// 8KiB); of a bucket, the size of its ranged reads, from 4KiB to
+    /// 64MiB (default 256KiB).
+    #[arg(long, value_parser = size_arg)]
+    block_size: Option<u64>,
+    /// How reads and writes of one file exclude each other: range (POSIX
+    /// atomicity, byte-range locks), rwsem (one lock per file), torn (none).
+    #[arg(long, default_value = "range")]
+    locking: Locking,
+    /// Stay in the foreground (otherwise return once the mount is ready).
+    #[arg(long)]
+    foreground: bool,
+    /// Threads serving FUSE requests.
+    #[arg(long, default_value = "4", value_parser = count_arg)]
+    threads: usize,
+    /// In the background mode, append the mount's messages (write-back
+    /// errors, the final flush) to this file instead of discarding them.
+    #[arg(long)]
+    log: Option<PathBuf>,
+    /// Most dirty (written, not yet written back) bytes held at once;
+    /// beyond it writers wait for write-back, or get its error if it keeps
+    /// failing.
+    #[arg(long, default_value = "64MiB", value_parser = size_arg)]
+    dirty_max: u64,
+    /// Let every user use the mount (FUSE's allow_other), not only the
+    /// user who mounted it; the kernel still checks each access against
+    /// the files' owners and modes. Objects a user creates are theirs when
+    /// the mount runs as root. Users other than root may ask for it only
+    /// where /etc/fuse.conf has the line user_allow_other.
+    #[arg(long)]
+    allow_other: bool,
+    /// Mount even if the mountpoint is not empty (its contents are hidden
+    /// while mounted).
+    #[arg(long)]
+    nonempty: bool,
+    /// A second cache tier (OpenZFS's L2ARC) on this file (created, its
+    /// space reserved) or block device, of --l2-bytes: blocks about to be
+    /// evicted from memory are written there and read back on a miss. It
+    /// starts empty at each mount (file ids are not kept across mounts, so
+    /// an earlier mount's copies could belong to other files).
+    #[arg(long, requires = "l2_bytes")]
+    l2: Option<PathBuf>,
+    /// The size of the --l2 tier.
+    #[arg(long, value_parser = size_arg, requires = "l2")]
+    l2_bytes: Option<u64>,
+    /// Seconds between periodic write-back passes (for tests).
+    #[arg(long, default_value = "5", hide = true, value_parser = interval_arg)]
+    writeback_interval: std::time::Duration,
+    /// Of a bucket: the S3 endpoint, e.g. http://127.0.0.1:3900 (path-style
+    /// requests). Default: AWS_ENDPOINT_URL, or AWS. Credentials come from
+    /// AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN).
+    #[arg(long)]
+    endpoint: Option<String>,
+    /// Of a bucket: its region (default: AWS_REGION, or us-east-1).
+    #[arg(long)]
+    region: Option<String>,
+    /// Of a bucket: refuse every change (EROFS).
+    #[arg(long)]
+    read_only: bool,
+    /// Of a bucket: let an existing object be replaced, by opening it with
+    /// O_TRUNC and writing it anew (refused with EPERM otherwise).
+    #[arg(long)]
+    allow_overwrite: bool,
+    /// Of a bucket: let unlink delete objects (refused with EPERM otherwise).
+    #[arg(long)]
+    allow_delete: bool,
+    /// Of a bucket: how long names, sizes and an object's version are
+    /// trusted before the store is asked again (e.g. 1s, 500ms, 0): a
+    /// change made elsewhere is seen at the next open after it.
+    #[arg(long, value_parser = seconds_arg)]
+    metadata_ttl: Option<std::time::Duration>,
+    /// Of a bucket: read every file with a request to the mount (direct
+    /// I/O), not through the kernel's page cache. By default files opened
+    /// for reading go through the page cache, kept across opens while the
+    /// object is unchanged (same ETag) and dropped at the first open that
+    /// finds a new version; files being written, and opens with O_DIRECT,
+    /// use direct I/O either way.
+    #[arg(long)]
+    no_page_cache: bool,
+    /// Of a bucket: the page cache, the default (accepted for scripts
+    /// written when it was not).
+    #[arg(long, hide = true, conflicts_with = "no_page_cache")]
+    page_cache: bool,
+    /// Internal: this is the background mount process, started by `mount`
+    /// without `--foreground`; it reports readiness on its stdout.
+    #[arg(long, hide = true)]
+    daemon_child: bool,
+}
+
+/// A metadata TTL: `1s`, `500ms`, `2m`, or a plain number of seconds (`0`),
+/// up to a day.
+fn seconds_arg(text: &str) -> Result<std::time::Duration, String> {
+    multiarc::units::parse_seconds(text, 86_400.0).map_err(|e| e.to_string())
+}
+
+/// The write-back interval: a number of seconds above 0, up to a day.
+fn interval_arg(text: &str) -> Result<std::time::Duration, String> {
+    match text.trim().parse::<f64>() {
+        Ok(s) if s.is_finite() && s > 0.0 && s <= 86_400.0 => {
+            Ok(std::time::Duration::from_secs_f64(s))
+        }
+        _ => Err(format!(
+            "{text:?} is not a number of seconds from above 0 to 86400"
+        )),
+    }
+}
+
+impl MountArgs {
+    fn into_options(self) -> multiarc_fuse::MountOptions {
+        let mut o = multiarc_fuse::MountOptions::new(self.backing, self.mountpoint);
+        o.max_bytes = self.max_bytes;
+        o.block_size = self.block_size;
+        o.locking = self.locking;
+        o.foreground = self.foreground;
+        o.threads = self.threads;
+        o.log = self.log;
+        o.dirty_max = self.dirty_max;
+        o.allow_other = self.allow_other;
+        o.nonempty = self.nonempty;
+        o.l2 = self.l2;
+        o.l2_bytes = self.l2_bytes;
+        o.writeback_interval = self.writeback_interval;
+        o.endpoint = self.endpoint;
+        o.region = self.region;
+        o.read_only = self.read_only;
+        o.allow_overwrite = self.allow_overwrite;
+        o.allow_delete = self.allow_delete;
+        o.metadata_ttl = self.metadata_ttl;
+        o.no_page_cache = self.no_page_cache;
+        o.page_cache = self.page_cache;
+        o.daemon_child = self.daemon_child;
+        o
+    }
+}
+
+/// `multiarc mount`.
+pub fn run(args: MountArgs) -> anyhow::Result<()> {
+    multiarc_fuse::mount(args.into_options())
+}
+
+#[derive(clap::Args)]
+pub struct StatsArgs {
+    /// Where a `multiarc mount` is mounted.
+    mountpoint: PathBuf,
+    /// One JSON object (name: value) instead of `name value` lines.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args)]
+pub struct SetArgs {
+    /// Where a `multiarc mount` is mounted.
+    mountpoint: PathBuf,
+    /// NAME=VALUE, e.g. max_bytes=1GiB.
+    #[arg(required = true)]
+    settings: Vec<String>,
+}
+
+/// `multiarc stats MNT`: the mount's statistics, once.
+pub fn run_stats(args: StatsArgs) -> anyhow::Result<()> {
+    let stats = multiarc_fuse::read_arcstats(&args.mountpoint)?;
+    if args.json {
+        let obj: serde_json::Map<String, serde_json::Value> = stats
+            .into_iter()
+            .map(|(k, v)| (k, serde_json::Value::from(v)))
+            .collect();
+        outln!("{}", serde_json::Value::Object(obj))?;
+    } else {
+        let width = stats.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+        for (k, v) in stats {
+            outln!("{k:<width$} {v}")?;
+        }
+    }
+    Ok(())
+}
+
+/// `multiarc set MNT NAME=VALUE...`: changes tunables at run time.
+pub fn run_set(args: SetArgs) -> anyhow::Result<()> {
+    let set = multiarc_fuse::set_tunables(&args.mountpoint, &args.settings)?;
+    for w in set.warnings {
+        eprintln!("multiarc: warning: {w}");
+    }
+    for (name, value) in set.values {
+        outln!("{name}={value}")?;
+    }
+    Ok(())
+}

@@ -403,7 +403,11 @@ fn the_cache_rooms_import_one_way() {
             }
         }
     }
-    assert!(wrong.is_empty(), "imports against the rooms' order:\n{}", wrong.join("\n"));
+    assert!(
+        wrong.is_empty(),
+        "imports against the rooms' order:\n{}",
+        wrong.join("\n")
+    );
     assert!(g["arc/evict"].contains("arc/core"), "{:?}", g["arc/evict"]);
     assert!(g["api/cache"].contains("arc"), "{:?}", g["api/cache"]);
 }

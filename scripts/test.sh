@@ -26,6 +26,10 @@ RUSTDOCFLAGS="-D warnings" cargo doc -p multiarc -p multiarc-lock -p multiarc-fi
 step "cargo test (workspace)"
 cargo test --workspace
 
+step "the cache's metrics feature (the metrics facade): lints and its test"
+cargo clippy -p multiarc --features metrics --all-targets -- -D warnings
+cargo test -p multiarc --features metrics --lib metrics
+
 step "the binary: no test support among its dependencies"
 if cargo tree -p multiarc-cli -e normal --prefix none |
   grep -E '^(multiarc-s3-loopback|multiarc-garage-harness) '; then

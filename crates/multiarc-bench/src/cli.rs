@@ -229,6 +229,31 @@ pub fn text_table<S: Into<comfy_table::Cell>>(
     table
 }
 
+/// `t` as RFC 3339 in UTC with milliseconds: `2026-11-29T02:30:00.123Z`
+/// (log lines, live statistics).
+pub fn utc_time(t: std::time::SystemTime) -> String {
+    let d = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs();
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60,
+        d.subsec_millis()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -252,6 +277,16 @@ mod tests {
             assert!(duration_arg(bad).is_err(), "{bad}");
         }
         assert!(size_arg("12XB").unwrap_err().contains("unknown unit"));
+    }
+
+    #[test]
+    fn utc_times_are_rfc_3339() {
+        use std::time::{Duration, UNIX_EPOCH};
+        assert_eq!(utc_time(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        let t = UNIX_EPOCH + Duration::from_millis(1_795_919_400_123);
+        assert_eq!(utc_time(t), "2026-11-29T02:30:00.123Z");
+        let leap = UNIX_EPOCH + Duration::from_secs(951_782_400);
+        assert_eq!(utc_time(leap), "2000-02-29T00:00:00.000Z");
     }
 
     #[test]

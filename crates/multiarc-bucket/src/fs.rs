@@ -7,6 +7,7 @@ use crate::prefetch::{chunks, Sequential};
 use crate::upload::Upload;
 use crate::{BucketConfig, Kind};
 use bytes::Bytes;
+use multiarc::metrics::Metric;
 use multiarc_lock::poison::{unpoisoned, LockUnpoisoned};
 use multiarc_object_store::open_object::{LastBlock, OpenObject};
 use multiarc_object_store::CachedStore;
@@ -1262,36 +1263,91 @@ impl<S: ObjectStore> BucketFs<S> {
     /// bytes to the store, hits per tier, ...) and the filesystem's own
     /// (listings, remote lookups, uploads, store errors, ...).
     pub fn stats(&self) -> Vec<(&'static str, u64)> {
-        let mut out = self.store.cache().stats().to_pairs();
-        out.extend(self.store.stats().to_pairs());
+        self.metrics().iter().map(|m| (m.stat, m.value)).collect()
+    }
+
+    /// [`BucketFs::stats`] as metrics: the block cache's (component
+    /// `cache`), the cached store's (`object_store`) and the filesystem's
+    /// own (`bucket`), with their kinds and help (see `multiarc::metrics`).
+    pub fn metrics(&self) -> Vec<Metric> {
+        let mut out = self.store.cache().stats().metrics();
+        out.extend(self.store.stats().metrics());
         let c = &self.counters;
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        out.extend([
-            ("bucket_listings", load(&c.listings)),
-            ("bucket_remote_lookups", load(&c.lookups_remote)),
-            ("bucket_uploads", load(&c.uploads)),
-            ("bucket_upload_bytes", load(&c.upload_bytes)),
-            ("bucket_upload_errors", load(&c.upload_errors)),
-            ("bucket_deletes", load(&c.deletes)),
-            ("bucket_store_errors", load(&c.store_errors)),
-            (
+        let bucket = [
+            Metric::counter(
+                "bucket_listings",
+                "Directory listings (opendir) asked of the store.",
+                load(&c.listings),
+            ),
+            Metric::counter(
+                "bucket_remote_lookups",
+                "Lookups of a name asked of the store (HEAD and listing).",
+                load(&c.lookups_remote),
+            ),
+            Metric::counter(
+                "bucket_uploads",
+                "Objects uploaded (at close).",
+                load(&c.uploads),
+            ),
+            Metric::counter(
+                "bucket_upload_bytes",
+                "Bytes uploaded.",
+                load(&c.upload_bytes),
+            ),
+            Metric::counter(
+                "bucket_upload_errors",
+                "Uploads that failed (their writer was told at close).",
+                load(&c.upload_errors),
+            ),
+            Metric::counter("bucket_deletes", "Objects deleted.", load(&c.deletes)),
+            Metric::counter(
+                "bucket_store_errors",
+                "Store errors an operation met, not-found left out.",
+                load(&c.store_errors),
+            ),
+            Metric::gauge(
                 "bucket_kept_blocks",
+                "Blocks handles keep for their next read now.",
                 multiarc_object_store::open_object::kept_blocks(&self.store),
             ),
-            ("bucket_stale_opens", load(&c.stale_opens)),
-            ("bucket_attr_invalidations", load(&c.attr_invalidations)),
-            ("bucket_prefetch_requests", load(&c.prefetch_requests)),
-            ("bucket_prefetch_bytes", load(&c.prefetch_bytes)),
-            (
+            Metric::counter(
+                "bucket_stale_opens",
+                "Opens that served the version last seen because the store failed.",
+                load(&c.stale_opens),
+            ),
+            Metric::counter(
+                "bucket_attr_invalidations",
+                "Times the kernel was told to drop an inode's cached attributes.",
+                load(&c.attr_invalidations),
+            ),
+            Metric::counter(
+                "bucket_prefetch_requests",
+                "Prefetch requests sent for sequential readers.",
+                load(&c.prefetch_requests),
+            ),
+            Metric::counter(
+                "bucket_prefetch_bytes",
+                "Bytes asked for by prefetch requests.",
+                load(&c.prefetch_bytes),
+            ),
+            Metric::counter(
                 "bucket_cached_reads_while_failing",
+                "Reads served from the cache while the store failed.",
                 load(&c.cached_reads_while_failing),
             ),
-            ("bucket_inodes", self.inodes.lock_unpoisoned().len() as u64),
-            (
+            Metric::gauge(
+                "bucket_inodes",
+                "Inodes the filesystem knows now.",
+                self.inodes.lock_unpoisoned().len() as u64,
+            ),
+            Metric::gauge(
                 "bucket_open_handles",
+                "Open file and directory handles now.",
                 self.handles.lock_unpoisoned().len() as u64,
             ),
-        ]);
+        ];
+        out.extend(bucket.into_iter().map(|m| m.in_component("bucket")));
         out
     }
 

@@ -153,6 +153,15 @@ impl Upload {
     /// stops): abort what was started.
     pub(crate) async fn abandon(&mut self) {
         if self.state == UploadState::Open {
+            // Nothing of it was acknowledged (an upload is made visible
+            // whole at the close of its writer), but say so: the writer
+            // may still be waiting to close it.
+            log::error!(
+                "{}: not uploaded: the mount stopped while the file was open for writing \
+                 ({} bytes written, none acknowledged)",
+                self.path,
+                self.written
+            );
             self.state = UploadState::Failed;
             if let Some(multipart) = self.multipart.take() {
                 if let Err(e) = multipart.abort().await {

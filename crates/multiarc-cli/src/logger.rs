@@ -9,7 +9,20 @@
 /// the background). Without it they would vanish, and a failed request
 /// would show up only as an unexplained `EIO` in the program using the
 /// mount.
-struct StderrLog;
+struct StderrLog {
+    format: LogFormat,
+}
+
+/// How log lines look: for people, or one JSON object per line for log
+/// shippers (`--log-format json`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// `multiarc: warning: ...`, as the command's own messages.
+    #[default]
+    Text,
+    /// `{"time":"...","level":"warn","target":"...","message":"..."}`.
+    Json,
+}
 
 /// The mounts' library: its messages are the command's own ("mounted ...",
 /// "unmounted ..."), printed from `info` up as the command prints its own.
@@ -26,7 +39,11 @@ impl log::Log for StderrLog {
     }
 
     fn log(&self, record: &log::Record) {
-        if let Some(line) = line(record) {
+        let line = match self.format {
+            LogFormat::Text => line(record),
+            LogFormat::Json => json_line(record, std::time::SystemTime::now()),
+        };
+        if let Some(line) = line {
             eprintln!("{line}");
         }
     }
@@ -66,10 +83,23 @@ fn line(record: &log::Record) -> Option<String> {
     ))
 }
 
+/// The record as one JSON object, for the records `line` prints.
+fn json_line(record: &log::Record, time: std::time::SystemTime) -> Option<String> {
+    line(record)?;
+    let object = serde_json::json!({
+        "time": multiarc_bench::cli::utc_time(time),
+        "level": record.level().as_str().to_lowercase(),
+        "target": record.target(),
+        "message": record.args().to_string(),
+    });
+    Some(object.to_string())
+}
+
 /// Installs the logger (warnings and errors; the mount's messages), once,
-/// before any command runs.
-pub fn install() {
-    if log::set_logger(&StderrLog).is_ok() {
+/// before the command runs.
+pub fn install(format: LogFormat) {
+    let logger: &'static StderrLog = Box::leak(Box::new(StderrLog { format }));
+    if log::set_logger(logger).is_ok() {
         log::set_max_level(log::LevelFilter::Info);
     }
 }
@@ -123,8 +153,34 @@ mod tests {
         assert_eq!(record(log::Level::Debug, "multiarc_fuse::dir", "x"), None);
         let meta = |level, target| log::Metadata::builder().level(level).target(target).build();
         use log::Log;
-        assert!(StderrLog.enabled(&meta(log::Level::Warn, "multiarc")));
-        assert!(!StderrLog.enabled(&meta(log::Level::Info, "multiarc")));
-        assert!(StderrLog.enabled(&meta(log::Level::Info, "multiarc_fuse::session")));
+        let log = StderrLog {
+            format: LogFormat::Text,
+        };
+        assert!(log.enabled(&meta(log::Level::Warn, "multiarc")));
+        assert!(!log.enabled(&meta(log::Level::Info, "multiarc")));
+        assert!(log.enabled(&meta(log::Level::Info, "multiarc_fuse::session")));
+    }
+
+    #[test]
+    fn json_lines_are_one_object_each_with_time_level_target_and_message() {
+        let record = |level, target, text: &str| {
+            json_line(
+                &log::Record::builder()
+                    .level(level)
+                    .target(target)
+                    .args(format_args!("{text}"))
+                    .build(),
+                std::time::UNIX_EPOCH,
+            )
+        };
+        let line = record(log::Level::Warn, "multiarc::l2", "a \"quoted\"\nline").unwrap();
+        assert!(!line.contains('\n'), "{line}");
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["time"], "1970-01-01T00:00:00.000Z");
+        assert_eq!(v["level"], "warn");
+        assert_eq!(v["target"], "multiarc::l2");
+        assert_eq!(v["message"], "a \"quoted\"\nline");
+        assert!(record(log::Level::Info, "multiarc_fuse", "mounted").is_some());
+        assert!(record(log::Level::Info, "multiarc", "chatter").is_none());
     }
 }

@@ -9,10 +9,13 @@
 
 mod logger;
 mod mount;
+mod mount_helper;
+mod stats;
 
 use clap::{Parser, Subcommand};
 use multiarc_bench::cli::{flush_stdout, StdoutClosed};
 use multiarc_bench::{bench, lock as lockbench, replay, scan, scan_recovery as poison};
+use std::ffi::OsString;
 use std::io::Write;
 
 #[derive(Parser)]
@@ -24,6 +27,10 @@ use std::io::Write;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// How log lines look on stderr (and in a mount's --log): text, or
+    /// one JSON object per line for log shippers.
+    #[arg(long, global = true, value_enum, default_value_t = logger::LogFormat::Text)]
+    log_format: logger::LogFormat,
 }
 
 #[derive(Subcommand)]
@@ -44,19 +51,31 @@ enum Command {
     /// Serve a directory through the cache with FUSE (passthrough; control files in MOUNTPOINT/.multiarc).
     Mount(mount::MountArgs),
     /// Print a mount's cache statistics (MOUNTPOINT/.multiarc/arcstats).
-    Stats(mount::StatsArgs),
+    Stats(stats::StatsArgs),
     /// Change a mount's tunables at run time, e.g. `multiarc set MNT max_bytes=1GiB`.
-    Set(mount::SetArgs),
+    Set(stats::SetArgs),
 }
 
 /// Parses the command line (`bench --workload NAME` read as `bench NAME`);
 /// a usage error is printed as one line (clap's message without its blank
 /// lines, usage and hint; for a flag of another bench workload, which
 /// workload takes it) and exits with 2.
-fn parse_args() -> Cli {
-    let args = bench::workload_flag_as_subcommand(std::env::args_os().collect());
+fn parse_args() -> (Cli, Vec<OsString>) {
+    let subcommands: Vec<String> = <Cli as clap::CommandFactory>::command()
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .chain(["help".to_string()])
+        .collect();
+    let args = match mount_helper::as_mount_command(std::env::args_os().collect(), &subcommands) {
+        Ok(args) => args,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "multiarc: error: {e}");
+            std::process::exit(2);
+        }
+    };
+    let args = bench::workload_flag_as_subcommand(args);
     match Cli::try_parse_from(&args) {
-        Ok(cli) => cli,
+        Ok(cli) => (cli, args),
         Err(e)
             if matches!(
                 e.kind(),
@@ -118,17 +137,17 @@ fn quiet_on_closed_stdout() {
 
 fn main() {
     quiet_on_closed_stdout();
-    logger::install();
-    let cli = parse_args();
+    let (cli, args) = parse_args();
+    logger::install(cli.log_format);
     let result = match cli.command {
         Command::Bench(args) => bench::run(args),
         Command::Lockbench(args) => lockbench::run(args),
         Command::Replay(args) => replay::run(args),
         Command::Poison(args) => poison::run(args),
         Command::Scan(args) => scan::run(args),
-        Command::Mount(args) => mount::run(args),
-        Command::Stats(args) => mount::run_stats(args),
-        Command::Set(args) => mount::run_set(args),
+        Command::Mount(mount) => mount::run(mount, &args[1..]),
+        Command::Stats(args) => stats::run_stats(args),
+        Command::Set(args) => stats::run_set(args),
     };
     let result = result.and_then(|()| flush_stdout());
     if let Err(err) = result {

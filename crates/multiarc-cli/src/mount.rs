@@ -1,8 +1,6 @@
-//! `multiarc mount`, `multiarc stats` and `multiarc set`: the flags, turned
-//! into `multiarc_fuse`'s options and calls.
+//! `multiarc mount`: the flags, turned into `multiarc_fuse`'s options.
 
 use multiarc_bench::cli::{count_arg, size_arg};
-use multiarc_bench::outln;
 use multiarc_file::Locking;
 use std::path::PathBuf;
 
@@ -100,6 +98,11 @@ pub struct MountArgs {
     /// written when it was not).
     #[arg(long, hide = true, conflicts_with = "no_page_cache")]
     page_cache: bool,
+    /// Serve the mount's metrics in Prometheus's text format at
+    /// http://ADDR/metrics (e.g. 127.0.0.1:9854; port 0: any free one,
+    /// named in the log).
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<std::net::SocketAddr>,
     /// Internal: this is the background mount process, started by `mount`
     /// without `--foreground`; it reports readiness on its stdout.
     #[arg(long, hide = true)]
@@ -147,60 +150,65 @@ impl MountArgs {
         o.metadata_ttl = self.metadata_ttl;
         o.no_page_cache = self.no_page_cache;
         o.page_cache = self.page_cache;
+        o.metrics = self.metrics;
         o.daemon_child = self.daemon_child;
         o
     }
 }
 
-/// `multiarc mount`.
-pub fn run(args: MountArgs) -> anyhow::Result<()> {
-    multiarc_fuse::mount(args.into_options())
+/// `multiarc mount`; `command_line` is the command's arguments after the
+/// program (a mount helper's call already turned into `mount ...`), which
+/// the background mount process is started with.
+pub fn run(args: MountArgs, command_line: &[std::ffi::OsString]) -> anyhow::Result<()> {
+    let mut options = args.into_options();
+    options.command_line = Some(subcommand_first(command_line));
+    multiarc_fuse::mount(options)
 }
 
-#[derive(clap::Args)]
-pub struct StatsArgs {
-    /// Where a `multiarc mount` is mounted.
-    mountpoint: PathBuf,
-    /// One JSON object (name: value) instead of `name value` lines.
-    #[arg(long)]
-    json: bool,
-}
-
-#[derive(clap::Args)]
-pub struct SetArgs {
-    /// Where a `multiarc mount` is mounted.
-    mountpoint: PathBuf,
-    /// NAME=VALUE, e.g. max_bytes=1GiB.
-    #[arg(required = true)]
-    settings: Vec<String>,
-}
-
-/// `multiarc stats MNT`: the mount's statistics, once.
-pub fn run_stats(args: StatsArgs) -> anyhow::Result<()> {
-    let stats = multiarc_fuse::read_arcstats(&args.mountpoint)?;
-    if args.json {
-        let obj: serde_json::Map<String, serde_json::Value> = stats
-            .into_iter()
-            .map(|(k, v)| (k, serde_json::Value::from(v)))
-            .collect();
-        outln!("{}", serde_json::Value::Object(obj))?;
-    } else {
-        let width = stats.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
-        for (k, v) in stats {
-            outln!("{k:<width$} {v}")?;
+/// `command_line` with the subcommand `mount` first: the global flags given
+/// before it (`--log-format json mount ...`) go after it, where they mean
+/// the same.
+fn subcommand_first(command_line: &[std::ffi::OsString]) -> Vec<std::ffi::OsString> {
+    let mut at = None;
+    let mut i = 0;
+    while i < command_line.len() {
+        if command_line[i] == "--log-format" {
+            i += 2;
+            continue;
         }
+        if command_line[i] == "mount" {
+            at = Some(i);
+            break;
+        }
+        i += 1;
     }
-    Ok(())
+    let Some(at) = at else {
+        return command_line.to_vec();
+    };
+    let mut out = vec![command_line[at].clone()];
+    out.extend_from_slice(&command_line[..at]);
+    out.extend_from_slice(&command_line[at + 1..]);
+    out
 }
 
-/// `multiarc set MNT NAME=VALUE...`: changes tunables at run time.
-pub fn run_set(args: SetArgs) -> anyhow::Result<()> {
-    let set = multiarc_fuse::set_tunables(&args.mountpoint, &args.settings)?;
-    for w in set.warnings {
-        eprintln!("multiarc: warning: {w}");
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_subcommand_goes_first_and_global_flags_after_it() {
+        let os = |a: &[&str]| a.iter().map(std::ffi::OsString::from).collect::<Vec<_>>();
+        assert_eq!(
+            subcommand_first(&os(&["--log-format", "json", "mount", "/a", "mount"])),
+            os(&["mount", "--log-format", "json", "/a", "mount"])
+        );
+        assert_eq!(
+            subcommand_first(&os(&["--log-format=json", "mount", "/a", "/b"])),
+            os(&["mount", "--log-format=json", "/a", "/b"])
+        );
+        assert_eq!(
+            subcommand_first(&os(&["mount", "/a"])),
+            os(&["mount", "/a"])
+        );
     }
-    for (name, value) in set.values {
-        outln!("{name}={value}")?;
-    }
-    Ok(())
 }

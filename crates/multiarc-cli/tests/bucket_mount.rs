@@ -1193,3 +1193,83 @@ fn a_mount_over_a_full_l2_of_8_gib_is_ready_in_seconds_also_after_a_sigkill() {
     drop(server);
     let _ = fs::remove_file(&l2);
 }
+
+/// The body of `GET /metrics` on `addr`.
+fn scrape(addr: &str) -> String {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(s, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    std::io::Read::read_to_string(&mut s, &mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    answer.split_once("\r\n\r\n").unwrap().1.to_string()
+}
+
+#[test]
+fn a_bucket_mounts_metrics_hold_every_arcstats_figure_and_its_store_traffic() {
+    if !have_fuse("a_bucket_mounts_metrics_hold_every_arcstats_figure_and_its_store_traffic") {
+        return;
+    }
+    let server = start_server();
+    put(&server, "m/a", pattern(1, 300 << 10));
+    let dir = Dir::new("metrics");
+    let m = Mount::start(&server, &dir, "mnt", &["--metrics", "127.0.0.1:0"]);
+    assert_eq!(fs::read(m.path("m/a")).unwrap(), pattern(1, 300 << 10));
+    let log = m.log_text();
+    let addr = log
+        .split("serving metrics on http://")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .unwrap_or_else(|| panic!("no metrics address in the log: {log}"))
+        .to_string();
+    let text = scrape(&addr);
+    // docs/ops.md's table: every arcstats name, with its metric.
+    let doc = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/ops.md"))
+        .unwrap();
+    let arcstats = fs::read_to_string(m.path(".multiarc/arcstats")).unwrap();
+    for line in arcstats.lines() {
+        let stat = line.split(' ').next().unwrap();
+        let row = doc
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{stat}` | `")))
+            .unwrap_or_else(|| panic!("{stat}: no row in docs/ops.md"));
+        let metric = row.split('`').nth(3).unwrap();
+        assert!(
+            text.contains(&format!("\n{metric}{{")),
+            "{stat}: {metric} not scraped"
+        );
+    }
+    // The store's traffic, as arcstats counts it.
+    let value = |series: &str| -> f64 {
+        text.lines()
+            .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{series} not in the scrape"))
+    };
+    let requests = value("multiarc_store_requests_total{component=\"object_store\"}");
+    assert!(requests >= 1.0);
+    assert_eq!(requests as u64, m.stat("store_requests"));
+    let bytes = value("multiarc_store_bytes_total{component=\"object_store\"}");
+    assert_eq!(bytes as u64, m.stat("store_bytes"));
+    assert!(bytes > 0.0);
+    let lookups = value("multiarc_bucket_remote_lookups_total{component=\"bucket\"}");
+    assert!(lookups >= 1.0, "the open looked the names up");
+    assert_eq!(lookups as u64, m.stat("bucket_remote_lookups"));
+    // Both L2 figures, told apart by their component.
+    value("multiarc_l2_hits_total{component=\"cache\"}");
+    value("multiarc_l2_hits_total{component=\"object_store\"}");
+    // The bucket mount has the directory mount's tunables now.
+    assert!(m.path(".multiarc/tunables/max_bytes").is_file());
+    let out = Command::new(BIN)
+        .args(["set"])
+        .arg(&m.mnt)
+        .arg("max_bytes=32MiB")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(m.stat("c"), 32 << 20);
+}

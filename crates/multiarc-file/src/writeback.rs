@@ -130,6 +130,53 @@ pub struct WriteBackStats {
     pub passes: u64,
 }
 
+impl WriteBackStats {
+    /// The figures as metrics (component `writeback`; see
+    /// `multiarc::metrics`), in the order a mount's `arcstats` shows them.
+    pub fn metrics(&self) -> Vec<multiarc::metrics::Metric> {
+        use multiarc::metrics::Metric;
+        [
+            Metric::gauge("dirty_bytes", "Dirty bytes now.", self.dirty_bytes),
+            Metric::gauge(
+                "dirty_max",
+                "The bound on dirty bytes (bytes).",
+                self.dirty_max,
+            ),
+            Metric::counter(
+                "flushed_blocks",
+                "Blocks written back.",
+                self.flushed_blocks,
+            ),
+            Metric::counter("flushed_bytes", "Bytes written back.", self.flushed_bytes),
+            Metric::counter(
+                "write_errors",
+                "Failed write-back attempts (the data stayed dirty).",
+                self.write_errors,
+            ),
+            Metric::counter(
+                "writer_waits",
+                "Times a writer waited for dirty bytes to drain.",
+                self.writer_waits,
+            ),
+            Metric::counter(
+                "writer_errors",
+                "Writers that got a write-back error instead of waiting.",
+                self.writer_errors,
+            ),
+            Metric::counter(
+                "discarded_blocks",
+                "Dirty blocks dropped unwritten (files removed before their last close, or \
+                 past the largest size the store takes).",
+                self.discarded_blocks,
+            ),
+            Metric::counter("flusher_passes", "Flusher passes.", self.passes),
+        ]
+        .into_iter()
+        .map(|m| m.in_component("writeback"))
+        .collect()
+    }
+}
+
 /// The error a failing write-back left for waiting writers.
 struct Failing {
     kind: io::ErrorKind,

@@ -15,6 +15,8 @@
 
 use crate::control::{is_ctl, ControlTree, Controlled, CTL_DIR};
 use crate::daemon::{become_mount_process, finish_mount_process, open_log, Ready};
+use crate::exporter::{MetricsServer, Sources};
+use crate::fuse_ops::{FuseOps, Op};
 use crate::options::MountOptions;
 use crate::session::{check_fuse, check_mountpoint, mount_points, start_session, unmount};
 use anyhow::{anyhow, bail, Context};
@@ -24,6 +26,7 @@ use fuser::{
     ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow,
     WriteFlags,
 };
+use multiarc::metrics::Metric;
 use multiarc_bucket::{Attr, BucketConfig, BucketFs, Kind, S3Options, S3Source, ROOT_INO};
 use multiarc_object_store::CachedStore;
 use object_store::aws::AmazonS3;
@@ -187,9 +190,27 @@ fn serve(
     } else {
         Vec::new()
     };
+    let fs = Arc::new(fs);
+    let control = Arc::new(BucketControl {
+        fs: Arc::clone(&fs),
+        block_size: block_size as u32,
+    });
+    let ops = Arc::new(FuseOps::new());
+    let _metrics = match options.metrics {
+        Some(addr) => Some(MetricsServer::start(
+            addr,
+            Sources {
+                mount: Arc::clone(&control) as Arc<dyn Controlled>,
+                ops: Arc::clone(&ops),
+            },
+        )?),
+        None => None,
+    };
     let mount = BucketMount {
         fs,
         ctl: ControlTree::new(),
+        control,
+        ops,
         block_size: block_size as u32,
         page_cache: !options.no_page_cache,
     };
@@ -206,9 +227,13 @@ fn serve(
 
 /// The FUSE filesystem of a bucket mount.
 struct BucketMount {
-    fs: BucketFs<AmazonS3>,
+    fs: Arc<BucketFs<AmazonS3>>,
     /// The control directory's open files.
     ctl: ControlTree,
+    /// The figures and tunables (shared with `--metrics`).
+    control: Arc<BucketControl>,
+    /// The FUSE operations, counted and timed.
+    ops: Arc<FuseOps>,
     block_size: u32,
     /// Files are read through the kernel's page cache (unless
     /// `--no-page-cache`).
@@ -283,17 +308,25 @@ fn empty(reply: ReplyEmpty, r: Result<(), multiarc_bucket::Errno>) {
     }
 }
 
-impl Controlled for BucketMount {
+/// What the control directory and `--metrics` read of a bucket mount.
+struct BucketControl {
+    fs: Arc<BucketFs<AmazonS3>>,
+    block_size: u32,
+}
+
+impl Controlled for BucketControl {
     /// The cache's figures, the store's and the filesystem's, and the
     /// block size.
-    fn stats(&self) -> Vec<(String, u64)> {
-        let mut out: Vec<(String, u64)> = self
-            .fs
-            .stats()
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect();
-        out.push(("block_size".into(), self.block_size as u64));
+    fn metrics(&self) -> Vec<Metric> {
+        let mut out = self.fs.metrics();
+        out.push(
+            Metric::gauge(
+                "block_size",
+                "The cache's block size (bytes).",
+                self.block_size as u64,
+            )
+            .in_component("mount"),
+        );
         out
     }
 
@@ -333,6 +366,7 @@ impl Filesystem for BucketMount {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let _timer = self.ops.start(Op::Lookup);
         match self.ctl.lookup(parent.0, name.as_bytes()) {
             Some(Ok(ino)) => {
                 return reply.entry(&Duration::ZERO, &self.ctl.attr(ino), Generation(0))
@@ -344,12 +378,14 @@ impl Filesystem for BucketMount {
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        let _timer = self.ops.start(Op::Other);
         if !is_ctl(ino.0) {
             self.fs.forget(ino.0, nlookup);
         }
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        let _timer = self.ops.start(Op::Getattr);
         if is_ctl(ino.0) {
             return reply.attr(&Duration::ZERO, &self.ctl.attr(ino.0));
         }
@@ -377,6 +413,7 @@ impl Filesystem for BucketMount {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
+        let _timer = self.ops.start(Op::Setattr);
         if is_ctl(ino.0) {
             let owner_or_mode = mode.is_some() || uid.is_some() || gid.is_some();
             return match self.ctl.setattr(ino.0, owner_or_mode) {
@@ -400,6 +437,7 @@ impl Filesystem for BucketMount {
         _umask: u32,
         reply: ReplyEntry,
     ) {
+        let _timer = self.ops.start(Op::Mkdir);
         if let Err(e) = self.refuse_ctl(parent.0, name) {
             return reply.error(e);
         }
@@ -407,6 +445,7 @@ impl Filesystem for BucketMount {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let _timer = self.ops.start(Op::Unlink);
         if let Err(e) = self.refuse_ctl(parent.0, name) {
             return reply.error(e);
         }
@@ -414,6 +453,7 @@ impl Filesystem for BucketMount {
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let _timer = self.ops.start(Op::Rmdir);
         if let Err(e) = self.refuse_ctl(parent.0, name) {
             return reply.error(e);
         }
@@ -430,13 +470,15 @@ impl Filesystem for BucketMount {
         _flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
+        let _timer = self.ops.start(Op::Rename);
         log::warn!("rename of {name:?}: not supported on a bucket mount");
         reply.error(Errno::EPERM)
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let _timer = self.ops.start(Op::Open);
         if is_ctl(ino.0) {
-            return match self.ctl.open(self, ino.0, flags.0) {
+            return match self.ctl.open(self.control.as_ref(), ino.0, flags.0) {
                 Ok(fh) => reply.opened(FileHandle(CTL_FH | fh), FopenFlags::FOPEN_DIRECT_IO),
                 Err(e) => reply.error(e),
             };
@@ -473,6 +515,7 @@ impl Filesystem for BucketMount {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        let _timer = self.ops.start(Op::Read);
         if fh.0 & CTL_FH != 0 {
             return match self.ctl.read(fh.0 & !CTL_FH, offset, size) {
                 Ok(b) => reply.data(&b),
@@ -497,8 +540,9 @@ impl Filesystem for BucketMount {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        let _timer = self.ops.start(Op::Write);
         if fh.0 & CTL_FH != 0 {
-            return match self.ctl.write(self, ino.0, data) {
+            return match self.ctl.write(self.control.as_ref(), ino.0, data) {
                 Ok(()) => reply.written(data.len() as u32),
                 Err(e) => reply.error(e),
             };
@@ -517,6 +561,7 @@ impl Filesystem for BucketMount {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
+        let _timer = self.ops.start(Op::Flush);
         if fh.0 & CTL_FH != 0 {
             return reply.ok();
         }
@@ -535,6 +580,7 @@ impl Filesystem for BucketMount {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        let _timer = self.ops.start(Op::Release);
         if fh.0 & CTL_FH != 0 {
             self.ctl.release(fh.0 & !CTL_FH);
             return reply.ok();
@@ -550,6 +596,7 @@ impl Filesystem for BucketMount {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
+        let _timer = self.ops.start(Op::Fsync);
         if fh.0 & CTL_FH != 0 {
             return reply.ok();
         }
@@ -557,6 +604,7 @@ impl Filesystem for BucketMount {
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let _timer = self.ops.start(Op::Opendir);
         if is_ctl(ino.0) {
             // The directory's inode rides in the handle, for readdir.
             return match self.ctl.entries(ino.0) {
@@ -578,6 +626,7 @@ impl Filesystem for BucketMount {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
+        let _timer = self.ops.start(Op::Readdir);
         let entries: Vec<(u64, FileType, Vec<u8>)> = if fh.0 & CTL_FH != 0 {
             match self.ctl.entries(fh.0 & !CTL_FH) {
                 Ok(entries) => entries.into_iter().skip(offset as usize).collect(),
@@ -615,6 +664,7 @@ impl Filesystem for BucketMount {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
+        let _timer = self.ops.start(Op::Other);
         if fh.0 & CTL_FH != 0 {
             return reply.ok();
         }
@@ -622,6 +672,7 @@ impl Filesystem for BucketMount {
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let _timer = self.ops.start(Op::Statfs);
         // A bucket has no size limit to speak of: plenty of room, as
         // other bucket mounts report.
         let blocks = 1u64 << 40;
@@ -638,6 +689,7 @@ impl Filesystem for BucketMount {
         _flags: i32,
         reply: ReplyCreate,
     ) {
+        let _timer = self.ops.start(Op::Create);
         if let Err(e) = self.refuse_ctl(parent.0, name) {
             return reply.error(e);
         }

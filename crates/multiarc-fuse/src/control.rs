@@ -8,6 +8,7 @@
 //! too: [`read_arcstats`] and [`set_tunables`].
 
 use fuser::{Errno, FileAttr, FileType, INodeNo};
+use multiarc::metrics::Metric;
 use multiarc::units::{clamp_cache_target, parse_size};
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -47,10 +48,11 @@ pub fn is_ctl(ino: u64) -> bool {
 }
 
 /// What a mount's control directory shows and changes: implemented by each
-/// mount over its cache.
+/// mount over its cache. Its metrics are `arcstats`' lines (`stat value`)
+/// and what `--metrics` serves.
 pub trait Controlled: Send + Sync {
-    /// The `name value` lines of `arcstats`, in order.
-    fn stats(&self) -> Vec<(String, u64)>;
+    /// The figures, in `arcstats`' order.
+    fn metrics(&self) -> Vec<Metric>;
     /// The cache's target size (`tunables/max_bytes` as read).
     fn max_bytes(&self) -> u64;
     /// Sets the cache's target size; an error for a size the cache refuses
@@ -137,8 +139,8 @@ impl ControlTree {
     /// The text of the statistics file: `name value` per line.
     pub fn arcstats(&self, mount: &dyn Controlled) -> String {
         let mut out = String::new();
-        for (name, value) in mount.stats() {
-            out.push_str(&format!("{name} {value}\n"));
+        for m in mount.metrics() {
+            out.push_str(&format!("{} {}\n", m.stat, m.value));
         }
         out
     }
@@ -421,8 +423,11 @@ mod tests {
     }
 
     impl Controlled for Fixed {
-        fn stats(&self) -> Vec<(String, u64)> {
-            vec![("hits".into(), 3), ("c".into(), self.max_bytes())]
+        fn metrics(&self) -> Vec<Metric> {
+            vec![
+                Metric::counter("hits", "Hits.", 3),
+                Metric::gauge("c", "The target.", self.max_bytes()),
+            ]
         }
         fn max_bytes(&self) -> u64 {
             self.max.load(Ordering::Relaxed)

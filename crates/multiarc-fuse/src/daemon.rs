@@ -50,6 +50,7 @@ impl Ready {
     /// The mount serves requests: tell the parent (which exits 0) and
     /// detach from its terminal, or print `msg` in the foreground.
     pub(crate) fn ok(&self, msg: &str) {
+        crate::notify::notify("READY=1");
         if self.foreground {
             log::info!("{msg}");
             return;
@@ -133,7 +134,11 @@ pub(crate) fn open_log(options: &MountOptions) -> anyhow::Result<()> {
 /// reported.
 pub(crate) fn become_mount_process(options: &MountOptions) -> anyhow::Result<Option<Arc<Ready>>> {
     if !options.foreground && !options.daemon_child {
-        wait_for_mount_process()?;
+        let args = options
+            .command_line
+            .clone()
+            .unwrap_or_else(|| std::env::args_os().skip(1).collect());
+        wait_for_mount_process(args)?;
         return Ok(None);
     }
     raise_nofile_limit();
@@ -163,12 +168,12 @@ pub(crate) fn finish_mount_process(
 /// [`DAEMON_CHILD_FLAG`]) with its stdout a pipe, and waits for its report:
 /// `Ok` when it says the mount is ready, its error line when the mount
 /// failed, or an error when it cannot be started or ends without a report.
-fn wait_for_mount_process() -> anyhow::Result<()> {
+fn wait_for_mount_process(args: Vec<std::ffi::OsString>) -> anyhow::Result<()> {
     let exe = std::env::current_exe().context("finding this program to start the mount process")?;
     // `multiarc mount ARGS...` becomes `multiarc mount --daemon-child ARGS...`
     // (the flag right after the subcommand, so that it stays an option even
     // after a `--`).
-    let mut args = std::env::args_os().skip(1);
+    let mut args = args.into_iter();
     let subcommand = args.next().unwrap_or_else(|| "mount".into());
     let mut child = std::process::Command::new(&exe)
         .arg(subcommand)

@@ -18,8 +18,12 @@
 //! - `control`: the control directory `.multiarc/` both mounts serve
 //!   (statistics and tunables), over a mount's [`Controlled`]; and the
 //!   client side `multiarc stats` and `multiarc set` use.
-//! - `daemon`: the background mount process and its report of readiness
-//!   to the command that started it ([`DAEMON_CHILD_FLAG`]).
+//! - `fuse_ops`, `exporter`: the FUSE operations counted and timed, and the
+//!   Prometheus endpoint of `--metrics` (the control directory's figures,
+//!   the operations, the daemon's memory).
+//! - `notify`, `daemon`: systemd's readiness protocol, and the background
+//!   mount process and its report of readiness to the command that started
+//!   it ([`DAEMON_CHILD_FLAG`]).
 //! - `fusermount`, `session`: the checks before mounting, the FUSE session
 //!   (directly as root, else through fusermount3), the signal thread that
 //!   unmounts, [`unmount`].
@@ -45,7 +49,10 @@ mod bucket;
 mod control;
 mod daemon;
 mod dir;
+mod exporter;
+mod fuse_ops;
 mod fusermount;
+mod notify;
 mod options;
 mod session;
 
@@ -54,6 +61,7 @@ pub use control::{
     TunablesSet, ARCSTATS, CTL_DIR, LOCKSTAT, MAX_BYTES, TUNABLES,
 };
 pub use daemon::{ReportedToCommand, DAEMON_CHILD_FLAG};
+pub use notify::NOTIFY_SOCKET;
 pub use options::MountOptions;
 pub use session::unmount;
 

@@ -3,6 +3,8 @@
 //! errors name the flags too, since that is where a user meets them.
 
 use multiarc_file::Locking;
+use std::ffi::OsString;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -67,8 +69,15 @@ pub struct MountOptions {
     pub no_page_cache: bool,
     /// Of a bucket: `--page-cache`, the default, accepted for scripts.
     pub page_cache: bool,
+    /// Serve the mount's metrics in Prometheus's text format at
+    /// `http://ADDR/metrics` (`--metrics`, e.g. `127.0.0.1:9854`).
+    pub metrics: Option<SocketAddr>,
     /// This is the background mount process (see [`crate::DAEMON_CHILD_FLAG`]).
     pub daemon_child: bool,
+    /// The arguments (after the program) to start the background mount
+    /// process with, the first naming the subcommand (`mount ...`); by
+    /// default this process's own.
+    pub command_line: Option<Vec<OsString>>,
 }
 
 impl MountOptions {
@@ -99,7 +108,9 @@ impl MountOptions {
             metadata_ttl: None,
             no_page_cache: false,
             page_cache: false,
+            metrics: None,
             daemon_child: false,
+            command_line: None,
         }
     }
 

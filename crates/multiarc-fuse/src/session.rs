@@ -225,6 +225,7 @@ fn spawn_signal_thread(mountpoint: PathBuf) -> anyhow::Result<()> {
         .spawn(move || {
             if let Some(sig) = signals.forever().next() {
                 log::info!("signal {sig}: unmounting {}", mountpoint.display());
+                crate::notify::notify("STOPPING=1");
                 if let Err(e) = unmount(&mountpoint) {
                     log::error!("unmounting {}: {e}", mountpoint.display());
                 }

@@ -31,6 +31,18 @@ macro_rules! counters {
             pub fn to_pairs(&self) -> Vec<(&'static str, u64)> {
                 vec![$((stringify!($field), self.$field),)*]
             }
+
+            /// The counters as metrics (component `object_store`), in
+            /// declaration order: see [`multiarc::metrics`].
+            pub fn metrics(&self) -> Vec<multiarc::metrics::Metric> {
+                vec![$(multiarc::metrics::Metric::from_doc_attrs(
+                    stringify!($field),
+                    multiarc::metrics::Kind::Counter,
+                    &[$(stringify!($doc)),*],
+                    self.$field,
+                )
+                .in_component("object_store"),)*]
+            }
         }
     };
 }

@@ -32,6 +32,7 @@ mod api;
 mod arc;
 mod l2;
 mod mem;
+pub mod metrics;
 pub mod units;
 
 /// The cache's locks and lock statistics: the [`multiarc_lock`] crate.

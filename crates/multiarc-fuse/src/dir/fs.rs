@@ -20,8 +20,10 @@
 use super::creds::{Caller, DaemonCreds};
 use super::data::{errno, logged_errno, Data};
 use super::inodes::{Inode, InodeTable};
+use super::stats::DirControl;
 use super::sys::{int, key_at, open_dir, open_path_at, proc_path};
-use crate::control::{is_ctl, ControlTree, Controlled, CTL_DIR, INO_CTL, INO_ROOT};
+use crate::control::{is_ctl, ControlTree, CTL_DIR, INO_CTL, INO_ROOT};
+use crate::fuse_ops::{FuseOps, Op};
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
     KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
@@ -68,11 +70,14 @@ struct SetAttr {
 /// The filesystem.
 pub struct MultiarcFs {
     config: FsConfig,
-    inodes: InodeTable,
-    data: Data,
+    inodes: Arc<InodeTable>,
+    data: Arc<Data>,
     ctl: ControlTree,
-    cache: Arc<Cache<BlockKey>>,
-    writeback: Arc<WriteBack>,
+    /// The figures and tunables of the control directory (and of
+    /// `--metrics`, which shares them).
+    control: Arc<DirControl>,
+    /// The FUSE operations, counted and timed.
+    ops: Arc<FuseOps>,
     /// The daemon's credentials, which creating calls leave for the
     /// caller's and come back to.
     creds: DaemonCreds,
@@ -175,22 +180,39 @@ impl MultiarcFs {
         cache: Arc<Cache<BlockKey>>,
         writeback: Arc<WriteBack>,
     ) -> io::Result<Self> {
-        let inodes = InodeTable::new(&config.root)?;
-        let data = Data::new(
+        let inodes = Arc::new(InodeTable::new(&config.root)?);
+        let data = Arc::new(Data::new(
             Arc::clone(&cache),
             Arc::clone(&writeback),
             config.block_size,
             config.locking,
-        );
+        ));
+        let control = Arc::new(DirControl {
+            cache,
+            writeback,
+            data: Arc::clone(&data),
+            inodes: Arc::clone(&inodes),
+            block_size: config.block_size,
+        });
         Ok(MultiarcFs {
             inodes,
             data,
             ctl: ControlTree::new(),
-            cache,
-            writeback,
+            control,
+            ops: Arc::new(FuseOps::new()),
             config,
             creds: DaemonCreds::current()?,
         })
+    }
+
+    /// The mount's figures and tunables, shared with `--metrics`.
+    pub fn control(&self) -> Arc<DirControl> {
+        Arc::clone(&self.control)
+    }
+
+    /// The mount's FUSE operations, shared with `--metrics`.
+    pub fn ops(&self) -> Arc<FuseOps> {
+        Arc::clone(&self.ops)
     }
 
     fn inode(&self, ino: u64) -> Result<Arc<Inode>, Errno> {
@@ -407,47 +429,6 @@ impl MultiarcFs {
     }
 }
 
-impl Controlled for MultiarcFs {
-    /// The cache's figures, the write-back's, then the filesystem's own.
-    fn stats(&self) -> Vec<(String, u64)> {
-        let mut out: Vec<(String, u64)> = self
-            .cache
-            .stats()
-            .to_pairs()
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect();
-        let w = self.writeback.stats();
-        for (name, value) in [
-            ("dirty_bytes", w.dirty_bytes),
-            ("dirty_max", w.dirty_max),
-            ("flushed_blocks", w.flushed_blocks),
-            ("flushed_bytes", w.flushed_bytes),
-            ("write_errors", w.write_errors),
-            ("writer_waits", w.writer_waits),
-            ("flusher_passes", w.passes),
-            ("open_files", self.data.open_handles() as u64),
-            ("block_size", self.config.block_size as u64),
-            ("inodes", self.inodes.len() as u64),
-        ] {
-            out.push((name.to_string(), value));
-        }
-        out
-    }
-
-    fn max_bytes(&self) -> u64 {
-        self.cache.stats().c
-    }
-
-    fn set_max_bytes(&self, bytes: u64) -> Result<(), String> {
-        self.cache.set_max_bytes(bytes).map_err(|e| e.to_string())
-    }
-
-    fn set_lockstat(&self, on: bool) {
-        self.cache.set_lockstat(on);
-    }
-}
-
 impl Filesystem for MultiarcFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
         // Shared mappings of direct-I/O files (SQLite's WAL index, for
@@ -475,6 +456,7 @@ impl Filesystem for MultiarcFs {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let _timer = self.ops.start(Op::Lookup);
         match self.ctl.lookup(parent.0, name.as_bytes()) {
             Some(Ok(ino)) => return reply.entry(&CTL_TTL, &self.ctl.attr(ino), Generation(0)),
             Some(Err(e)) => return reply.error(e),
@@ -487,10 +469,12 @@ impl Filesystem for MultiarcFs {
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        let _timer = self.ops.start(Op::Other);
         self.inodes.forget(ino.0, nlookup);
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        let _timer = self.ops.start(Op::Getattr);
         if is_ctl(ino.0) {
             return reply.attr(&CTL_TTL, &self.ctl.attr(ino.0));
         }
@@ -515,6 +499,7 @@ impl Filesystem for MultiarcFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
+        let _timer = self.ops.start(Op::Setattr);
         let ttl = if is_ctl(ino.0) { CTL_TTL } else { TTL };
         let set = SetAttr {
             fh: fh.map(|f| f.0),
@@ -530,6 +515,7 @@ impl Filesystem for MultiarcFs {
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        let _timer = self.ops.start(Op::Other);
         let r = self.inode(ino.0).and_then(|i| {
             i.with_fd(|fd| rustix::fs::readlinkat(fd, "", Vec::new()).map_err(ioerr))
                 .map_err(|e| errno(&e))
@@ -550,6 +536,7 @@ impl Filesystem for MultiarcFs {
         rdev: u32,
         reply: ReplyEntry,
     ) {
+        let _timer = self.ops.start(Op::Other);
         let r = self.parent(parent.0, name).and_then(|p| {
             let perm = Mode::from_raw_mode(mode & 0o7777);
             p.with_fd(|pfd| {
@@ -591,6 +578,7 @@ impl Filesystem for MultiarcFs {
         _umask: u32,
         reply: ReplyEntry,
     ) {
+        let _timer = self.ops.start(Op::Mkdir);
         let r = self.parent(parent.0, name).and_then(|p| {
             p.with_fd(|pfd| {
                 self.creds.as_caller(Caller::from(req), || {
@@ -605,6 +593,7 @@ impl Filesystem for MultiarcFs {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let _timer = self.ops.start(Op::Unlink);
         let r = self.parent(parent.0, name).and_then(|p| {
             let key = p.with_fd(|pfd| Ok(key_at(pfd, name))).unwrap_or(None);
             p.with_fd(|pfd| rustix::fs::unlinkat(pfd, name, AtFlags::empty()).map_err(ioerr))
@@ -616,6 +605,7 @@ impl Filesystem for MultiarcFs {
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let _timer = self.ops.start(Op::Rmdir);
         let r = self.parent(parent.0, name).and_then(|p| {
             let key = p.with_fd(|pfd| Ok(key_at(pfd, name))).unwrap_or(None);
             p.with_fd(|pfd| rustix::fs::unlinkat(pfd, name, AtFlags::REMOVEDIR).map_err(ioerr))
@@ -634,6 +624,7 @@ impl Filesystem for MultiarcFs {
         target: &Path,
         reply: ReplyEntry,
     ) {
+        let _timer = self.ops.start(Op::Other);
         let r = self.parent(parent.0, link_name).and_then(|p| {
             p.with_fd(|pfd| {
                 self.creds.as_caller(Caller::from(req), || {
@@ -656,6 +647,7 @@ impl Filesystem for MultiarcFs {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
+        let _timer = self.ops.start(Op::Rename);
         let r = (|| {
             let from = self.parent(parent.0, name)?;
             let to = self.parent(newparent.0, newname)?;
@@ -693,6 +685,7 @@ impl Filesystem for MultiarcFs {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
+        let _timer = self.ops.start(Op::Other);
         let r = (|| {
             if is_ctl(ino.0) {
                 return Err(Errno::EACCES);
@@ -724,9 +717,10 @@ impl Filesystem for MultiarcFs {
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let _timer = self.ops.start(Op::Open);
         let flags = flags.0;
         if is_ctl(ino.0) {
-            return match self.ctl.open(self, ino.0, flags) {
+            return match self.ctl.open(self.control.as_ref(), ino.0, flags) {
                 Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::FOPEN_DIRECT_IO),
                 Err(e) => reply.error(e),
             };
@@ -753,6 +747,7 @@ impl Filesystem for MultiarcFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        let _timer = self.ops.start(Op::Read);
         if is_ctl(ino.0) {
             return match self.ctl.read(fh.0, offset, size) {
                 Ok(b) => reply.data(&b),
@@ -786,8 +781,9 @@ impl Filesystem for MultiarcFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        let _timer = self.ops.start(Op::Write);
         if is_ctl(ino.0) {
-            return match self.ctl.write(self, ino.0, data) {
+            return match self.ctl.write(self.control.as_ref(), ino.0, data) {
                 Ok(()) => reply.written(data.len() as u32),
                 Err(e) => reply.error(e),
             };
@@ -817,6 +813,7 @@ impl Filesystem for MultiarcFs {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
+        let _timer = self.ops.start(Op::Flush);
         if is_ctl(ino.0) {
             return reply.ok();
         }
@@ -833,6 +830,7 @@ impl Filesystem for MultiarcFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        let _timer = self.ops.start(Op::Release);
         if is_ctl(ino.0) {
             self.ctl.release(fh.0);
             return reply.ok();
@@ -848,6 +846,7 @@ impl Filesystem for MultiarcFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
+        let _timer = self.ops.start(Op::Fsync);
         if is_ctl(ino.0) {
             return reply.ok();
         }
@@ -862,6 +861,7 @@ impl Filesystem for MultiarcFs {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
+        let _timer = self.ops.start(Op::Readdir);
         match self.entries(ino.0) {
             Ok(entries) => {
                 for (i, (child, kind, name)) in
@@ -885,6 +885,7 @@ impl Filesystem for MultiarcFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
+        let _timer = self.ops.start(Op::Other);
         if is_ctl(ino.0) {
             return reply.ok();
         }
@@ -899,6 +900,7 @@ impl Filesystem for MultiarcFs {
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let _timer = self.ops.start(Op::Statfs);
         let r = self
             .inodes
             .root()
@@ -929,6 +931,7 @@ impl Filesystem for MultiarcFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
+        let _timer = self.ops.start(Op::Create);
         let r = (|| {
             let p = self.parent(parent.0, name)?;
             // Made by the caller, and new: never through a symlink or onto a
@@ -1001,6 +1004,7 @@ impl Filesystem for MultiarcFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
+        let _timer = self.ops.start(Op::Other);
         if mode != 0 {
             return reply.error(Errno::EOPNOTSUPP);
         }

@@ -4,19 +4,21 @@
 //! files and write-back).
 //!
 //! Rooms: `sys` (system-call helpers), `file_state` (an inode's data side),
-//! `inodes` (the inode table), `data` (open files), `creds` (the caller's
-//! credentials for creating calls), `fs` (the FUSE operations); each imports
-//! only those before it.
+//! `inodes` (the inode table), `data` (open files), `stats` (the figures and
+//! tunables), `creds` (the caller's credentials for creating calls), `fs`
+//! (the FUSE operations); each imports only those before it.
 
 mod creds;
 mod data;
 mod file_state;
 mod fs;
 mod inodes;
+mod stats;
 mod sys;
 
-use crate::control::CTL_DIR;
+use crate::control::{Controlled, CTL_DIR};
 use crate::daemon::{become_mount_process, finish_mount_process, open_log, Ready, LOG};
+use crate::exporter::{MetricsServer, Sources};
 use crate::options::MountOptions;
 use crate::session::{check_fuse, check_mountpoint, mount_points, start_session, unmount};
 use anyhow::{anyhow, bail, Context};
@@ -159,6 +161,16 @@ fn serve(
         Arc::clone(&writeback),
     )
     .with_context(|| format!("backing directory {}", backing.display()))?;
+    let _metrics = match options.metrics {
+        Some(addr) => Some(MetricsServer::start(
+            addr,
+            Sources {
+                mount: fs.control() as Arc<dyn Controlled>,
+                ops: fs.ops(),
+            },
+        )?),
+        None => None,
+    };
     let fsname = format!("multiarc:{}", backing.display());
     // Ready once a request is answered: the worker threads are running
     // (starting them can still fail, with too few descriptors for one).

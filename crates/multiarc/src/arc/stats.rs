@@ -28,7 +28,7 @@ macro_rules! statistics {
     (@munch
         events [$($ev:ident)*]
         supplied [$($sup:ident)*]
-        fields [$([$(#[$doc:meta])* $field:ident $src:tt])*]
+        fields [$([$(#[$doc:meta])* $field:ident $src:tt $kind:ident])*]
     ) => {
         /// Event counters, by index into the striped cells.
         #[derive(Clone, Copy)]
@@ -71,6 +71,17 @@ macro_rules! statistics {
             pub fn to_pairs(&self) -> Vec<(&'static str, u64)> {
                 vec![$((stringify!($field), self.$field),)*]
             }
+
+            /// Every figure as a metric (name, kind, help), in the order of
+            /// [`Stats::to_pairs`]: see [`crate::metrics`].
+            pub fn metrics(&self) -> Vec<crate::metrics::Metric> {
+                vec![$(crate::metrics::Metric::from_doc_attrs(
+                    stringify!($field),
+                    crate::metrics::Kind::$kind,
+                    &[$(stringify!($doc)),*],
+                    self.$field,
+                ),)*]
+            }
         }
     };
 
@@ -86,19 +97,19 @@ macro_rules! statistics {
         $(#[$doc:meta])* $field:ident : event($var:ident) $(, $($rest:tt)*)?
     ) => {
         statistics!(@munch events [$($ev)* $var] supplied [$($sup)*]
-            fields [$($f)* [$(#[$doc])* $field [event $var]]] $($($rest)*)?);
+            fields [$($f)* [$(#[$doc])* $field [event $var] Counter]] $($($rest)*)?);
     };
     (@munch events [$($ev:ident)*] supplied [$($sup:ident)*] fields [$($f:tt)*]
         $(#[$doc:meta])* $field:ident : counter $(($var:ident))? $(, $($rest:tt)*)?
     ) => {
         statistics!(@munch events [$($ev)* $($var)?] supplied [$($sup)* $field]
-            fields [$($f)* [$(#[$doc])* $field [supplied]]] $($($rest)*)?);
+            fields [$($f)* [$(#[$doc])* $field [supplied] Counter]] $($($rest)*)?);
     };
     (@munch events [$($ev:ident)*] supplied [$($sup:ident)*] fields [$($f:tt)*]
         $(#[$doc:meta])* $field:ident : gauge $(, $($rest:tt)*)?
     ) => {
         statistics!(@munch events [$($ev)*] supplied [$($sup)* $field]
-            fields [$($f)* [$(#[$doc])* $field [supplied]]] $($($rest)*)?);
+            fields [$($f)* [$(#[$doc])* $field [supplied] Gauge]] $($($rest)*)?);
     };
 
     // Entry point.
@@ -221,7 +232,7 @@ statistics! {
     l2_ghost_bytes: gauge,
     /// Log blocks read to rebuild the second tier's index on start.
     l2_rebuild_blocks: counter,
-    /// Time that rebuild took, in milliseconds.
+    /// Time that rebuild took (arcstats: milliseconds; the metric: seconds).
     l2_rebuild_ms: counter,
     /// Buffers loaded ahead of a read (`Cache::load_ahead_async`) and
     /// inserted (OpenZFS's prefetch reads).

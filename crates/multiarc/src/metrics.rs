@@ -3,7 +3,7 @@
 //! statistics to its own monitoring. [`Stats::metrics`](crate::Stats::metrics)
 //! gives the cache's; the crates above add theirs in the same shape (the
 //! object store's, the mounts'). With the `metrics` feature,
-//! [`record`] publishes them through the [`metrics`](https://docs.rs/metrics)
+//! `record` publishes them through the [`metrics`](https://docs.rs/metrics)
 //! facade; without it, the crate has no dependency for this.
 //!
 //! Names follow Prometheus's conventions: the prefix `multiarc_`, the

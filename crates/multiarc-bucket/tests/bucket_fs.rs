@@ -959,10 +959,24 @@ fn a_sequential_read_larger_than_memory_fetches_each_byte_once() {
         stat(&fs, "read_ahead_evicted_unused"),
         stat(&fs, "mru_ghost_hits"),
     );
-    assert_eq!(
-        stat(&fs, "store_bytes"),
-        total,
-        "each byte fetched once ({} block GETs): {stats:?}",
+    // Each byte fetched once, but for read-ahead blocks evicted before the
+    // reader got to them: the evictor takes a batch from one sublist's
+    // tail at a time (the multilist is LRU per sublist, not overall), and
+    // on a loaded machine, when it runs late and takes a large batch, the
+    // batch can reach a block read ahead but not read yet (1 of 1,008 in a
+    // run of the whole suite on 2 cores). Such a block is fetched again,
+    // and only such a block: at most 1% of those read ahead.
+    let unused = stat(&fs, "read_ahead_evicted_unused");
+    let block = 64 << 10;
+    assert!(
+        unused * 100 <= stat(&fs, "read_ahead_inserts"),
+        "{unused} read-ahead blocks evicted unused: {stats:?}"
+    );
+    let fetched = stat(&fs, "store_bytes");
+    assert!(
+        fetched >= total && fetched - total <= unused * block,
+        "{fetched} bytes fetched for {total}, {unused} read-ahead blocks evicted unused \
+         ({} block GETs): {stats:?}",
         stat(&fs, "block_requests")
     );
 }

@@ -33,14 +33,29 @@ def freeport():
 def proxy(listen, upstream, delay_ms, count_file):
     delay = delay_ms / 1000.0
     count = 0
+    received = 0
+    written = [0.0]
+
+    def save():
+        tmp = count_file + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(f"{count} {received}")
+        os.replace(tmp, count_file)
 
     def bump():
         nonlocal count
         count += 1
-        tmp = count_file + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(str(count))
-        os.replace(tmp, count_file)
+        save()
+
+    def add_bytes(n):
+        # The bytes the store sent (answers and their headers), saved at
+        # most every 50 ms and at each request.
+        nonlocal received
+        received += n
+        now = time.monotonic()
+        if now - written[0] > 0.05:
+            written[0] = now
+            save()
 
     def log_request(data):
         # The request line and its Range (the start of the request's first
@@ -91,20 +106,30 @@ def proxy(listen, upstream, delay_ms, count_file):
                     if not data:
                         break
                     state["answered"] = True
+                    add_bytes(len(data))
                     cwriter.write(data)
                     await cwriter.drain()
             except OSError:
                 pass
             finally:
                 cwriter.close()
+            save()
 
         await asyncio.gather(up(), down())
         swriter.close()
 
     async def main():
         with open(count_file, "w") as f:
-            f.write("0")
+            f.write("0 0")
         server = await asyncio.start_server(handle, "127.0.0.1", listen)
+
+        async def flush():
+            # What arrived since the last save is on file within 50 ms.
+            while True:
+                await asyncio.sleep(0.05)
+                save()
+
+        asyncio.get_running_loop().create_task(flush())
         async with server:
             await server.serve_forever()
 

@@ -24,6 +24,7 @@
 #   scripts/bucket-bench.sh [--quick] [--latency MS] [--runtime S]
 #       [--mounts multiarc,multiarc-l2,rclone,s3fs] [--metadata-ttl 60s]
 #       [--json] [--keep] [--seq-only] [--random-only] [--buffered]
+#       [--object-size SIZE] [--objects N]
 #
 # Needs garage (2.5.0; ~/.cargo/bin), rclone, s3fs, fio, python3 with pyarrow,
 # fusermount3 and /dev/fuse. Builds the release multiarc. Prints a table on
@@ -33,6 +34,9 @@
 # --seq-only measures only the cold sequential read (the other rows print -),
 # over the large objects only (no small objects or Parquet files written).
 # --random-only measures only the fio 8 KiB random reads (cold and warm).
+# --object-size (e.g. 1GiB) and --objects set the large objects' size and
+# count (default 2 x 16 MiB with --quick, else 4 x 256 MiB); fio reads the
+# last one. Cold rows report the bytes the store sent per read.
 # --buffered runs fio without O_DIRECT and keeps the file's pages between
 # the whole read and the warm run: a warm figure is then the kernel's page
 # cache wherever the mount keeps it, as an application that read the file
@@ -57,6 +61,8 @@ keep=0
 seq_only=0
 random_only=0
 buffered=0
+object_size=""
+objects=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1; shift ;;
@@ -69,7 +75,9 @@ while [ $# -gt 0 ]; do
     --seq-only) seq_only=1; shift ;;
     --random-only) random_only=1; shift ;;
     --buffered) buffered=1; shift ;;
-    -h|--help) sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --object-size) object_size="$2"; shift 2 ;;
+    --objects) objects="$2"; shift 2 ;;
+    -h|--help) sed -n '2,48p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bucket-bench: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -88,6 +96,18 @@ else
   hot_rows=400000; big_rows=2000000        # hot.parquet ~110 MiB, big.parquet ~530 MiB
   cache_bytes=$((384 << 20)); l2_bytes=$((2 << 30))
   fio_jobs="1,2,8"; runtime=${runtime:-10}
+fi
+if [ -n "$object_size" ]; then
+  large_size=$(python3 -c '
+import re, sys
+m = re.fullmatch(r"(\d+)(B|KiB|MiB|GiB)?", sys.argv[1])
+if not m or int(m[1]) == 0:
+    sys.exit("bucket-bench: --object-size wants a size like 16MiB or 1GiB, got " + sys.argv[1])
+print(int(m[1]) << {None: 0, "B": 0, "KiB": 10, "MiB": 20, "GiB": 30}[m[2]])' "$object_size") || exit 2
+fi
+if [ -n "$objects" ]; then
+  [[ "$objects" =~ ^[1-9][0-9]*$ ]] || { echo "bucket-bench: --objects wants a count of 1 or more, got $objects" >&2; exit 2; }
+  large_n=$objects
 fi
 
 say() { printf 'bucket-bench: %s\n' "$*" >&2; }
@@ -175,7 +195,9 @@ rtt_direct=$(python3 "$helper" rtt "$s3_port" 30)
 rtt_proxy=$(python3 "$helper" rtt "$proxy_port" 10)
 say "round trip: ${rtt_direct} ms to Garage, ${rtt_proxy} ms through the proxy (+${latency} ms a request)"
 endpoint=http://127.0.0.1:$proxy_port
-requests() { cat "$count_file"; }
+# the requests and bytes so far (the proxy saves its counts every 50 ms)
+requests() { sleep 0.1; cut -d' ' -f1 "$count_file"; }
+store_bytes() { cut -d' ' -f2 "$count_file"; }
 
 # --- mounting --------------------------------------------------------------
 mounted() { grep -q " $mnt " /proc/mounts; }
@@ -280,10 +302,12 @@ for kind in ${mounts//,/ }; do
     for j in ${fio_jobs//,/ }; do
       mount_it "$kind"
       f=$mnt/large/obj$((large_n - 1))
-      r0=$(requests)
+      r0=$(requests); b0=$(store_bytes)
       read -r iops mbs < <(fio_run "$f" "$bs" "$j" || echo "0 0")
-      r1=$(requests)
-      emit "{\"mount\":\"$kind\",\"test\":\"fio_cold\",\"bs\":\"$bs\",\"jobs\":$j,\"iops\":$iops,\"mb_s\":$mbs,\"requests\":$((r1 - r0))}"
+      r1=$(requests); b1=$(store_bytes)
+      per_read=$(python3 -c "print(round(($b1 - $b0) / max(1, $iops * $runtime)))")
+      emit "{\"mount\":\"$kind\",\"test\":\"fio_cold\",\"bs\":\"$bs\",\"jobs\":$j,\"iops\":$iops,\"mb_s\":$mbs,\"requests\":$((r1 - r0)),\"store_bytes\":$((b1 - b0)),\"store_bytes_per_read\":$per_read}"
+      say "$kind: fio $bs x$j cold: $((b1 - b0)) bytes from the store, $per_read a read"
       cat "$f" > /dev/null
       [ $buffered = 1 ] || dontneed "$f"
       r0=$(requests)
@@ -396,6 +420,10 @@ for t in ("fio_cold", "fio_warm"):
             row(f"{t.split('_')[1]} random {bs} x{j}, {unit}",
                 lambda m, t=t, bs=bs, j=j, key=key: f"{get(m, test=t, bs=bs, jobs=j)[key]:.0f}"
                 if key == "iops" else f"{get(m, test=t, bs=bs, jobs=j)[key]:.1f}")
+for bs in ("8k", "1m"):
+    for j in (1, 2, 8):
+        row(f"cold random {bs} x{j}: store bytes a read",
+            lambda m, bs=bs, j=j: f"{get(m, test='fio_cold', bs=bs, jobs=j)['store_bytes_per_read']:,}")
 for step in ("hot_cold", "hot_warm", "big_scan", "hot_after_scan", "hot_after_remount"):
     row(f"parquet {step.replace('_', ' ')}: s (requests)",
         lambda m, step=step: "%.3f (%d)" % (get(m, test="parquet", step=step)["seconds"],

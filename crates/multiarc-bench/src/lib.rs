@@ -45,3 +45,6 @@ mod policies;
 pub mod replay;
 pub mod scan;
 pub mod scan_recovery;
+
+#[cfg(all(feature = "object", feature = "peers"))]
+pub use object::foyer_hybrid_store;

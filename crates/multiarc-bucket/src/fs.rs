@@ -3,7 +3,8 @@
 
 use crate::error::{store_errno, Errno};
 use crate::inodes::{Inodes, Node, Remote, Told};
-use crate::prefetch::{chunks, Sequential};
+use crate::dense::Density;
+use crate::prefetch::{chunks, Streams};
 use crate::upload::Upload;
 use crate::{BucketConfig, Kind};
 use bytes::Bytes;
@@ -72,7 +73,7 @@ const KEEP_FROM_READ_SIZE: u32 = 32 << 10;
 /// rest of the block its last read ended in.
 #[derive(Default)]
 struct Reading {
-    sequential: Sequential,
+    streams: Streams,
     last: LastBlock,
 }
 
@@ -91,6 +92,8 @@ enum Handle {
         /// at once and out of order, count one use of it).
         open: Box<OpenObject>,
         reading: Box<Mutex<Reading>>,
+        /// The random misses of the version, shared by its handles.
+        density: Arc<Mutex<Density>>,
         /// The inode, if this handle reads through the kernel's page cache
         /// (counted in its `page_readers` until released).
         page_cached: Option<u64>,
@@ -108,6 +111,7 @@ enum Handle {
 #[derive(Default)]
 struct Counters {
     listings: AtomicU64,
+    listings_reused: AtomicU64,
     lookups_remote: AtomicU64,
     uploads: AtomicU64,
     upload_bytes: AtomicU64,
@@ -119,6 +123,7 @@ struct Counters {
     attr_invalidations: AtomicU64,
     prefetch_requests: AtomicU64,
     prefetch_bytes: AtomicU64,
+    dense_objects: AtomicU64,
 }
 
 /// What tells the kernel to forget a file's cached attributes.
@@ -441,20 +446,32 @@ impl<S: ObjectStore> BucketFs<S> {
     /// reads this snapshot. Entries carry what the listing said (sizes,
     /// times, ETags), so lookups of them within the TTL need no request.
     pub fn opendir(&self, ino: u64) -> Result<u64, Errno> {
-        let (dir, parent) = {
+        let (dir, parent, kept) = {
             let inodes = self.inodes.lock_unpoisoned();
             let node = inodes.get(ino).ok_or(Errno::ENOENT)?;
             if node.kind != Kind::Directory {
                 return Err(Errno::ENOTDIR);
             }
-            (node.path.clone(), node.parent)
+            let kept = node
+                .listing
+                .clone()
+                .filter(|(at, _)| at.elapsed() < self.config.metadata_ttl);
+            (node.path.clone(), node.parent, kept)
         };
-        self.counters.listings.fetch_add(1, Ordering::Relaxed);
-        let listing = self
-            .runtime
-            .block_on(self.store.list_with_delimiter(as_prefix(&dir)))
-            .map_err(|e| self.store_error(&format!("listing {dir}"), &e))?;
-        let now = Instant::now();
+        let (now, listing) = match kept {
+            Some(kept) => {
+                self.counters.listings_reused.fetch_add(1, Ordering::Relaxed);
+                kept
+            }
+            None => {
+                self.counters.listings.fetch_add(1, Ordering::Relaxed);
+                let listing = self
+                    .runtime
+                    .block_on(self.store.list_with_delimiter(as_prefix(&dir)))
+                    .map_err(|e| self.store_error(&format!("listing {dir}"), &e))?;
+                (Instant::now(), Arc::new(listing))
+            }
+        };
         let mut entries = vec![
             DirEntry {
                 ino,
@@ -511,6 +528,9 @@ impl<S: ObjectStore> BucketFs<S> {
                     name,
                 });
             }
+        }
+        if let Some(node) = inodes.get_mut(ino) {
+            node.listing = Some((now, listing));
         }
         drop(inodes);
         Ok(self.insert_handle(Handle::Dir(Arc::new(entries))))
@@ -708,6 +728,20 @@ impl<S: ObjectStore> BucketFs<S> {
                 node.dropping_pages = false;
             }
         }
+        let density = {
+            let mut inodes = self.inodes.lock_unpoisoned();
+            match inodes.get_mut(ino) {
+                Some(node) => match &node.density {
+                    Some((version, density)) if same_version(version, &meta) => Arc::clone(density),
+                    _ => {
+                        let density = Arc::new(Mutex::new(Density::new(meta.size)));
+                        node.density = Some((meta.clone(), Arc::clone(&density)));
+                        density
+                    }
+                },
+                None => Arc::new(Mutex::new(Density::new(meta.size))),
+            }
+        };
         let fh = self.insert_handle(Handle::Read {
             open: Box::new(OpenObject::new(
                 &self.store,
@@ -716,6 +750,7 @@ impl<S: ObjectStore> BucketFs<S> {
             )),
             meta,
             reading: Box::default(),
+            density,
             page_cached,
         });
         Ok(Opened {
@@ -820,6 +855,7 @@ impl<S: ObjectStore> BucketFs<S> {
             meta,
             open,
             reading,
+            density,
             ..
         } = &*handle
         else {
@@ -834,9 +870,9 @@ impl<S: ObjectStore> BucketFs<S> {
         // metadata TTL of zero no read is served from memory here (see
         // below), so every read counts as a miss.
         let checked = self.config.metadata_ttl.is_zero();
-        let (ahead, keep) = {
+        let (advance, keep) = {
             let mut reading = reading.lock_unpoisoned();
-            let ahead = reading.sequential.advance(
+            let advance = reading.streams.advance(
                 offset..end,
                 meta.size,
                 self.config.prefetch_bytes,
@@ -846,10 +882,15 @@ impl<S: ObjectStore> BucketFs<S> {
             // Reads that go on through a block keep its rest: those of a
             // run, and large ones (a run's first read, as far as one can
             // tell); small random reads keep nothing.
-            let keep = !checked && (reading.sequential.in_run() || size >= KEEP_FROM_READ_SIZE);
-            (ahead, keep)
+            let keep = !checked && (advance.in_run || size >= KEEP_FROM_READ_SIZE);
+            (advance, keep)
         };
-        self.prefetch(meta, open, ahead);
+        self.prefetch(meta, open, advance.ahead);
+        if let Some(at) = advance.random_miss {
+            if density.lock_unpoisoned().random_miss(at) {
+                self.fetch_dense(meta, open);
+            }
+        }
         // The handle's version, from memory when it holds every block the
         // read covers: no metadata check (the handle reads the version it
         // opened, whatever the store holds now: close-to-open), no request,
@@ -875,7 +916,7 @@ impl<S: ObjectStore> BucketFs<S> {
                     }
                     return Ok(bytes);
                 }
-                None => reading.lock_unpoisoned().sequential.missed(),
+                None => reading.lock_unpoisoned().streams.missed(end),
             }
         } else if let Ok(true) = self.runtime.block_on(open.is_current(&self.store, path)) {
             // Checked with the store (a HEAD), and still the handle's
@@ -992,6 +1033,68 @@ impl<S: ObjectStore> BucketFs<S> {
         }
     }
 
+    /// The object's random reads are dense (see [`crate::dense`]): its
+    /// blocks the cache does not hold are fetched in the background, in
+    /// chunks of [`BucketConfig::prefetch_chunk`], at most
+    /// [`BucketConfig::dense_parallel`] GETs at once, cached as read ahead
+    /// (each block's read later is its first use). Not for an object
+    /// larger than [`BucketConfig::dense_object_max`].
+    fn fetch_dense(&self, meta: &ObjectMeta, open: &OpenObject) {
+        let limit = self
+            .config
+            .dense_object_max
+            .unwrap_or_else(|| self.store.cache().stats().c / 2);
+        if meta.size > limit || self.config.dense_parallel == 0 {
+            log::debug!(
+                "{}: random reads are dense, but {} bytes are more than the {limit} fetched whole",
+                meta.location,
+                meta.size
+            );
+            return;
+        }
+        let block_size = self.store.block_size();
+        let wanted: Vec<_> = chunks(0..meta.size, self.config.prefetch_chunk, block_size)
+            .into_iter()
+            .filter(|chunk| {
+                (chunk.start / block_size..chunk.end.div_ceil(block_size)).any(|block| {
+                    let key = open.block_key(block);
+                    let cache = self.store.cache();
+                    !(cache.contains(&key) || cache.l2_contains(&key) || cache.is_loading(&key))
+                })
+            })
+            .collect();
+        log::debug!(
+            "{}: random reads are dense: fetching its {} bytes in {} chunks",
+            meta.location,
+            meta.size,
+            wanted.len()
+        );
+        self.counters.dense_objects.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .prefetch_requests
+            .fetch_add(wanted.len() as u64, Ordering::Relaxed);
+        self.counters.prefetch_bytes.fetch_add(
+            wanted.iter().map(|c| c.end - c.start).sum::<u64>(),
+            Ordering::Relaxed,
+        );
+        let store = Arc::clone(&self.store);
+        let (path, e_tag) = (meta.location.clone(), meta.e_tag.clone());
+        let parallel = self.config.dense_parallel;
+        self.runtime.spawn(async move {
+            use futures::StreamExt;
+            futures::stream::iter(wanted)
+                .for_each_concurrent(parallel, |chunk| {
+                    let (store, path, e_tag) = (&store, &path, e_tag.clone());
+                    async move {
+                        if let Err(e) = store.load_ahead(path, chunk.clone(), e_tag).await {
+                            log::debug!("{path}: fetching {chunk:?} of a densely read object: {e}");
+                        }
+                    }
+                })
+                .await;
+        });
+    }
+
     /// Bytes `start..end` of the version `meta` describes, from the blocks
     /// in the cache (memory, or the second tier); `None` unless it holds
     /// every one, whole.
@@ -1106,6 +1209,9 @@ impl<S: ObjectStore> BucketFs<S> {
                 self.counters
                     .upload_bytes
                     .fetch_add(written, Ordering::Relaxed);
+                if let Some(parent) = inodes.get(ino).map(|n| n.parent) {
+                    inodes.relist(parent);
+                }
                 if let Some(node) = inodes.get_mut(ino) {
                     node.writing = None;
                     // An older version must not be what an open falls
@@ -1281,6 +1387,11 @@ impl<S: ObjectStore> BucketFs<S> {
                 load(&c.listings),
             ),
             Metric::counter(
+                "bucket_listings_reused",
+                "Directory opens served by a listing made within the metadata TTL.",
+                load(&c.listings_reused),
+            ),
+            Metric::counter(
                 "bucket_remote_lookups",
                 "Lookups of a name asked of the store (HEAD and listing).",
                 load(&c.lookups_remote),
@@ -1330,6 +1441,11 @@ impl<S: ObjectStore> BucketFs<S> {
                 "bucket_prefetch_bytes",
                 "Bytes asked for by prefetch requests.",
                 load(&c.prefetch_bytes),
+            ),
+            Metric::counter(
+                "bucket_dense_objects",
+                "Objects fetched whole because their random reads were dense.",
+                load(&c.dense_objects),
             ),
             Metric::counter(
                 "bucket_cached_reads_while_failing",

@@ -10,8 +10,10 @@
 
 use crate::Kind;
 use object_store::path::Path;
-use object_store::ObjectMeta;
+use object_store::{ListResult, ObjectMeta};
 use std::collections::HashMap;
+use crate::dense::Density;
+use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime};
 
 /// The root's inode number.
@@ -77,6 +79,13 @@ pub(crate) struct Node {
     pub(crate) told: Told,
     /// The kernel's references (lookups not yet forgotten).
     pub(crate) lookups: u64,
+    /// For directories: the store's last listing of the prefix and when it
+    /// was made, reused by opens of the directory for the metadata TTL
+    /// (dropped when this mount changes a name in it).
+    pub(crate) listing: Option<(Instant, Arc<ListResult>)>,
+    /// For files: the random misses of the version last opened, which its
+    /// handles share (see `crate::dense`).
+    pub(crate) density: Option<(ObjectMeta, Arc<Mutex<Density>>)>,
 }
 
 impl Node {
@@ -113,6 +122,8 @@ impl Inodes {
                 overwrites_waiting: 0,
                 told: Told::Nothing,
                 lookups: 1,
+                listing: None,
+                density: None,
             },
         );
         Inodes {
@@ -167,15 +178,25 @@ impl Inodes {
                 overwrites_waiting: 0,
                 told: Told::Nothing,
                 lookups: 0,
+                listing: None,
+                density: None,
             },
         );
         self.children.insert(key, ino);
         ino
     }
 
+    /// Forgets `dir`'s listing: a name in it changed through this mount.
+    pub(crate) fn relist(&mut self, dir: u64) {
+        if let Some(node) = self.nodes.get_mut(&dir) {
+            node.listing = None;
+        }
+    }
+
     /// Takes `name` out of `parent` (it is gone from the store): the inode
     /// lives on while the kernel holds it.
     pub(crate) fn detach(&mut self, parent: u64, name: &str) {
+        self.relist(parent);
         if let Some(ino) = self.children.remove(&(parent, name.to_string())) {
             if self.nodes.get(&ino).is_some_and(|n| n.lookups == 0) {
                 self.nodes.remove(&ino);

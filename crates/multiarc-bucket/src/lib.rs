@@ -57,8 +57,12 @@
 //!   TTL has passed since this node last checked the object (at most TTL
 //!   plus a HEAD's round trip after the write completed). A file written
 //!   through this mount is seen by its next open here at once.
-//! - **Listings** are at most a TTL old for lookups; `readdir` lists anew
-//!   each time a directory is opened.
+//! - **Listings** are at most a TTL old: an open of a directory within the
+//!   TTL of its last listing reads that listing (a query engine globbing
+//!   a table's directory for each query sends one LIST per TTL, not one
+//!   per query), unless a name in it was written, deleted or removed
+//!   through this mount since. Names made here and not uploaded yet are
+//!   always listed.
 //!
 //! # Sequential reads
 //!
@@ -85,6 +89,23 @@
 //! [`BucketConfig::same_use_window`] of the one that counted the block's
 //! use, look it up without counting an access
 //! ([`multiarc_object_store::open_object::OpenObject`]).
+//!
+//! A handle keeps up to eight runs at once (threads reading one descriptor,
+//! each through its own part of the file, are each a run).
+//!
+//! # Random reads
+//!
+//! A random read that misses memory fetches its own bytes (to the end of
+//! its block), one round trip each. When an object's random misses, across
+//! all its handles, have landed in a quarter of its regions (64 equal
+//! parts of at least 1 MiB; a miss counts once nothing continued it, so a
+//! column chunk read as a run never does), its reads are dense: the blocks
+//! the cache does not hold are fetched at once in the background
+//! ([`BucketConfig::dense_parallel`] GETs of
+//! [`BucketConfig::prefetch_chunk`]), cached as read ahead, and the reads
+//! that follow are served from memory. Only objects up to
+//! [`BucketConfig::dense_object_max`] are: a sparse reader of a large
+//! object never gets it whole.
 //!
 //! # Writes
 //!
@@ -124,6 +145,7 @@
 
 #![warn(missing_docs)]
 
+mod dense;
 mod error;
 mod fs;
 mod inodes;
@@ -174,6 +196,13 @@ pub struct BucketConfig {
     /// The size of each ranged GET of a prefetch (the window's chunks are
     /// fetched at once). Default 8 MiB (s3fs fetches ~10 MB parts).
     pub prefetch_chunk: u64,
+    /// The largest object fetched whole once its random reads are dense
+    /// (see "Random reads" in the crate docs); `None`: half the memory
+    /// cache's size, then. A mount with a second tier may allow more.
+    pub dense_object_max: Option<u64>,
+    /// GETs of [`BucketConfig::prefetch_chunk`] at once while a densely
+    /// read object is fetched whole; 0 never fetches one. Default 8.
+    pub dense_parallel: usize,
     /// A handle's reads of one block within this long of the read that
     /// counted a use of it are part of that use: they count no access in
     /// the cache (see [`multiarc_object_store::open_object::OpenObject`]). So the
@@ -209,6 +238,8 @@ impl Default for BucketConfig {
             parts_in_flight: 4,
             prefetch_bytes: 32 << 20,
             prefetch_chunk: 8 << 20,
+            dense_object_max: None,
+            dense_parallel: 8,
             same_use_window: multiarc_object_store::open_object::SAME_USE_WINDOW,
             overwrite_wait: Duration::from_secs(5),
             runtime_threads: 2,

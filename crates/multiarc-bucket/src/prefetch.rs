@@ -20,6 +20,18 @@
 //! them. A query reading its columns again after a scan otherwise runs its
 //! window past the last column it reads into bytes it never reads (and
 //! which, read ahead unused before, the cache rightly let go first).
+//!
+//! A handle may carry several runs at once: threads of one process reading
+//! one descriptor each through its own part of the file (DuckDB's, on one
+//! Parquet file), or the kernel's readahead of a few of them. So a handle
+//! keeps up to [`STREAMS`] runs ([`Streams`]): a read continues the run that
+//! ended where it starts, or starts a new one in place of the run used
+//! least recently.
+//!
+//! A run replaced after a single read that missed memory was a random read
+//! (nothing followed it): [`Streams::advance`] reports it, for the object's
+//! [`crate::dense::Density`], which decides when random reads are dense
+//! enough to fetch the whole object.
 
 use std::ops::Range;
 
@@ -86,6 +98,107 @@ impl Sequential {
     /// a block memory did not hold: its run prefetches from its next read.
     pub(crate) fn missed(&mut self) {
         self.missed = true;
+    }
+}
+
+/// Runs a handle keeps at once.
+pub(crate) const STREAMS: usize = 8;
+
+/// One run of a handle, and what it has done.
+#[derive(Debug, Default)]
+struct Stream {
+    sequential: Sequential,
+    /// Where the run started (its first read's offset).
+    start: u64,
+    /// Reads of the run.
+    reads: u32,
+    /// When it was last used ([`Streams::advance`] calls).
+    used: u64,
+}
+
+/// The runs of one handle (see the module docs).
+#[derive(Debug, Default)]
+pub(crate) struct Streams {
+    streams: Vec<Stream>,
+    clock: u64,
+    /// The run the last read went to.
+    current: usize,
+}
+
+/// What [`Streams::advance`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Advance {
+    /// The bytes to prefetch now (empty for none).
+    pub(crate) ahead: Range<u64>,
+    /// The read continued a run.
+    pub(crate) in_run: bool,
+    /// A run this read replaced had one read, which missed memory, at this
+    /// offset: a random read.
+    pub(crate) random_miss: Option<u64>,
+}
+
+impl Streams {
+    /// Records a read of `span`: it continues the run that ended where it
+    /// starts (see [`Sequential::advance`] for `size`, `window`, `chunk`,
+    /// `missed`), or starts a new run in place of the least recently used
+    /// one once [`STREAMS`] are kept.
+    pub(crate) fn advance(
+        &mut self,
+        span: Range<u64>,
+        size: u64,
+        window: u64,
+        chunk: u64,
+        missed: bool,
+    ) -> Advance {
+        self.clock += 1;
+        let mut random_miss = None;
+        let at = match self
+            .streams
+            .iter()
+            .position(|s| s.sequential.end == span.start && span.start > 0)
+        {
+            Some(i) => i,
+            None if self.streams.len() < STREAMS => {
+                self.streams.push(Stream::default());
+                self.streams.len() - 1
+            }
+            None => {
+                let (i, old) = self
+                    .streams
+                    .iter()
+                    .enumerate()
+                    .min_by_key(|(_, s)| s.used)
+                    .expect("STREAMS > 0");
+                if old.reads == 1 && old.sequential.missed {
+                    random_miss = Some(old.start);
+                }
+                self.streams[i] = Stream::default();
+                i
+            }
+        };
+        let stream = &mut self.streams[at];
+        if stream.reads == 0 {
+            stream.start = span.start;
+        }
+        stream.reads = stream.reads.saturating_add(1);
+        stream.used = self.clock;
+        self.current = at;
+        let ahead = stream
+            .sequential
+            .advance(span, size, window, chunk, missed);
+        Advance {
+            ahead,
+            in_run: stream.sequential.in_run(),
+            random_miss,
+        }
+    }
+
+    /// Records that the read of the run now ending at `end` found a block
+    /// memory did not hold (see [`Sequential::missed`]).
+    pub(crate) fn missed(&mut self, end: u64) {
+        if let Some(s) = self.streams.iter_mut().find(|s| s.sequential.end == end) {
+            s.sequential.missed();
+        }
     }
 }
 
@@ -243,5 +356,57 @@ mod tests {
         assert!(chunks(5..5, 2 * M, b).is_empty());
         // A chunk smaller than a block is a block.
         assert_eq!(chunks(0..2 * b, 1000, b), vec![0..b, b..2 * b]);
+    }
+
+    #[test]
+    fn interleaved_runs_of_one_handle_each_prefetch() {
+        let mut s = Streams::default();
+        let (size, window) = (1024 * M, 8 * M);
+        // Four threads, each through its own quarter, their reads
+        // interleaved: every run is sequential from its second read.
+        let starts = [0, 256 * M, 512 * M, 768 * M];
+        for (i, &at) in starts.iter().enumerate() {
+            let a = s.advance(at..at + M, size, window, 1, true);
+            assert!(!a.in_run, "{i}: {a:?}");
+            assert_eq!(a.random_miss, None);
+        }
+        for (i, &at) in starts.iter().enumerate() {
+            let a = s.advance(at + M..at + 2 * M, size, window, 1, true);
+            assert!(a.in_run, "{i}: {a:?}");
+            assert_eq!(a.ahead, at + 2 * M..at + 10 * M, "{i}");
+        }
+        // Nothing was a random read, however many runs come after.
+        for i in 0..20 {
+            let a = s.advance(i * 40 * M + 3..i * 40 * M + 4, size, window, 1, false);
+            assert_eq!(a.random_miss, None, "{i}");
+        }
+    }
+
+    #[test]
+    fn a_run_replaced_after_one_missed_read_was_a_random_read() {
+        let mut s = Streams::default();
+        let size = 1024 * M;
+        let offsets: Vec<u64> = (0..20).map(|i| (i * 7919 % 1000) * M + 4096).collect();
+        let mut reported = Vec::new();
+        for &at in &offsets {
+            let a = s.advance(at..at + 8192, size, 8 * M, 1, false);
+            // It went to the store.
+            s.missed(at + 8192);
+            reported.extend(a.random_miss);
+        }
+        // Each replaced run is reported once, STREAMS reads later.
+        assert_eq!(reported, offsets[..offsets.len() - STREAMS]);
+        // Reads served from memory are not.
+        let mut h = Streams::default();
+        for &at in &offsets {
+            assert_eq!(h.advance(at..at + 8192, size, 8 * M, 1, false).random_miss, None);
+        }
+        // Nor a run that went on.
+        let mut r = Streams::default();
+        r.advance(4096..8192, size, 8 * M, 1, true);
+        r.advance(8192..12288, size, 8 * M, 1, true);
+        for &at in &offsets {
+            assert_eq!(r.advance(at + M..at + M + 1, size, 8 * M, 1, false).random_miss, None);
+        }
     }
 }

@@ -322,6 +322,48 @@ fn overwrite_delete_and_changes_are_refused_without_their_flags() {
 }
 
 #[test]
+fn a_listing_is_reused_for_the_ttl_and_a_change_through_the_mount_is_listed_at_once() {
+    let server = start_server();
+    put(&server, "t/a", b"a".to_vec());
+    let fs = mount(
+        &server,
+        "",
+        BucketConfig {
+            metadata_ttl: Duration::from_secs(2),
+            allow_delete: true,
+            ..BucketConfig::default()
+        },
+    );
+    let stat = |fs: &BucketFs<AmazonS3>, name: &str| -> u64 {
+        fs.stats().into_iter().find(|(n, _)| *n == name).unwrap().1
+    };
+    let names = |fs: &BucketFs<AmazonS3>, d: u64| -> Vec<String> {
+        list(fs, d).into_iter().skip(2).map(|(n, _)| n).collect()
+    };
+    let t = walk(&fs, "t").unwrap();
+    assert_eq!(names(&fs, t), ["a"]);
+    let listed = stat(&fs, "bucket_listings");
+    // Another node's object: within the TTL, the listing made before it.
+    put(&server, "t/b", b"b".to_vec());
+    assert_eq!(names(&fs, t), ["a"]);
+    assert_eq!(stat(&fs, "bucket_listings"), listed);
+    assert_eq!(stat(&fs, "bucket_listings_reused"), 1);
+    // A file written through this mount is listed at once, and so is a
+    // deletion (a new listing, which also finds the other node's object).
+    write_new(&fs, t, "c", b"c", 1);
+    assert_eq!(names(&fs, t), ["a", "b", "c"]);
+    assert_eq!(stat(&fs, "bucket_listings"), listed + 1);
+    fs.unlink(t, OsStr::new("a")).unwrap();
+    assert_eq!(names(&fs, t), ["b", "c"]);
+    // Past the TTL, the store is listed again.
+    put(&server, "t/d", b"d".to_vec());
+    assert_eq!(names(&fs, t), ["b", "c"]);
+    std::thread::sleep(Duration::from_millis(2100));
+    assert_eq!(names(&fs, t), ["b", "c", "d"]);
+    assert_eq!(stat(&fs, "bucket_listings"), listed + 3);
+}
+
+#[test]
 fn mkdir_makes_a_local_directory_that_a_file_makes_real() {
     let server = start_server();
     let fs = mount(&server, "", BucketConfig::default());

@@ -135,6 +135,14 @@ fn serve(
         // Prefetched blocks must not evict one another before they are
         // read: the window takes at most half the memory cache.
         prefetch_bytes: defaults.prefetch_bytes.min(options.max_bytes / 2),
+        // An object whose random reads are dense is fetched whole if it
+        // takes at most half of what memory and the L2 hold.
+        dense_object_max: Some(
+            options
+                .max_bytes
+                .saturating_add(options.l2.as_ref().and(options.l2_bytes).unwrap_or(0))
+                / 2,
+        ),
         metadata_ttl: ttl,
         read_only: options.read_only,
         allow_overwrite: options.allow_overwrite,

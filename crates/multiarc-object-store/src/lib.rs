@@ -200,6 +200,8 @@ mod error;
 mod key;
 mod metadata;
 pub mod open_object;
+#[cfg(feature = "object-store-013")]
+pub mod object_store_013;
 mod read;
 mod readahead;
 mod state;

@@ -93,6 +93,58 @@ type HeadFetch = Shared<BoxFuture<'static, Result<ObjectMeta, Arc<object_store::
 /// The blocks of one ranged GET, shared by the loads of those blocks.
 type BlocksFetch = Shared<BoxFuture<'static, Result<Arc<Vec<Bytes>>, Arc<object_store::Error>>>>;
 
+/// A `FoyerBlockStore` over `inner` with `memory` bytes of memory and,
+/// given `disk` (a directory and its bytes), a disk: the `foyer-hybrid`
+/// row (`foyer-memory` without the disk, foyer's no-op storage). One
+/// shard: foyer's default of 8 would split a small memory budget into
+/// eighths, each evicting on its own.
+pub(crate) async fn hybrid<S: ObjectStore>(
+    inner: S,
+    memory: u64,
+    disk: Option<(&std::path::Path, u64)>,
+    block_size: u64,
+) -> anyhow::Result<(FoyerBlockStore<S>, Arc<BlockCounts>, Hybrid)> {
+    use foyer::{BlockEngineConfig, DeviceBuilder, FsDeviceBuilder, HybridCacheBuilder};
+    let storage = HybridCacheBuilder::new()
+        .memory(memory as usize)
+        .with_shards(1)
+        .with_weighter(|_k: &BlockKey, v: &Bytes| v.len())
+        .storage();
+    let storage = match disk {
+        Some((dir, bytes)) => {
+            let device = FsDeviceBuilder::new(dir)
+                .with_capacity(bytes as usize)
+                .with_direct(true)
+                .build()
+                .map_err(|e| anyhow::anyhow!("its device: {e}"))?;
+            storage.with_engine_config(BlockEngineConfig::new(device))
+        }
+        None => storage,
+    };
+    let cache = storage.build().await.map_err(|e| anyhow::anyhow!("{e}"))?;
+    let store = FoyerBlockStore::new(
+        inner,
+        cache.clone(),
+        block_size,
+        multiarc_object_store::DEFAULT_MAX_FETCH,
+    );
+    let counts = store.counts();
+    Ok((store, counts, cache))
+}
+
+/// A foyer hybrid cache (memory, and a disk if given) as the block cache
+/// of an `ObjectStore` of `CachedStore`'s shape over `inner`: the peer the
+/// benchmarks compare `CachedStore` with, for a caller outside this crate
+/// (the scale benchmark).
+pub async fn foyer_hybrid_store<S: ObjectStore>(
+    inner: S,
+    memory: u64,
+    disk: Option<(&std::path::Path, u64)>,
+    block_size: u64,
+) -> anyhow::Result<Arc<dyn ObjectStore>> {
+    Ok(Arc::new(hybrid(inner, memory, disk, block_size).await?.0))
+}
+
 /// Reads of `S` served from blocks in a foyer hybrid cache.
 pub(super) struct FoyerBlockStore<S> {
     inner: Arc<S>,

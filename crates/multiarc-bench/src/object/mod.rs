@@ -38,6 +38,8 @@ mod rows;
 mod workload;
 
 pub use args::ObjectArgs;
+#[cfg(all(feature = "object", feature = "peers"))]
+pub use foyer_store::foyer_hybrid_store;
 
 /// Runs the object workload.
 #[cfg(feature = "object")]

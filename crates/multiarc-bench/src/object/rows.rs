@@ -183,38 +183,11 @@ pub(super) async fn build(
         }
         #[cfg(feature = "peers")]
         ObjectRow::FoyerHybrid | ObjectRow::FoyerMemory => {
-            use super::foyer_store::FoyerBlockStore;
-            use foyer::{BlockEngineConfig, DeviceBuilder, FsDeviceBuilder, HybridCacheBuilder};
-            // One shard: foyer's default of 8 would split a small memory
-            // budget into eighths, each evicting on its own.
-            let storage = HybridCacheBuilder::new()
-                .memory(budgets.memory as usize)
-                .with_shards(1)
-                .with_weighter(|_k: &super::foyer_store::BlockKey, v: &bytes::Bytes| v.len())
-                .storage();
-            let storage = match &dir {
-                Some(dir) => {
-                    let device = FsDeviceBuilder::new(&dir.0)
-                        .with_capacity(budgets.l2_bytes as usize)
-                        .with_direct(true)
-                        .build()
-                        .map_err(|e| anyhow::anyhow!("{}: its device: {e}", row.name()))?;
-                    storage.with_engine_config(BlockEngineConfig::new(device))
-                }
-                // foyer-memory: no engine given, foyer's no-op storage.
-                None => storage,
-            };
-            let cache = storage
-                .build()
-                .await
-                .map_err(|e| anyhow::anyhow!("{}: {e}", row.name()))?;
-            let store = FoyerBlockStore::new(
-                inner,
-                cache.clone(),
-                budgets.block_size,
-                multiarc_object_store::DEFAULT_MAX_FETCH,
-            );
-            let counts = store.counts();
+            let disk = dir.as_ref().map(|d| (d.0.as_path(), budgets.l2_bytes));
+            let (store, counts, cache) =
+                super::foyer_store::hybrid(inner, budgets.memory, disk, budgets.block_size)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", row.name()))?;
             (Arc::new(store), Cache::Foyer(counts, cache))
         }
         #[cfg(not(feature = "peers"))]

@@ -1,0 +1,429 @@
+//! DataFusion 55 over the store, one row each way of reaching it:
+//!
+//! - `multiarc`: `CachedStore` (memory only) registered with DataFusion;
+//! - `multiarc-l2`: the same with a second tier on local disk;
+//! - `datafusion`: the plain S3 client, DataFusion's own list-files and
+//!   Parquet metadata caches on (what a DataFusion user has today);
+//! - `foyer-hybrid`: foyer's hybrid cache (memory and disk) behind the same
+//!   wrapper shape as `CachedStore`, with the same budgets.
+//!
+//! Every row reads through a counting wrapper just in front of the S3
+//! client (the requests and bytes that reach the store), and runs with the
+//! same DataFusion settings. A row is a worker process of its own (its
+//! peak RSS is its own): the command starts one per row, then runs each
+//! pass on every row in turn (rows interleaved), over the workers' stdin
+//! and stdout (one JSON line each way).
+
+use crate::tpch::{query, HOT_QUERIES, LINEITEM_SCAN, TABLES};
+use anyhow::{bail, Context};
+use datafusion::arrow::util::pretty::pretty_format_batches;
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
+use multiarc_object_store::object_store_013::ObjectStore013;
+use multiarc_object_store::CachedStore;
+use multiarc_store_tools::{CountingStore, ReadCounts};
+use object_store::aws::{AmazonS3, AmazonS3Builder};
+use object_store::ObjectStore;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A way of reaching the store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Row {
+    #[value(name = "multiarc")]
+    Multiarc,
+    #[value(name = "multiarc-l2")]
+    MultiarcL2,
+    #[value(name = "datafusion")]
+    Datafusion,
+    #[value(name = "foyer-hybrid")]
+    FoyerHybrid,
+}
+
+impl Row {
+    pub fn name(self) -> &'static str {
+        match self {
+            Row::Multiarc => "multiarc",
+            Row::MultiarcL2 => "multiarc-l2",
+            Row::Datafusion => "datafusion",
+            Row::FoyerHybrid => "foyer-hybrid",
+        }
+    }
+
+    fn has_disk(self) -> bool {
+        matches!(self, Row::MultiarcL2 | Row::FoyerHybrid)
+    }
+}
+
+/// Where the data is, and the budgets.
+#[derive(Clone, Debug, Serialize, Deserialize, clap::Args)]
+pub struct Setup {
+    /// The S3 endpoint (path-style requests; credentials from
+    /// AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY).
+    #[arg(long)]
+    pub endpoint: String,
+    /// The bucket.
+    #[arg(long)]
+    pub bucket: String,
+    /// Where in the bucket the tables are (`PREFIX/TABLE/part-N.parquet`).
+    #[arg(long)]
+    pub prefix: String,
+    /// The region the store answers for.
+    #[arg(long, default_value = "garage")]
+    pub region: String,
+    /// Memory of every row's cache.
+    #[arg(long, value_parser = size_arg)]
+    pub memory: u64,
+    /// Local disk of the rows that have one (multiarc-l2's L2, foyer's).
+    #[arg(long, value_parser = size_arg)]
+    pub disk: u64,
+    /// Where the disks go (a disk filesystem, not tmpfs).
+    #[arg(long)]
+    pub disk_dir: PathBuf,
+    /// The caches' block size.
+    #[arg(long, value_parser = size_arg, default_value = "256KiB")]
+    pub block_size: u64,
+}
+
+fn size_arg(text: &str) -> Result<u64, String> {
+    multiarc::units::parse_size(text).map_err(|e| e.to_string())
+}
+
+/// One query's run in one pass on one row.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct QueryResult {
+    pub engine: String,
+    pub row: String,
+    pub pass: String,
+    pub query: String,
+    pub latency_ms: f64,
+    pub store_requests: u64,
+    pub store_bytes: u64,
+    pub peak_rss_bytes: u64,
+    /// Reads served by the cache over all its reads in this query (multiarc
+    /// rows: memory and L2 hits against those and the misses).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hit_ratio: Option<f64>,
+    /// A digest of the answer (the rows as DataFusion prints them).
+    pub answer: String,
+    /// Whether the answer equals the uncached row's (`datafusion`, its first).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answer_ok: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The S3 client every row starts from.
+fn s3(setup: &Setup) -> anyhow::Result<AmazonS3> {
+    let key = std::env::var("AWS_ACCESS_KEY_ID").context("AWS_ACCESS_KEY_ID")?;
+    let secret = std::env::var("AWS_SECRET_ACCESS_KEY").context("AWS_SECRET_ACCESS_KEY")?;
+    Ok(AmazonS3Builder::new()
+        .with_endpoint(&setup.endpoint)
+        .with_bucket_name(&setup.bucket)
+        .with_region(&setup.region)
+        .with_access_key_id(key)
+        .with_secret_access_key(secret)
+        .with_allow_http(true)
+        .with_virtual_hosted_style_request(false)
+        .build()?)
+}
+
+/// A row, built: its DataFusion session over its store.
+pub struct Built {
+    ctx: SessionContext,
+    counts: Arc<ReadCounts>,
+    cache: Option<Arc<CachedStore<CountingStore<AmazonS3>>>>,
+}
+
+/// The cache's (hits, reads) so far, for the hit ratio.
+fn cache_reads(cache: &Option<Arc<CachedStore<CountingStore<AmazonS3>>>>) -> Option<(u64, u64)> {
+    let s = cache.as_ref()?.stats();
+    let hits = s.memory_hits + s.l2_hits;
+    Some((hits, hits + s.blocks_fetched))
+}
+
+/// Builds `row` (over its disk in `setup.disk_dir/ROW`, kept across builds:
+/// a second build is a restart over it).
+pub async fn build(row: Row, setup: &Setup) -> anyhow::Result<Built> {
+    let counting = CountingStore::new(s3(setup)?, Duration::ZERO);
+    let counts = counting.counts();
+    let disk = setup.disk_dir.join(row.name());
+    if row.has_disk() {
+        std::fs::create_dir_all(&disk).with_context(|| format!("creating {}", disk.display()))?;
+    }
+    let mut cache = None;
+    let store: Arc<dyn object_store_013::ObjectStore> = match row {
+        Row::Multiarc | Row::MultiarcL2 => {
+            let mut builder = CachedStore::builder(counting)
+                .max_bytes(setup.memory)
+                .block_size(setup.block_size)
+                .namespace(format!("{} {}", setup.endpoint, setup.bucket));
+            if row == Row::MultiarcL2 {
+                builder = builder.l2(disk.join("multiarc.l2"), setup.disk);
+            }
+            let cached = Arc::new(builder.build().map_err(|e| anyhow::anyhow!("{e}"))?);
+            cache = Some(Arc::clone(&cached));
+            Arc::new(ObjectStore013::new(cached))
+        }
+        Row::Datafusion => Arc::new(ObjectStore013::new(Arc::new(counting))),
+        Row::FoyerHybrid => {
+            let store = multiarc_bench::foyer_hybrid_store(
+                counting,
+                setup.memory,
+                Some((disk.as_path(), setup.disk)),
+                setup.block_size,
+            )
+            .await?;
+            Arc::new(ObjectStore013::new(store))
+        }
+    };
+    let runtime = RuntimeEnvBuilder::new().build_arc()?;
+    let ctx = SessionContext::new_with_config_rt(SessionConfig::new(), runtime);
+    let url = url::Url::parse(&format!("s3://{}", setup.bucket))?;
+    ctx.register_object_store(&url, store);
+    for table in TABLES {
+        let location = format!(
+            "s3://{}/{}/{table}/",
+            setup.bucket,
+            setup.prefix.trim_matches('/')
+        );
+        ctx.register_parquet(table, &location, ParquetReadOptions::default())
+            .await
+            .with_context(|| format!("registering {location}"))?;
+    }
+    Ok(Built { ctx, counts, cache })
+}
+
+/// The process's peak resident memory (VmHWM), in bytes.
+fn peak_rss() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with("VmHWM:"))?.to_string();
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .map_or(0, |kib| kib * 1024)
+}
+
+/// The queries of `pass`: `scan` is the lineitem scan, `after_scan` the
+/// hot ones, the others every query asked for.
+fn queries_of(pass: &str, queries: &[usize]) -> Vec<(String, String)> {
+    match pass {
+        "scan" => vec![("scan".to_string(), LINEITEM_SCAN.to_string())],
+        "after_scan" => HOT_QUERIES
+            .iter()
+            .filter(|q| queries.contains(q))
+            .map(|q| (format!("q{q}"), query(*q).to_string()))
+            .collect(),
+        _ => queries
+            .iter()
+            .map(|q| (format!("q{q}"), query(*q).to_string()))
+            .collect(),
+    }
+}
+
+/// Runs `pass` on a built row.
+async fn run_pass(
+    row: Row,
+    built: &Built,
+    pass: &str,
+    queries: &[usize],
+) -> Vec<QueryResult> {
+    let mut out = Vec::new();
+    for (name, sql) in queries_of(pass, queries) {
+        let before = built.counts.snapshot();
+        let reads_before = cache_reads(&built.cache);
+        let started = Instant::now();
+        let result = async {
+            let df = built.ctx.sql(&sql).await?;
+            let batches = df.collect().await?;
+            Ok::<_, datafusion::error::DataFusionError>(batches)
+        }
+        .await;
+        let latency = started.elapsed();
+        let traffic = built.counts.snapshot().since(before);
+        let hit_ratio = match (reads_before, cache_reads(&built.cache)) {
+            (Some((h0, r0)), Some((h1, r1))) if r1 > r0 => {
+                Some((h1 - h0) as f64 / (r1 - r0) as f64)
+            }
+            _ => None,
+        };
+        let (answer, error) = match result {
+            Ok(batches) => match pretty_format_batches(&batches) {
+                Ok(text) => (digest(&text.to_string()), None),
+                Err(e) => (String::new(), Some(e.to_string())),
+            },
+            Err(e) => (String::new(), Some(e.to_string())),
+        };
+        out.push(QueryResult {
+            engine: "datafusion".into(),
+            row: row.name().into(),
+            pass: pass.into(),
+            query: name,
+            latency_ms: latency.as_secs_f64() * 1000.0,
+            store_requests: traffic.requests,
+            store_bytes: traffic.bytes,
+            peak_rss_bytes: peak_rss(),
+            hit_ratio,
+            answer,
+            answer_ok: None,
+            error,
+        });
+    }
+    out
+}
+
+fn digest(text: &str) -> String {
+    let hash = Sha256::digest(text.as_bytes());
+    hash.iter().take(12).map(|b| format!("{b:02x}")).collect()
+}
+
+/// A worker's command: run a pass, or restart (build the row again over
+/// its disk).
+#[derive(Serialize, Deserialize)]
+enum Command {
+    Pass { pass: String, queries: Vec<usize> },
+    Restart,
+}
+
+/// The worker of `row`: builds it, then answers commands on stdin with one
+/// JSON line each on stdout (its results, or `[]` for a restart).
+pub async fn worker(row: Row, setup: Setup) -> anyhow::Result<()> {
+    let mut built = Some(build(row, &setup).await?);
+    let stdin = std::io::stdin();
+    let mut stdout = std::io::stdout();
+    for line in stdin.lock().lines() {
+        let command: Command = serde_json::from_str(&line?)?;
+        let results = match command {
+            Command::Pass { pass, queries } => {
+                run_pass(row, built.as_ref().unwrap(), &pass, &queries).await
+            }
+            Command::Restart => {
+                drop(built.take());
+                built = Some(build(row, &setup).await?);
+                Vec::new()
+            }
+        };
+        writeln!(stdout, "{}", serde_json::to_string(&results)?)?;
+        stdout.flush()?;
+    }
+    Ok(())
+}
+
+/// A running worker process.
+struct Worker {
+    row: Row,
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl Worker {
+    fn start(row: Row, setup: &Setup, exe: &std::path::Path) -> anyhow::Result<Worker> {
+        let mut child = std::process::Command::new(exe)
+            .arg("worker")
+            .arg("--row")
+            .arg(row.name())
+            .arg("--setup")
+            .arg(serde_json::to_string(setup)?)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .context("starting a worker")?;
+        let stdin = child.stdin.take().unwrap();
+        let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        Ok(Worker {
+            row,
+            child,
+            stdin,
+            stdout,
+        })
+    }
+
+    fn ask(&mut self, command: &Command) -> anyhow::Result<Vec<QueryResult>> {
+        writeln!(self.stdin, "{}", serde_json::to_string(command)?)?;
+        self.stdin.flush()?;
+        let mut line = String::new();
+        if self.stdout.read_line(&mut line)? == 0 {
+            let status = self.child.wait()?;
+            bail!("the {} worker ended ({status})", self.row.name());
+        }
+        Ok(serde_json::from_str(&line)?)
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The passes, in order: cold, warm, scan, after_scan, then a restart of
+/// every row over its disk and the warm suite again (`remount`).
+pub const PASSES: [&str; 5] = ["cold", "warm", "scan", "after_scan", "remount"];
+
+/// Runs every pass on every row, rows interleaved within a pass; the
+/// `datafusion` row's cold answers are the reference of `answer_ok`.
+/// `exe` is the `multiarc-scale` binary (the workers are its `worker`
+/// subcommand).
+pub fn run(
+    rows: &[Row],
+    setup: &Setup,
+    queries: &[usize],
+    exe: &std::path::Path,
+    mut progress: impl FnMut(&str),
+) -> anyhow::Result<Vec<QueryResult>> {
+    let mut rows = rows.to_vec();
+    if !rows.contains(&Row::Datafusion) {
+        // The reference answers come from the uncached row.
+        rows.insert(0, Row::Datafusion);
+    }
+    let mut workers = rows
+        .iter()
+        .map(|&r| Worker::start(r, setup, exe))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut out = Vec::new();
+    for pass in PASSES {
+        if pass == "remount" {
+            for w in &mut workers {
+                progress(&format!("{}: restart over its disk", w.row.name()));
+                w.ask(&Command::Restart)?;
+            }
+        }
+        for w in &mut workers {
+            progress(&format!("pass {pass}: {}", w.row.name()));
+            let started = Instant::now();
+            let results = w.ask(&Command::Pass {
+                pass: pass.to_string(),
+                queries: queries.to_vec(),
+            })?;
+            progress(&format!(
+                "pass {pass}: {}: {} queries in {:.1} s",
+                w.row.name(),
+                results.len(),
+                started.elapsed().as_secs_f64()
+            ));
+            out.extend(results);
+        }
+    }
+    // The first answer the uncached row gave to each query (cold, or the
+    // scan's).
+    let mut reference = std::collections::HashMap::new();
+    for r in out.iter().filter(|r| r.row == "datafusion" && r.error.is_none()) {
+        reference
+            .entry(r.query.clone())
+            .or_insert_with(|| r.answer.clone());
+    }
+    for r in &mut out {
+        r.answer_ok = reference
+            .get(&r.query)
+            .map(|a| r.error.is_none() && *a == r.answer);
+    }
+    Ok(out)
+}

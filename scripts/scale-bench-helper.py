@@ -1,0 +1,419 @@
+#!/usr/bin/env python3
+"""Helpers for scripts/scale-bench.sh (TPC-H at scale through multiarc and
+its peers). Subcommands:
+
+  freeport                          print a free TCP port on 127.0.0.1
+  proxy LISTEN UPSTREAM MS COUNTS   forward TCP, each request first waiting MS
+                                    ms; COUNTS (JSON) holds the requests and
+                                    the bytes answered so far
+  rtt PORT [N]                      median round trip of N requests, in ms
+  engine duckdb|pyarrow ...         one pass of one engine on one row (see
+                                    run_engine's arguments): a JSON line per
+                                    query appended to --out
+  report RESULTS.jsonl CONDITIONS.json [--json] [--plots DIR]
+                                    the report: one JSON document, or a table;
+                                    a PNG per pass (queries on one axis, a bar
+                                    per row) in --plots
+
+The engines need duckdb and pyarrow (and matplotlib for plots), from the
+virtual environment the script makes.
+"""
+import argparse
+import asyncio
+import hashlib
+import json
+import os
+import socket
+import statistics
+import sys
+import time
+
+
+def freeport():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        print(s.getsockname()[1])
+
+
+def proxy(listen, upstream, delay_ms, counts_file):
+    delay = delay_ms / 1000.0
+    counts = {"requests": 0, "bytes": 0}
+    last_write = [0.0]
+
+    def save(force=False):
+        now = time.monotonic()
+        if not force and now - last_write[0] < 0.05:
+            return
+        last_write[0] = now
+        tmp = counts_file + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(counts, f)
+        os.replace(tmp, counts_file)
+
+    async def handle(creader, cwriter):
+        try:
+            sreader, swriter = await asyncio.open_connection("127.0.0.1", upstream)
+        except OSError:
+            cwriter.close()
+            return
+        state = {"answered": True}
+
+        async def up():
+            try:
+                while True:
+                    data = await creader.read(65536)
+                    if not data:
+                        break
+                    if state["answered"]:
+                        state["answered"] = False
+                        counts["requests"] += 1
+                        save(force=True)
+                        if delay:
+                            await asyncio.sleep(delay)
+                    swriter.write(data)
+                    await swriter.drain()
+            except OSError:
+                pass
+            finally:
+                try:
+                    swriter.write_eof()
+                except OSError:
+                    pass
+
+        async def down():
+            try:
+                while True:
+                    data = await sreader.read(262144)
+                    if not data:
+                        break
+                    state["answered"] = True
+                    counts["bytes"] += len(data)
+                    save()
+                    cwriter.write(data)
+                    await cwriter.drain()
+            except OSError:
+                pass
+            finally:
+                save(force=True)
+                cwriter.close()
+
+        await asyncio.gather(up(), down())
+        swriter.close()
+
+    async def main():
+        save(force=True)
+        server = await asyncio.start_server(handle, "127.0.0.1", listen, backlog=1024)
+        async with server:
+            await server.serve_forever()
+
+    asyncio.run(main())
+
+
+def rtt(port, n=50):
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        with socket.create_connection(("127.0.0.1", port)) as s:
+            s.sendall(b"GET /scale-rtt-probe HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            while s.recv(65536):
+                pass
+        times.append((time.perf_counter() - t) * 1000)
+    print(f"{statistics.median(times):.2f}")
+
+
+# --- the engines -------------------------------------------------------------
+
+TABLES = ["region", "nation", "supplier", "customer", "part", "partsupp", "orders", "lineitem"]
+HOT = [1, 3, 5, 6, 14]
+PYARROW_QUERIES = ["q1", "q6", "q14"]
+
+
+def digest(text):
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def read_counts(path):
+    if not path:
+        return {"requests": 0, "bytes": 0}
+    for _ in range(20):
+        try:
+            with open(path) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            time.sleep(0.01)
+    return {"requests": 0, "bytes": 0}
+
+
+def peak_rss(pid):
+    if not pid:
+        return 0
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def arcstats(mnt):
+    try:
+        out = {}
+        with open(os.path.join(mnt, ".multiarc", "arcstats")) as f:
+            for line in f:
+                k, v = line.split()
+                out.setdefault(k, int(v))
+        return out
+    except OSError:
+        return None
+
+
+def duckdb_queries(data, queries_dir, pass_name, queries, threads):
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute(f"set threads = {threads}")
+    for t in TABLES:
+        con.execute(f"create view {t} as select * from read_parquet('{data}/{t}/*.parquet')")
+    if pass_name == "scan":
+        wanted = ["scan"]
+    elif pass_name == "after_scan":
+        wanted = [f"q{q}" for q in HOT if q in queries]
+    else:
+        wanted = [f"q{q}" for q in queries]
+    for name in wanted:
+        if name == "scan":
+            sql = ("select count(*), sum(l_quantity), sum(l_extendedprice), sum(l_discount), sum(l_tax), "
+                   "max(l_returnflag), max(l_linestatus), max(l_shipdate), max(l_commitdate), "
+                   "max(l_receiptdate), max(l_shipinstruct), max(l_shipmode), max(l_comment), "
+                   "sum(l_orderkey), sum(l_partkey), sum(l_suppkey), sum(l_linenumber) from lineitem")
+        else:
+            with open(os.path.join(queries_dir, f"{name}.sql")) as f:
+                sql = f.read()
+
+        def run(sql=sql):
+            rows = con.execute(sql).fetchall()
+            return "\n".join(repr(r) for r in rows)
+
+        yield name, run
+
+
+def pyarrow_queries(data, pass_name):
+    import datetime
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    lineitem = ds.dataset(f"{data}/lineitem", format="parquet")
+    part = ds.dataset(f"{data}/part", format="parquet")
+    d = datetime.date
+
+    def q1():
+        t = lineitem.to_table(
+            columns=["l_returnflag", "l_linestatus", "l_quantity", "l_extendedprice", "l_discount", "l_tax"],
+            filter=ds.field("l_shipdate") <= d(1998, 9, 2))
+        price = pc.cast(t["l_extendedprice"], "float64")
+        disc = pc.multiply(price, pc.subtract(1, pc.cast(t["l_discount"], "float64")))
+        charge = pc.multiply(disc, pc.add(1, pc.cast(t["l_tax"], "float64")))
+        t = t.append_column("disc_price", disc).append_column("charge", charge)
+        g = t.group_by(["l_returnflag", "l_linestatus"]).aggregate([
+            ("l_quantity", "sum"), ("l_extendedprice", "sum"), ("disc_price", "sum"), ("charge", "sum"),
+            ("l_quantity", "mean"), ("l_extendedprice", "mean"), ("l_discount", "mean"), ("l_quantity", "count")])
+        g = g.sort_by([("l_returnflag", "ascending"), ("l_linestatus", "ascending")])
+        return repr(g.to_pylist())
+
+    def q6():
+        f = ((ds.field("l_shipdate") >= d(1994, 1, 1)) & (ds.field("l_shipdate") < d(1995, 1, 1))
+             & (ds.field("l_discount") >= 0.05) & (ds.field("l_discount") <= 0.07)
+             & (ds.field("l_quantity") < 24))
+        t = lineitem.to_table(columns=["l_extendedprice", "l_discount"], filter=f)
+        rev = pc.sum(pc.multiply(pc.cast(t["l_extendedprice"], "float64"), pc.cast(t["l_discount"], "float64")))
+        return f"{rev.as_py():.4f}"
+
+    def q14():
+        f = (ds.field("l_shipdate") >= d(1995, 9, 1)) & (ds.field("l_shipdate") < d(1995, 10, 1))
+        li = lineitem.to_table(columns=["l_partkey", "l_extendedprice", "l_discount"], filter=f)
+        p = part.to_table(columns=["p_partkey", "p_type"])
+        j = li.join(p, keys="l_partkey", right_keys="p_partkey")
+        rev = pc.multiply(pc.cast(j["l_extendedprice"], "float64"),
+                          pc.subtract(1, pc.cast(j["l_discount"], "float64")))
+        promo = pc.if_else(pc.starts_with(pc.cast(j["p_type"], "string"), "PROMO"), rev, 0.0)
+        return f"{100.0 * pc.sum(promo).as_py() / pc.sum(rev).as_py():.6f}"
+
+    def scan():
+        t = lineitem.to_table()
+        return f"{t.num_rows} {pc.sum(t['l_linenumber']).as_py()}"
+
+    named = {"q1": q1, "q6": q6, "q14": q14, "scan": scan}
+    if pass_name == "scan":
+        wanted = ["scan"]
+    else:
+        wanted = PYARROW_QUERIES
+    for name in wanted:
+        yield name, named[name]
+
+
+def run_engine(a):
+    reference = {}
+    if a.reference and os.path.exists(a.reference):
+        with open(a.reference) as f:
+            reference = json.load(f)
+    queries = [int(q) for q in a.queries.split(",")]
+    if a.engine == "duckdb":
+        work = duckdb_queries(a.data, a.queries_dir, a.pass_name, queries, a.threads)
+    else:
+        work = pyarrow_queries(a.data, a.pass_name)
+    out = open(a.out, "a")
+    for name, fn in work:
+        before = read_counts(a.counts)
+        stats_before = arcstats(a.mnt) if a.mnt else None
+        t = time.perf_counter()
+        error = None
+        try:
+            answer = digest(fn())
+        except Exception as e:  # a failed query is a row of the report, not the end of the run
+            answer, error = "", f"{type(e).__name__}: {e}"
+        latency = (time.perf_counter() - t) * 1000
+        after = read_counts(a.counts)
+        stats_after = arcstats(a.mnt) if a.mnt else None
+        hit_ratio = None
+        if stats_before and stats_after:
+            h = stats_after["hits"] - stats_before["hits"]
+            m = stats_after["misses"] - stats_before["misses"]
+            hit_ratio = h / (h + m) if h + m else None
+        key = f"{a.engine} {name}"
+        if a.write_reference:
+            reference[key] = answer
+        r = {
+            "engine": a.engine, "row": a.row, "pass": a.pass_name, "query": name,
+            "latency_ms": round(latency, 3),
+            "store_requests": after["requests"] - before["requests"],
+            "store_bytes": after["bytes"] - before["bytes"],
+            "peak_rss_bytes": peak_rss(a.pid),
+            "hit_ratio": hit_ratio,
+            "answer": answer,
+            "answer_ok": (error is None and reference.get(key) == answer) if key in reference else None,
+        }
+        if error:
+            r["error"] = error
+        out.write(json.dumps(r) + "\n")
+        out.flush()
+        print(f"scale-bench: {a.engine} {a.row} {a.pass_name} {name}: {latency:.0f} ms, "
+              f"{r['store_requests']} requests{' ERROR ' + error if error else ''}", file=sys.stderr)
+    if a.write_reference:
+        with open(a.reference, "w") as f:
+            json.dump(reference, f)
+
+
+# --- the report --------------------------------------------------------------
+
+PASSES = ["cold", "warm", "scan", "after_scan", "remount"]
+
+
+def report(results_path, conditions_path, as_json, plots):
+    rows = [json.loads(l) for l in open(results_path) if l.strip()]
+    conditions = json.load(open(conditions_path))
+    # The suite's time per pass and row (the sum of its queries).
+    suites = {}
+    for r in rows:
+        k = (r["engine"], r["row"], r["pass"])
+        s = suites.setdefault(k, {"engine": r["engine"], "row": r["row"], "pass": r["pass"],
+                                  "latency_ms": 0.0, "store_requests": 0, "store_bytes": 0,
+                                  "queries": 0, "answers_ok": True, "peak_rss_bytes": 0})
+        s["latency_ms"] += r["latency_ms"]
+        s["store_requests"] += r["store_requests"]
+        s["store_bytes"] += r["store_bytes"]
+        s["queries"] += 1
+        s["answers_ok"] = s["answers_ok"] and r.get("answer_ok") is not False and "error" not in r
+        s["peak_rss_bytes"] = max(s["peak_rss_bytes"], r.get("peak_rss_bytes") or 0)
+    doc = {"conditions": conditions, "results": rows, "suites": list(suites.values())}
+    if plots:
+        os.makedirs(plots, exist_ok=True)
+        doc["plots"] = draw(rows, plots)
+    if as_json:
+        print(json.dumps(doc))
+        return
+    print(f"{'engine':<10} {'row':<13} {'pass':<10} {'queries':>7} {'suite s':>9} {'requests':>9} "
+          f"{'MB':>9} {'peak RSS MiB':>12} answers")
+    for s in doc["suites"]:
+        print(f"{s['engine']:<10} {s['row']:<13} {s['pass']:<10} {s['queries']:>7} "
+              f"{s['latency_ms'] / 1000:>9.2f} {s['store_requests']:>9} {s['store_bytes'] / 1e6:>9.1f} "
+              f"{s['peak_rss_bytes'] / 2**20:>12.0f} {'ok' if s['answers_ok'] else 'WRONG'}")
+    for c in conditions.get("rows_not_run", []):
+        print(f"not run: {c['row']}: {c['reason']}")
+
+
+def draw(rows, plots):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    made = []
+    for engine in sorted({r["engine"] for r in rows}):
+        for p in PASSES:
+            sel = [r for r in rows if r["engine"] == engine and r["pass"] == p]
+            if not sel:
+                continue
+            queries = list(dict.fromkeys(r["query"] for r in sel))
+            names = list(dict.fromkeys(r["row"] for r in sel))
+            fig, ax = plt.subplots(figsize=(max(6, len(queries) * 0.7), 4))
+            width = 0.8 / len(names)
+            for i, name in enumerate(names):
+                ys = [next((r["latency_ms"] for r in sel if r["row"] == name and r["query"] == q), 0)
+                      for q in queries]
+                ax.bar([x + i * width for x in range(len(queries))], ys, width, label=name)
+            ax.set_xticks([x + width * (len(names) - 1) / 2 for x in range(len(queries))])
+            ax.set_xticklabels(queries)
+            ax.set_ylabel("latency, ms")
+            ax.set_title(f"{engine}, pass {p}")
+            ax.legend(fontsize="small")
+            fig.tight_layout()
+            path = os.path.join(plots, f"{engine}-{p}.png")
+            fig.savefig(path, dpi=100)
+            plt.close(fig)
+            made.append(path)
+    return made
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    cmd = sys.argv[1]
+    if cmd == "freeport":
+        freeport()
+    elif cmd == "proxy":
+        proxy(int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5])
+    elif cmd == "rtt":
+        rtt(int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else 50)
+    elif cmd == "engine":
+        p = argparse.ArgumentParser(prog="scale-bench-helper.py engine")
+        p.add_argument("engine", choices=["duckdb", "pyarrow"])
+        p.add_argument("--data", required=True, help="the directory holding the tables")
+        p.add_argument("--queries-dir", required=True)
+        p.add_argument("--queries", default=",".join(str(q) for q in range(1, 23)))
+        p.add_argument("--pass", dest="pass_name", required=True, choices=PASSES)
+        p.add_argument("--row", required=True)
+        p.add_argument("--counts", help="the proxy's counts file")
+        p.add_argument("--mnt", help="a multiarc mount (its arcstats give the hit ratio)")
+        p.add_argument("--pid", type=int, help="the mount daemon (its peak RSS)")
+        p.add_argument("--threads", type=int, default=os.cpu_count())
+        p.add_argument("--reference", help="reference answers (JSON)")
+        p.add_argument("--write-reference", action="store_true")
+        p.add_argument("--out", required=True)
+        run_engine(p.parse_args(sys.argv[2:]))
+    elif cmd == "report":
+        p = argparse.ArgumentParser(prog="scale-bench-helper.py report")
+        p.add_argument("results")
+        p.add_argument("conditions")
+        p.add_argument("--json", action="store_true")
+        p.add_argument("--plots")
+        a = p.parse_args(sys.argv[2:])
+        report(a.results, a.conditions, a.json, a.plots)
+    else:
+        sys.exit(f"unknown subcommand {cmd}\n{__doc__}")
+
+
+if __name__ == "__main__":
+    main()

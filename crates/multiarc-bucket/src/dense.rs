@@ -60,8 +60,8 @@ impl Density {
         }
         self.random_misses += 1;
         self.missed |= 1 << (offset / self.region).min(self.regions - 1);
-        let dense = u64::from(self.missed.count_ones()) * 4 >= self.regions
-            && self.random_misses >= 2;
+        let dense =
+            u64::from(self.missed.count_ones()) * 4 >= self.regions && self.random_misses >= 2;
         self.fetched = dense;
         dense
     }

@@ -1,9 +1,9 @@
 //! [`BucketFs`]: the filesystem operations over a cached store, each a
 //! blocking call (run on the filesystem's own tokio runtime).
 
+use crate::dense::Density;
 use crate::error::{store_errno, Errno};
 use crate::inodes::{Inodes, Node, Remote, Told};
-use crate::dense::Density;
 use crate::prefetch::{chunks, Streams};
 use crate::upload::Upload;
 use crate::{BucketConfig, Kind};
@@ -460,7 +460,9 @@ impl<S: ObjectStore> BucketFs<S> {
         };
         let (now, listing) = match kept {
             Some(kept) => {
-                self.counters.listings_reused.fetch_add(1, Ordering::Relaxed);
+                self.counters
+                    .listings_reused
+                    .fetch_add(1, Ordering::Relaxed);
                 kept
             }
             None => {

@@ -8,11 +8,11 @@
 //! here (a file being written, a directory made with `mkdir` that holds no
 //! object yet) are local and not subject to the TTL.
 
+use crate::dense::Density;
 use crate::Kind;
 use object_store::path::Path;
 use object_store::{ListResult, ObjectMeta};
 use std::collections::HashMap;
-use crate::dense::Density;
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime};
 

@@ -183,9 +183,7 @@ impl Streams {
         stream.reads = stream.reads.saturating_add(1);
         stream.used = self.clock;
         self.current = at;
-        let ahead = stream
-            .sequential
-            .advance(span, size, window, chunk, missed);
+        let ahead = stream.sequential.advance(span, size, window, chunk, missed);
         Advance {
             ahead,
             in_run: stream.sequential.in_run(),
@@ -399,14 +397,21 @@ mod tests {
         // Reads served from memory are not.
         let mut h = Streams::default();
         for &at in &offsets {
-            assert_eq!(h.advance(at..at + 8192, size, 8 * M, 1, false).random_miss, None);
+            assert_eq!(
+                h.advance(at..at + 8192, size, 8 * M, 1, false).random_miss,
+                None
+            );
         }
         // Nor a run that went on.
         let mut r = Streams::default();
         r.advance(4096..8192, size, 8 * M, 1, true);
         r.advance(8192..12288, size, 8 * M, 1, true);
         for &at in &offsets {
-            assert_eq!(r.advance(at + M..at + M + 1, size, 8 * M, 1, false).random_miss, None);
+            assert_eq!(
+                r.advance(at + M..at + M + 1, size, 8 * M, 1, false)
+                    .random_miss,
+                None
+            );
         }
     }
 }

@@ -656,6 +656,102 @@ fn sequential_reads_prefetch_in_chunks_and_random_reads_do_not() {
     assert_eq!(stat(&fs, "bucket_prefetch_requests"), requests);
 }
 
+#[test]
+fn dense_random_reads_fetch_the_object_whole_and_sparse_runs_do_not() {
+    let server = start_server();
+    let size = 16 << 20;
+    let data = pattern(size, 11);
+    put(&server, "dense", data.clone());
+    put(&server, "sparse", data.clone());
+    put(&server, "large", pattern(size, 12));
+    // A short prefetch window: the runs' prefetches stay in their regions.
+    let config = BucketConfig {
+        prefetch_bytes: 256 << 10,
+        prefetch_chunk: 128 << 10,
+        ..BucketConfig::default()
+    };
+    let fs = mount_as_the_mount_does(&server, 64 << 20, config);
+    let check = |fh: u64, at: u64, len: u32| {
+        let got = fs.read(fh, at, len).unwrap();
+        assert!(
+            got[..] == data[at as usize..at as usize + len as usize],
+            "at {at}"
+        );
+    };
+    // Runs of reads (column chunks) in every region: never dense.
+    let sparse = walk(&fs, "sparse").unwrap();
+    let fh = fs.open(sparse, libc::O_RDONLY, OWNER).unwrap();
+    for region in 0..16u64 {
+        let at = region << 20;
+        for i in 0..3 {
+            check(fh, at + i * 32768, 32768);
+        }
+    }
+    fs.release(fh).unwrap();
+    assert_eq!(stat(&fs, "bucket_dense_objects"), 0);
+    let sparse_bytes = stat(&fs, "store_bytes");
+    assert!(sparse_bytes < (size / 2) as u64, "{sparse_bytes}");
+    // Random 8 KiB reads all over another one, from two handles: once a
+    // quarter of its 16 regions saw one, the rest comes at once.
+    let dense = walk(&fs, "dense").unwrap();
+    let handles = [
+        fs.open(dense, libc::O_RDONLY, OWNER).unwrap(),
+        fs.open(dense, libc::O_RDONLY, OWNER).unwrap(),
+    ];
+    let mut x = 99u64;
+    let mut reads = 0;
+    while stat(&fs, "bucket_dense_objects") == 0 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let at = (x >> 20) % (size as u64 - 8192);
+        check(handles[reads % 2], at, 8192);
+        reads += 1;
+        assert!(reads < 200, "not dense after {reads} random reads");
+    }
+    // Dense after about STREAMS + 4 reads: a random read counts once
+    // nothing continued it.
+    assert!(
+        reads <= 40,
+        "{reads} random reads before the object was dense"
+    );
+    // Every block is in memory soon, and later reads send nothing.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let before = stat(&fs, "store_requests");
+        for i in 0..200u64 {
+            check(handles[0], (i * 81_001) % (size as u64 - 8192), 8192);
+        }
+        if stat(&fs, "store_requests") == before {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "random reads still go to the store"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for fh in handles {
+        fs.release(fh).unwrap();
+    }
+    // About the object once, not once per read.
+    let dense_bytes = stat(&fs, "store_bytes") - sparse_bytes;
+    assert!(dense_bytes <= size as u64 + (4 << 20), "{dense_bytes}");
+    // Past the limit (half the memory cache by default; a mount sets
+    // memory plus L2): random reads fetch only their own blocks.
+    let small = mount_as_the_mount_does(&server, 16 << 20, BucketConfig::default());
+    let large = walk(&small, "large").unwrap();
+    let fh = small.open(large, libc::O_RDONLY, OWNER).unwrap();
+    for i in 0..100u64 {
+        small
+            .read(fh, (i * 7_654_321) % (size as u64 - 8192), 8192)
+            .unwrap();
+    }
+    small.release(fh).unwrap();
+    assert_eq!(stat(&small, "bucket_dense_objects"), 0);
+    assert!(stat(&small, "store_bytes") < 100 * 65536 + 65536);
+}
+
 /// `BucketFs` over a cached store set up as the mount sets it up: 64 KiB
 /// blocks, `max_bytes` of memory, the config's metadata TTL, and the cached
 /// store's own readahead off (the mount's prefetch does it).

@@ -160,6 +160,7 @@ impl MountArgs {
 /// program (a mount helper's call already turned into `mount ...`), which
 /// the background mount process is started with.
 pub fn run(args: MountArgs, command_line: &[std::ffi::OsString]) -> anyhow::Result<()> {
+    map_large_buffers_alone();
     let mut options = args.into_options();
     options.command_line = Some(subcommand_first(command_line));
     multiarc_fuse::mount(options)
@@ -190,6 +191,27 @@ fn subcommand_first(command_line: &[std::ffi::OsString]) -> Vec<std::ffi::OsStri
     out.extend_from_slice(&command_line[at + 1..]);
     out
 }
+
+/// The daemon's cache frees block buffers all the time (256 KiB each in a
+/// bucket mount). Once glibc's adaptive threshold has risen past them, it
+/// keeps freed ones in its heaps, one per thread, and the daemon's memory
+/// grows past its budget: measured here, a bucket mount of 16 MiB read
+/// through twice held 32.5 MiB of anonymous memory, and 20.1 MiB with the
+/// threshold fixed at glibc's default of 128 KiB (buffers from there up
+/// are mapped and returned on their own). The bucket mount's test
+/// `the_daemons_memory_stays_near_its_budget` checks it.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn map_large_buffers_alone() {
+    // SAFETY: mallopt only sets a parameter of the allocator (glibc
+    // serialises it with the allocator's own lock); no pointer is passed.
+    let set = unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, 128 << 10) };
+    if set != 1 {
+        log::debug!("mallopt(M_MMAP_THRESHOLD) was refused");
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn map_large_buffers_alone() {}
 
 #[cfg(test)]
 mod tests {

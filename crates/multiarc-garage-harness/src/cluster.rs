@@ -228,6 +228,38 @@ impl Garage {
         Ok(())
     }
 
+    /// Kills node `node` (SIGKILL, as a crash): with three nodes and
+    /// replication 3 the others go on serving every object.
+    ///
+    /// # Panics
+    /// If there is no node `node`.
+    pub fn kill_node(&mut self, node: usize) {
+        self.nodes[node].kill();
+    }
+
+    /// Starts node `node` again over its data, on its ports, and waits
+    /// until it listens and reports the cluster fully operational.
+    ///
+    /// # Panics
+    /// If there is no node `node`.
+    pub fn restart_node(&mut self, node: usize) -> Result<(), HarnessError> {
+        let binary = self.binary.clone();
+        self.nodes[node]
+            .restart(&binary)
+            .map_err(|e| self.with_logs(e))?;
+        let (s3, admin) = (self.nodes[node].ports.s3, self.nodes[node].ports.admin);
+        self.wait_until(&format!("node {node} to listen again"), |_| {
+            listening(s3) && listening(admin)
+        })
+        .and_then(|()| {
+            self.wait_until(
+                &format!("node {node} to report the cluster fully operational again"),
+                |nodes| nodes[node].healthy(),
+            )
+        })
+        .map_err(|e| self.with_logs(e))
+    }
+
     /// The number of nodes.
     pub fn nodes(&self) -> usize {
         self.nodes.len()

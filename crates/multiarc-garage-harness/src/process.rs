@@ -101,27 +101,8 @@ api_bind_addr = "127.0.0.1:{admin}"
         );
         std::fs::write(&config, text).map_err(|e| failed(context("writing garage.toml"), e))?;
         let log = dir.join("garage.log");
-        let out = File::create(&log).map_err(|e| failed(context("creating garage.log"), e))?;
-        let err = out
-            .try_clone()
-            .map_err(|e| failed(context("garage.log"), e))?;
-        let child = Command::new(shared.binary)
-            .arg("-c")
-            .arg(&config)
-            .arg("server")
-            .env("NO_COLOR", "1")
-            .env("RUST_LOG", "garage=info,netapp=info")
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .map_err(|e| {
-                failed(
-                    format_args!("node {index}: starting {} server", shared.binary.display()),
-                    e,
-                )
-            })?;
-        log::debug!("garage node {index} started (pid {})", child.id());
+        File::create(&log).map_err(|e| failed(context("creating garage.log"), e))?;
+        let child = spawn(shared.binary, index, &config, &log)?;
         Ok(Node {
             index,
             ports,
@@ -129,6 +110,14 @@ api_bind_addr = "127.0.0.1:{admin}"
             log,
             child,
         })
+    }
+
+    /// Starts the server again (after [`Node::kill`]) with the same
+    /// configuration, data and ports; its output goes on in the same log.
+    pub(crate) fn restart(&mut self, binary: &Path) -> Result<(), HarnessError> {
+        self.kill();
+        self.child = spawn(binary, self.index, &self.config, &self.log)?;
+        Ok(())
     }
 
     /// The node's S3 endpoint, `http://127.0.0.1:PORT`.
@@ -175,6 +164,35 @@ api_bind_addr = "127.0.0.1:{admin}"
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `binary -c config server`, its output appended to `log`.
+fn spawn(binary: &Path, index: usize, config: &Path, log: &Path) -> Result<Child, HarnessError> {
+    let out = std::fs::OpenOptions::new()
+        .append(true)
+        .open(log)
+        .map_err(|e| failed(format_args!("node {index}: opening {}", log.display()), e))?;
+    let err = out
+        .try_clone()
+        .map_err(|e| failed(format_args!("node {index}: {}", log.display()), e))?;
+    let child = Command::new(binary)
+        .arg("-c")
+        .arg(config)
+        .arg("server")
+        .env("NO_COLOR", "1")
+        .env("RUST_LOG", "garage=info,netapp=info")
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .map_err(|e| {
+            failed(
+                format_args!("node {index}: starting {} server", binary.display()),
+                e,
+            )
+        })?;
+    log::debug!("garage node {index} started (pid {})", child.id());
+    Ok(child)
 }
 
 /// The output of a `garage` command that succeeded.

@@ -42,6 +42,9 @@ engines=datafusion,duckdb,pyarrow
 mounts=multiarc,multiarc-l2,mountpoint,rclone,s3fs
 rows=datafusion,multiarc,multiarc-l2,foyer-hybrid
 mountpoint_bin=${MOUNTPOINT_BIN:-}
+# The wrapper built by hand (see bench/mountpoint-wrapper/Cargo.toml).
+[ -z "$mountpoint_bin" ] && [ -x bench/mountpoint-wrapper/target/release/mountpoint-wrapper ] &&
+  mountpoint_bin=$PWD/bench/mountpoint-wrapper/target/release/mountpoint-wrapper
 json=0
 keep=0
 out=target/scale-bench
@@ -64,6 +67,8 @@ done
 say() { printf 'scale-bench: %s\n' "$*" >&2; }
 die() { say "$*"; exit 1; }
 has() { [[ ",$1," == *,"$2",* ]]; }
+# rclone refuses a custom CA bundle variable it cannot apply to plain HTTP.
+rclone() { env -u AWS_CA_BUNDLE rclone "$@"; }
 python3 -c "import sys; f=float('$sf'); sys.exit(0 if 0 < f <= 100 else 1)" || die "--sf $sf: from above 0 to 100"
 [[ "$latency" =~ ^[0-9]+$ ]] || die "--latency $latency: whole milliseconds"
 
@@ -109,20 +114,22 @@ say "generating TPC-H at scale factor $sf into s3://tpch/$prefix"
 "$scale" gen --endpoint "$GARAGE_ENDPOINT" --bucket tpch --prefix "$prefix" --sf "$sf" \
   --tmp "$work/gen" --json >"$work/gen.json"
 
-# A proxy per client: its own counts, the same latency.
-proxy() { # NAME -> prints the port
-  local port
-  port=$("$py" "$helper" freeport)
-  "$py" "$helper" proxy "$port" "${GARAGE_ENDPOINT##*:}" "$latency" "$work/$1.counts" &
+# A proxy per client: its own counts, the same latency. `start_proxy NAME`
+# sets proxy_port.
+start_proxy() {
+  proxy_port=$("$py" "$helper" freeport)
+  "$py" "$helper" proxy "$proxy_port" "${GARAGE_ENDPOINT##*:}" "$latency" "$work/$1.counts" \
+    >"$work/proxy-$1.log" 2>&1 &
   pids+=($!)
   for _ in $(seq 50); do [ -s "$work/$1.counts" ] && break; sleep 0.1; done
-  echo "$port"
 }
 direct_port=${GARAGE_ENDPOINT##*:}
 rtt_direct=$("$py" "$helper" rtt "$direct_port" 20)
+rtt_proxy=
 
 if has "$engines" datafusion; then
-  port=$(proxy datafusion)
+  start_proxy datafusion
+  port=$proxy_port
   rtt_proxy=$("$py" "$helper" rtt "$port" 10)
   say "DataFusion rows $rows: round trip ${rtt_direct} ms direct, ${rtt_proxy} ms through the proxy"
   "$scale" datafusion --endpoint "http://127.0.0.1:$port" --bucket tpch --prefix "$prefix" \
@@ -150,7 +157,11 @@ done
 printf '%s:%s\n' "$AWS_ACCESS_KEY_ID" "$AWS_SECRET_ACCESS_KEY" >"$work/s3fs.passwd"
 chmod 600 "$work/s3fs.passwd"
 declare -A port_of pid_of flags_of
-for m in "${mount_names[@]}"; do port_of[$m]=$(proxy "mount-$m"); done
+for m in "${mount_names[@]}"; do
+  start_proxy "mount-$m"
+  port_of[$m]=$proxy_port
+  [ -n "$rtt_proxy" ] || rtt_proxy=$("$py" "$helper" rtt "$proxy_port" 10)
+done
 
 mount_one() { # NAME
   local m=$1 mnt=$work/mnt-$1 ep="http://127.0.0.1:${port_of[$1]}"
@@ -172,7 +183,8 @@ mount_one() { # NAME
       s3fs "tpch:/$prefix" "$mnt" -o passwd_file="$work/s3fs.passwd" -o url="$ep" ${flags_of[$m]} \
         -o logfile="$work/$m.log" ;;
     mountpoint)
-      flags_of[$m]="--cache-dir $work/cache-$m --cache-bytes $disk --metadata-ttl-secs 60 --read-only"
+      # mountpoint's memory target cannot go below 512 MiB (its minimum).
+      flags_of[$m]="--cache-dir $work/cache-$m --cache-bytes $disk --metadata-ttl-secs 60 --read-only --memory-target-bytes $((memory > 512 << 20 ? memory : 512 << 20))"
       "$mountpoint_bin" --endpoint "$ep" --bucket tpch --prefix "$prefix/" --mountpoint "$mnt" \
         ${flags_of[$m]} >"$work/$m.log" 2>&1 ;;
   esac
@@ -222,14 +234,14 @@ fi
 
 # --- the report ---------------------------------------------------------------
 {
-  printf '{"scale_factor": %s, "latency_ms": %s, "rtt_direct_ms": %s,' "$sf" "$latency" "$rtt_direct"
+  printf '{"scale_factor": %s, "latency_ms": %s, "rtt_direct_ms": %s, "rtt_proxy_ms": %s,' "$sf" "$latency" "$rtt_direct" "${rtt_proxy:-null}"
   printf ' "memory_budget_bytes": %s, "disk_budget_bytes": %s,' "$memory" "$disk"
   printf ' "garage": "%s", "garage_nodes": 3, "replication": 3,' "$(garage --version 2>/dev/null | head -1 || echo unknown)"
   printf ' "data": %s,' "$(cat "$work/gen.json")"
   printf ' "peers": {"rclone": "%s", "s3fs": "%s", "mountpoint": "%s", "duckdb": "%s", "pyarrow": "%s"},' \
     "$(rclone version 2>/dev/null | head -1 | awk '{print $2}')" \
-    "$(s3fs --version 2>/dev/null | head -1 | awk '{print $NF}')" \
-    "$([ -n "$mountpoint_bin" ] && "$mountpoint_bin" --version 2>/dev/null | head -1 || echo none)" \
+    "$(s3fs --version 2>/dev/null | head -1 | grep -o 'V[0-9][0-9.]*' | head -1)" \
+    "$([ -n "$mountpoint_bin" ] && echo "mountpoint-s3-fs 0.11.0 (bench/mountpoint-wrapper)" || echo none)" \
     "$("$py" -c 'import duckdb; print(duckdb.__version__)' 2>/dev/null || echo none)" \
     "$("$py" -c 'import pyarrow; print(pyarrow.__version__)' 2>/dev/null || echo none)"
   printf ' "flags": {'
@@ -241,7 +253,7 @@ fi
   done
   printf '}, "rows_not_run": [%s]}\n' "$(IFS=,; echo "${not_run[*]}")"
 } >"$out/conditions.json"
-cp "$results" "$out/results.jsonl"
+
 "$py" "$helper" report "$out/results.jsonl" "$out/conditions.json" --json --plots "$out/plots" >"$out/report.json"
 if [ "$json" = 1 ]; then
   cat "$out/report.json"

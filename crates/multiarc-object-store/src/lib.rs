@@ -199,9 +199,9 @@ mod config;
 mod error;
 mod key;
 mod metadata;
-pub mod open_object;
 #[cfg(feature = "object-store-013")]
 pub mod object_store_013;
+pub mod open_object;
 mod read;
 mod readahead;
 mod state;

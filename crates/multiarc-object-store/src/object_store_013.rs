@@ -36,6 +36,7 @@ pub struct ObjectStore013<S: ?Sized> {
 }
 
 impl<S: os14::ObjectStore + ?Sized> ObjectStore013<S> {
+    /// `inner` as an object_store 0.13 store.
     pub fn new(inner: Arc<S>) -> Self {
         ObjectStore013 { inner }
     }
@@ -54,7 +55,9 @@ impl<S: os14::ObjectStore + ?Sized> fmt::Display for ObjectStore013<S> {
 
 impl<S: os14::ObjectStore + ?Sized> fmt::Debug for ObjectStore013<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ObjectStore013").field("inner", &self.inner).finish()
+        f.debug_struct("ObjectStore013")
+            .field("inner", &self.inner)
+            .finish()
     }
 }
 
@@ -68,7 +71,10 @@ impl<S: os14::ObjectStore + ?Sized> os13::ObjectStore for ObjectStore013<S> {
     ) -> os13::Result<os13::PutResult> {
         let location = path_to_14(location)?;
         let opts = put_options_to_14(opts)?;
-        let result = self.inner.put_opts(&location, payload_to_14(payload), opts).await;
+        let result = self
+            .inner
+            .put_opts(&location, payload_to_14(payload), opts)
+            .await;
         result.map(put_result_to_13).map_err(err_to_13)
     }
 
@@ -83,7 +89,11 @@ impl<S: os14::ObjectStore + ?Sized> os13::ObjectStore for ObjectStore013<S> {
             attributes: attributes_to_14(&opts.attributes)?,
             extensions: opts.extensions,
         };
-        let upload = self.inner.put_multipart_opts(&location, opts).await.map_err(err_to_13)?;
+        let upload = self
+            .inner
+            .put_multipart_opts(&location, opts)
+            .await
+            .map_err(err_to_13)?;
         Ok(Box::new(Upload013 { inner: upload }))
     }
 
@@ -93,15 +103,26 @@ impl<S: os14::ObjectStore + ?Sized> os13::ObjectStore for ObjectStore013<S> {
         options: os13::GetOptions,
     ) -> os13::Result<os13::GetResult> {
         let location = path_to_14(location)?;
-        let result = self.inner.get_opts(&location, get_options_to_14(options)).await.map_err(err_to_13)?;
+        let result = self
+            .inner
+            .get_opts(&location, get_options_to_14(options))
+            .await
+            .map_err(err_to_13)?;
         get_result_to_13(result)
     }
 
     // Forwarded, not left to the 0.13 default (which would split into get_range calls and coalesce):
     // CachedStore serves several ranges of one object from one version check and adjacent blocks.
-    async fn get_ranges(&self, location: &os13::path::Path, ranges: &[Range<u64>]) -> os13::Result<Vec<Bytes>> {
+    async fn get_ranges(
+        &self,
+        location: &os13::path::Path,
+        ranges: &[Range<u64>],
+    ) -> os13::Result<Vec<Bytes>> {
         let location = path_to_14(location)?;
-        self.inner.get_ranges(&location, ranges).await.map_err(err_to_13)
+        self.inner
+            .get_ranges(&location, ranges)
+            .await
+            .map_err(err_to_13)
     }
 
     fn delete_stream(
@@ -120,12 +141,18 @@ impl<S: os14::ObjectStore + ?Sized> os13::ObjectStore for ObjectStore013<S> {
             .boxed()
     }
 
-    fn list(&self, prefix: Option<&os13::path::Path>) -> BoxStream<'static, os13::Result<os13::ObjectMeta>> {
+    fn list(
+        &self,
+        prefix: Option<&os13::path::Path>,
+    ) -> BoxStream<'static, os13::Result<os13::ObjectMeta>> {
         let prefix = match prefix.map(path_to_14).transpose() {
             Ok(p) => p,
             Err(e) => return stream::once(async move { Err(e) }).boxed(),
         };
-        self.inner.list(prefix.as_ref()).map(|m| m.map_err(err_to_13).and_then(meta_to_13)).boxed()
+        self.inner
+            .list(prefix.as_ref())
+            .map(|m| m.map_err(err_to_13).and_then(meta_to_13))
+            .boxed()
     }
 
     fn list_with_offset(
@@ -143,12 +170,27 @@ impl<S: os14::ObjectStore + ?Sized> os13::ObjectStore for ObjectStore013<S> {
             .boxed()
     }
 
-    async fn list_with_delimiter(&self, prefix: Option<&os13::path::Path>) -> os13::Result<os13::ListResult> {
+    async fn list_with_delimiter(
+        &self,
+        prefix: Option<&os13::path::Path>,
+    ) -> os13::Result<os13::ListResult> {
         let prefix = prefix.map(path_to_14).transpose()?;
-        let result = self.inner.list_with_delimiter(prefix.as_ref()).await.map_err(err_to_13)?;
+        let result = self
+            .inner
+            .list_with_delimiter(prefix.as_ref())
+            .await
+            .map_err(err_to_13)?;
         Ok(os13::ListResult {
-            common_prefixes: result.common_prefixes.iter().map(path_to_13).collect::<os13::Result<_>>()?,
-            objects: result.objects.into_iter().map(meta_to_13).collect::<os13::Result<_>>()?,
+            common_prefixes: result
+                .common_prefixes
+                .iter()
+                .map(path_to_13)
+                .collect::<os13::Result<_>>()?,
+            objects: result
+                .objects
+                .into_iter()
+                .map(meta_to_13)
+                .collect::<os13::Result<_>>()?,
         })
     }
 
@@ -163,8 +205,14 @@ impl<S: os14::ObjectStore + ?Sized> os13::ObjectStore for ObjectStore013<S> {
             os13::CopyMode::Overwrite => os14::CopyMode::Overwrite,
             os13::CopyMode::Create => os14::CopyMode::Create,
         };
-        let options = os14::CopyOptions { mode, extensions: options.extensions };
-        self.inner.copy_opts(&from, &to, options).await.map_err(err_to_13)
+        let options = os14::CopyOptions {
+            mode,
+            extensions: options.extensions,
+        };
+        self.inner
+            .copy_opts(&from, &to, options)
+            .await
+            .map_err(err_to_13)
     }
 
     // Forwarded so the inner store's own rename (CachedStore invalidates both paths) is used.
@@ -179,8 +227,14 @@ impl<S: os14::ObjectStore + ?Sized> os13::ObjectStore for ObjectStore013<S> {
             os13::RenameTargetMode::Overwrite => os14::RenameTargetMode::Overwrite,
             os13::RenameTargetMode::Create => os14::RenameTargetMode::Create,
         };
-        let options = os14::RenameOptions { target_mode, extensions: options.extensions };
-        self.inner.rename_opts(&from, &to, options).await.map_err(err_to_13)
+        let options = os14::RenameOptions {
+            target_mode,
+            extensions: options.extensions,
+        };
+        self.inner
+            .rename_opts(&from, &to, options)
+            .await
+            .map_err(err_to_13)
     }
 }
 
@@ -198,7 +252,11 @@ impl os13::MultipartUpload for Upload013 {
     }
 
     async fn complete(&mut self) -> os13::Result<os13::PutResult> {
-        self.inner.complete().await.map(put_result_to_13).map_err(err_to_13)
+        self.inner
+            .complete()
+            .await
+            .map(put_result_to_13)
+            .map_err(err_to_13)
     }
 
     async fn abort(&mut self) -> os13::Result<()> {
@@ -247,7 +305,10 @@ fn put_options_to_14(o: os13::PutOptions) -> os13::Result<os14::PutOptions> {
     let mode = match o.mode {
         os13::PutMode::Overwrite => os14::PutMode::Overwrite,
         os13::PutMode::Create => os14::PutMode::Create,
-        os13::PutMode::Update(v) => os14::PutMode::Update(os14::UpdateVersion { e_tag: v.e_tag, version: v.version }),
+        os13::PutMode::Update(v) => os14::PutMode::Update(os14::UpdateVersion {
+            e_tag: v.e_tag,
+            version: v.version,
+        }),
     };
     Ok(os14::PutOptions {
         mode,
@@ -278,10 +339,15 @@ fn attributes_to_14(attributes: &os13::Attributes) -> os13::Result<os14::Attribu
             os13::Attribute::Metadata(m) => os14::Attribute::Metadata(m.clone()),
             // Attribute is #[non_exhaustive]: refuse what this adapter cannot carry rather than drop it.
             other => {
-                return Err(os13::Error::NotSupported { source: format!("{STORE}: attribute {other:?}").into() });
+                return Err(os13::Error::NotSupported {
+                    source: format!("{STORE}: attribute {other:?}").into(),
+                });
             }
         };
-        out.insert(key, os14::AttributeValue::from(AsRef::<str>::as_ref(v).to_owned()));
+        out.insert(
+            key,
+            os14::AttributeValue::from(AsRef::<str>::as_ref(v).to_owned()),
+        );
     }
     Ok(out)
 }
@@ -300,7 +366,10 @@ fn meta_to_13(m: os14::ObjectMeta) -> os13::Result<os13::ObjectMeta> {
 
 fn put_result_to_13(r: os14::PutResult) -> os13::PutResult {
     // 0.14's `extensions` has no place in 0.13.
-    os13::PutResult { e_tag: r.e_tag, version: r.version }
+    os13::PutResult {
+        e_tag: r.e_tag,
+        version: r.version,
+    }
 }
 
 fn get_result_to_13(r: os14::GetResult) -> os13::Result<os13::GetResult> {
@@ -309,8 +378,16 @@ fn get_result_to_13(r: os14::GetResult) -> os13::Result<os13::GetResult> {
     let attributes = attributes_to_13(&r.attributes);
     // into_stream() also turns a 0.14 `GetResultPayload::File` (only with its `fs` feature, e.g. a
     // LocalFileSystem inner) into a stream, so no cfg'd variant of the other crate is named here.
-    let payload = r.into_stream().map(|chunk| chunk.map_err(err_to_13)).boxed();
-    Ok(os13::GetResult { payload: os13::GetResultPayload::Stream(payload), meta, range, attributes })
+    let payload = r
+        .into_stream()
+        .map(|chunk| chunk.map_err(err_to_13))
+        .boxed();
+    Ok(os13::GetResult {
+        payload: os13::GetResultPayload::Stream(payload),
+        meta,
+        range,
+        attributes,
+    })
 }
 
 fn attributes_to_13(attributes: &os14::Attributes) -> os13::Attributes {
@@ -326,7 +403,10 @@ fn attributes_to_13(attributes: &os14::Attributes) -> os13::Attributes {
             os14::Attribute::Metadata(m) => os13::Attribute::Metadata(m.clone()),
             _ => continue, // a newer 0.14 attribute 0.13 cannot name; readers here do not use it
         };
-        out.insert(key, os13::AttributeValue::from(AsRef::<str>::as_ref(v).to_owned()));
+        out.insert(
+            key,
+            os13::AttributeValue::from(AsRef::<str>::as_ref(v).to_owned()),
+        );
     }
     out
 }
@@ -337,7 +417,10 @@ fn attributes_to_13(attributes: &os14::Attributes) -> os13::Attributes {
 // #[non_exhaustive]) go through the `Generic` fallback with the original error as source.
 
 fn generic_13(e: impl std::error::Error + Send + Sync + 'static) -> os13::Error {
-    os13::Error::Generic { store: STORE, source: Box::new(e) }
+    os13::Error::Generic {
+        store: STORE,
+        source: Box::new(e),
+    }
 }
 
 fn err_to_13(e: os14::Error) -> os13::Error {
@@ -350,7 +433,13 @@ fn err_to_13(e: os14::Error) -> os13::Error {
         E14::AlreadyExists { path, source } => E13::AlreadyExists { path, source },
         E14::Precondition { path, source } => E13::Precondition { path, source },
         E14::NotModified { path, source } => E13::NotModified { path, source },
-        E14::NotImplemented { operation, implementer } => E13::NotImplemented { operation, implementer },
+        E14::NotImplemented {
+            operation,
+            implementer,
+        } => E13::NotImplemented {
+            operation,
+            implementer,
+        },
         E14::PermissionDenied { path, source } => E13::PermissionDenied { path, source },
         E14::Unauthenticated { path, source } => E13::Unauthenticated { path, source },
         E14::UnknownConfigurationKey { store, key } => E13::UnknownConfigurationKey { store, key },
@@ -368,11 +457,20 @@ fn err_to_14(e: os13::Error) -> os14::Error {
         E13::AlreadyExists { path, source } => E14::AlreadyExists { path, source },
         E13::Precondition { path, source } => E14::Precondition { path, source },
         E13::NotModified { path, source } => E14::NotModified { path, source },
-        E13::NotImplemented { operation, implementer } => E14::NotImplemented { operation, implementer },
+        E13::NotImplemented {
+            operation,
+            implementer,
+        } => E14::NotImplemented {
+            operation,
+            implementer,
+        },
         E13::PermissionDenied { path, source } => E14::PermissionDenied { path, source },
         E13::Unauthenticated { path, source } => E14::Unauthenticated { path, source },
         E13::UnknownConfigurationKey { store, key } => E14::UnknownConfigurationKey { store, key },
-        other => E14::Generic { store: STORE, source: Box::new(other) },
+        other => E14::Generic {
+            store: STORE,
+            source: Box::new(other),
+        },
     }
 }
 
@@ -403,13 +501,19 @@ mod tests {
             let parts = os13::ObjectStore::get_ranges(&store, &path, &[0..1, 8..10])
                 .await
                 .unwrap();
-            assert_eq!(parts, vec![Bytes::from_static(b"0"), Bytes::from_static(b"89")]);
+            assert_eq!(
+                parts,
+                vec![Bytes::from_static(b"0"), Bytes::from_static(b"89")]
+            );
             let listed = store
                 .list_with_delimiter(Some(&os13::path::Path::from("a")))
                 .await
                 .unwrap();
             assert_eq!(listed.objects.len(), 1);
-            let missing = store.head(&os13::path::Path::from("nope")).await.unwrap_err();
+            let missing = store
+                .head(&os13::path::Path::from("nope"))
+                .await
+                .unwrap_err();
             assert!(matches!(missing, os13::Error::NotFound { .. }), "{missing}");
             let stale = store
                 .get_opts(

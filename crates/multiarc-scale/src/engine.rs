@@ -23,7 +23,6 @@ use multiarc_object_store::object_store_013::ObjectStore013;
 use multiarc_object_store::CachedStore;
 use multiarc_store_tools::{CountingStore, ReadCounts};
 use object_store::aws::{AmazonS3, AmazonS3Builder};
-use object_store::ObjectStore;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::io::{BufRead, Write};
@@ -159,9 +158,12 @@ pub async fn build(row: Row, setup: &Setup) -> anyhow::Result<Built> {
     let mut cache = None;
     let store: Arc<dyn object_store_013::ObjectStore> = match row {
         Row::Multiarc | Row::MultiarcL2 => {
+            // The tables do not change during a run: metadata is kept,
+            // as the foyer row keeps it.
             let mut builder = CachedStore::builder(counting)
                 .max_bytes(setup.memory)
                 .block_size(setup.block_size)
+                .metadata_forever()
                 .namespace(format!("{} {}", setup.endpoint, setup.bucket));
             if row == Row::MultiarcL2 {
                 builder = builder.l2(disk.join("multiarc.l2"), setup.disk);
@@ -228,12 +230,7 @@ fn queries_of(pass: &str, queries: &[usize]) -> Vec<(String, String)> {
 }
 
 /// Runs `pass` on a built row.
-async fn run_pass(
-    row: Row,
-    built: &Built,
-    pass: &str,
-    queries: &[usize],
-) -> Vec<QueryResult> {
+async fn run_pass(row: Row, built: &Built, pass: &str, queries: &[usize]) -> Vec<QueryResult> {
     let mut out = Vec::new();
     for (name, sql) in queries_of(pass, queries) {
         let before = built.counts.snapshot();
@@ -415,7 +412,10 @@ pub fn run(
     // The first answer the uncached row gave to each query (cold, or the
     // scan's).
     let mut reference = std::collections::HashMap::new();
-    for r in out.iter().filter(|r| r.row == "datafusion" && r.error.is_none()) {
+    for r in out
+        .iter()
+        .filter(|r| r.row == "datafusion" && r.error.is_none())
+    {
         reference
             .entry(r.query.clone())
             .or_insert_with(|| r.answer.clone());

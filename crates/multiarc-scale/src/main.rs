@@ -12,7 +12,10 @@ use std::io::Write;
 use std::sync::Arc;
 
 #[derive(Parser)]
-#[command(name = "multiarc-scale", about = "TPC-H through multiarc and its peers")]
+#[command(
+    name = "multiarc-scale",
+    about = "TPC-H through multiarc and its peers"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -51,7 +54,11 @@ enum Command {
         /// Rows (comma-separated): multiarc, multiarc-l2, datafusion,
         /// foyer-hybrid (datafusion always runs: its answers are the
         /// reference).
-        #[arg(long, value_delimiter = ',', default_value = "datafusion,multiarc,multiarc-l2,foyer-hybrid")]
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "datafusion,multiarc,multiarc-l2,foyer-hybrid"
+        )]
         rows: Vec<Row>,
         /// Queries (comma-separated numbers, 1 to 22).
         #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u8).range(1..=22))]
@@ -98,7 +105,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 .with_endpoint(&endpoint)
                 .with_bucket_name(&bucket)
                 .with_region(&region)
-                .with_access_key_id(std::env::var("AWS_ACCESS_KEY_ID").context("AWS_ACCESS_KEY_ID")?)
+                .with_access_key_id(
+                    std::env::var("AWS_ACCESS_KEY_ID").context("AWS_ACCESS_KEY_ID")?,
+                )
                 .with_secret_access_key(
                     std::env::var("AWS_SECRET_ACCESS_KEY").context("AWS_SECRET_ACCESS_KEY")?,
                 )
@@ -107,15 +116,22 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 .build()?;
             std::fs::create_dir_all(&tmp)?;
             let started = std::time::Instant::now();
-            let written = tpch::generate(Arc::new(store), &Path::from(prefix.as_str()), sf, &tmp, |p| {
-                say(&format!("{:.0} s: {p}", started.elapsed().as_secs_f64()))
-            })
+            let written = tpch::generate(
+                Arc::new(store),
+                &Path::from(prefix.as_str()),
+                sf,
+                &tmp,
+                |p| say(&format!("{:.0} s: {p}", started.elapsed().as_secs_f64())),
+            )
             .await?;
             if json {
                 println!("{}", serde_json::json!({ "sf": sf, "tables": written }));
             } else {
                 for w in &written {
-                    println!("{:<9} {:>3} files {:>12} rows {:>14} bytes", w.table, w.files, w.rows, w.bytes);
+                    println!(
+                        "{:<9} {:>3} files {:>12} rows {:>14} bytes",
+                        w.table, w.files, w.rows, w.bytes
+                    );
                 }
             }
             Ok(())
@@ -159,7 +175,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let wrong: Vec<String> = results
                 .iter()
                 .filter(|r| r.answer_ok == Some(false) || r.error.is_some())
-                .map(|r| format!("{} {} {}: {}", r.row, r.pass, r.query, r.error.as_deref().unwrap_or("a different answer")))
+                .map(|r| {
+                    format!(
+                        "{} {} {}: {}",
+                        r.row,
+                        r.pass,
+                        r.query,
+                        r.error.as_deref().unwrap_or("a different answer")
+                    )
+                })
                 .collect();
             anyhow::ensure!(wrong.is_empty(), "wrong answers: {}", wrong.join("; "));
             Ok(())

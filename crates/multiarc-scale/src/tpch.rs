@@ -100,19 +100,27 @@ fn batches(
 ) -> Box<dyn Iterator<Item = Result<RecordBatch, ArrowError>> + Send> {
     const BATCH: usize = 65_536;
     match table {
-        "region" => Box::new(RegionArrow::new(RegionGenerator::new(sf, part, parts)).with_batch_size(BATCH)),
-        "nation" => Box::new(NationArrow::new(NationGenerator::new(sf, part, parts)).with_batch_size(BATCH)),
+        "region" => {
+            Box::new(RegionArrow::new(RegionGenerator::new(sf, part, parts)).with_batch_size(BATCH))
+        }
+        "nation" => {
+            Box::new(NationArrow::new(NationGenerator::new(sf, part, parts)).with_batch_size(BATCH))
+        }
         "supplier" => Box::new(
             SupplierArrow::new(SupplierGenerator::new(sf, part, parts)).with_batch_size(BATCH),
         ),
         "customer" => Box::new(
             CustomerArrow::new(CustomerGenerator::new(sf, part, parts)).with_batch_size(BATCH),
         ),
-        "part" => Box::new(PartArrow::new(PartGenerator::new(sf, part, parts)).with_batch_size(BATCH)),
+        "part" => {
+            Box::new(PartArrow::new(PartGenerator::new(sf, part, parts)).with_batch_size(BATCH))
+        }
         "partsupp" => Box::new(
             PartSuppArrow::new(PartSuppGenerator::new(sf, part, parts)).with_batch_size(BATCH),
         ),
-        "orders" => Box::new(OrderArrow::new(OrderGenerator::new(sf, part, parts)).with_batch_size(BATCH)),
+        "orders" => {
+            Box::new(OrderArrow::new(OrderGenerator::new(sf, part, parts)).with_batch_size(BATCH))
+        }
         "lineitem" => Box::new(
             LineItemArrow::new(LineItemGenerator::new(sf, part, parts)).with_batch_size(BATCH),
         ),
@@ -180,8 +188,9 @@ pub async fn generate(
             }
             writer.close()?;
             let location = prefix
-                .child(table)
-                .child(format!("part-{part}.parquet"));
+                .clone()
+                .join(table)
+                .join(format!("part-{part}.parquet").as_str());
             written.bytes += upload(&store, &local, &location).await?;
             written.files += 1;
             std::fs::remove_file(&local).ok();

@@ -49,7 +49,10 @@ fn datafusion_through_cached_store_answers_as_the_plain_store() {
         ))
         .unwrap();
     let lineitem = written.iter().find(|w| w.table == "lineitem").unwrap();
-    assert_eq!(lineitem.rows, 60_175, "the specification's lineitem rows at SF 0.01");
+    assert_eq!(
+        lineitem.rows, 60_175,
+        "the specification's lineitem rows at SF 0.01"
+    );
     let setup = Setup {
         endpoint,
         bucket: garage.bucket.clone(),

@@ -69,9 +69,10 @@
 //! Once a handle's reads follow one another, and one of them has found a
 //! block memory did not hold (reads of cached bytes fetch nothing past
 //! them, as Linux reads ahead on a page-cache miss), the window past them
-//! ([`BucketConfig::prefetch_bytes`]) is fetched in the background as
-//! several ranged GETs at once ([`BucketConfig::prefetch_chunk`] each),
-//! topped up in whole chunks as the reads advance; a read that reaches a
+//! is fetched in the background as several ranged GETs at once
+//! ([`BucketConfig::prefetch_chunk`] each), topped up as the reads
+//! advance: 2 MiB at first, doubled at each top-up up to
+//! [`BucketConfig::prefetch_bytes`] (as Linux's readahead ramps up); a read that reaches a
 //! chunk in flight waits only for its own blocks of it (the cached store
 //! caches each block of a GET as its bytes stream in). A read elsewhere
 //! stops it. Prefetched blocks are cached as read ahead

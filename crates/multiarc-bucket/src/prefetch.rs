@@ -46,13 +46,23 @@ pub(crate) struct Sequential {
     ahead: u64,
     /// A read of this run found a block memory did not hold.
     missed: bool,
+    /// The run's window now: [`FIRST_WINDOW`] at its first prefetch,
+    /// doubled at each top-up up to the window asked for.
+    grown: u64,
 }
+
+/// A run's first prefetch window, at most. A Parquet column chunk is
+/// often a few MiB: a run that ends there fetched little past it, while
+/// a run that goes on (a whole file) reaches the full window after a few
+/// top-ups, as Linux's readahead ramps up.
+pub(crate) const FIRST_WINDOW: u64 = 2 << 20;
 
 impl Sequential {
     /// Records a read of `span` of an object of `size` bytes and returns
-    /// the bytes to prefetch now (empty for none): with a window of
-    /// `window` bytes, once the reads are sequential and less than half the
-    /// window is left ahead of this one. The prefetch ends on a multiple of
+    /// the bytes to prefetch now (empty for none): once the reads are
+    /// sequential and less than half the window is left ahead of this one.
+    /// The window is [`FIRST_WINDOW`] (or `window` if smaller) at the run's
+    /// first prefetch and doubles at each top-up, up to `window` bytes. The prefetch ends on a multiple of
     /// `chunk` where it can (within the window), so that the next top-up
     /// starts on one and is cut into whole chunks, not a chunk and a
     /// sliver of one. Nothing until a read of the run has missed memory
@@ -71,12 +81,20 @@ impl Sequential {
             self.run = 0;
             self.ahead = 0;
             self.missed = false;
+            self.grown = 0;
         }
         self.missed |= missed;
         self.end = span.end;
         if self.run == 0 || window == 0 || !self.missed {
             return 0..0;
         }
+        let max = window;
+        let window = if self.grown == 0 {
+            max.min(FIRST_WINDOW)
+        } else {
+            self.grown.min(max)
+        };
+        self.grown = window;
         let from = self.ahead.max(span.end);
         let reach = span.end.saturating_add(window);
         let aligned = reach / chunk.max(1) * chunk.max(1);
@@ -85,6 +103,7 @@ impl Sequential {
             return 0..0;
         }
         self.ahead = to;
+        self.grown = window.saturating_mul(2).min(max);
         from..to
     }
 
@@ -221,38 +240,54 @@ mod tests {
     const M: u64 = 1 << 20;
 
     #[test]
-    fn sequential_reads_prefetch_a_window_topped_up_at_half() {
+    fn sequential_reads_prefetch_a_window_that_doubles_up_to_its_size() {
         let mut s = Sequential::default();
         // The first read, and a first read at 0: nothing yet.
         assert_eq!(s.advance(0..M, 100 * M, 8 * M, 1, true), 0..0);
-        // The second in a row: the window past it.
-        assert_eq!(s.advance(M..2 * M, 100 * M, 8 * M, 1, true), 2 * M..10 * M);
-        // More than half the window left ahead: nothing.
-        assert_eq!(s.advance(2 * M..3 * M, 100 * M, 8 * M, 1, true), 0..0);
-        assert_eq!(s.advance(3 * M..6 * M, 100 * M, 8 * M, 1, true), 0..0);
-        // Half or less left: topped up from where it reached.
+        // The second in a row: the first window (2 MiB) past it.
+        assert_eq!(s.advance(M..2 * M, 100 * M, 8 * M, 1, true), 2 * M..4 * M);
+        // Less than half the window left: topped up with twice as much...
         assert_eq!(
-            s.advance(6 * M..7 * M, 100 * M, 8 * M, 1, true),
-            10 * M..15 * M
+            s.advance(2 * M..3 * M, 100 * M, 8 * M, 1, true),
+            4 * M..7 * M
+        );
+        // ...and again, up to the window asked for (8 MiB).
+        assert_eq!(
+            s.advance(3 * M..6 * M, 100 * M, 8 * M, 1, true),
+            7 * M..14 * M
+        );
+        // Half of it or more left ahead: nothing.
+        assert_eq!(s.advance(6 * M..7 * M, 100 * M, 8 * M, 1, true), 0..0);
+        assert_eq!(
+            s.advance(7 * M..11 * M, 100 * M, 8 * M, 1, true),
+            14 * M..19 * M
         );
         // Never past the object's end.
         assert_eq!(
-            s.advance(7 * M..95 * M, 100 * M, 8 * M, 1, true),
+            s.advance(11 * M..95 * M, 100 * M, 8 * M, 1, true),
             95 * M..100 * M
         );
         assert_eq!(s.advance(95 * M..100 * M, 100 * M, 8 * M, 1, true), 0..0);
+        // A window smaller than the first one is the window.
+        let mut small = Sequential::default();
+        small.advance(0..M, 100 * M, M, 1, true);
+        assert_eq!(small.advance(M..2 * M, 100 * M, M, 1, true), 2 * M..3 * M);
     }
 
     #[test]
     fn a_read_elsewhere_resets_and_random_reads_never_prefetch() {
         let mut s = Sequential::default();
         s.advance(0..M, 100 * M, 8 * M, 1, true);
-        assert_eq!(s.advance(M..2 * M, 100 * M, 8 * M, 1, true), 2 * M..10 * M);
-        // A jump: nothing, and the window starts anew after it.
+        assert_eq!(s.advance(M..2 * M, 100 * M, 8 * M, 1, true), 2 * M..4 * M);
+        assert_eq!(
+            s.advance(2 * M..3 * M, 100 * M, 8 * M, 1, true),
+            4 * M..7 * M
+        );
+        // A jump: nothing, and the window starts anew (small) after it.
         assert_eq!(s.advance(50 * M..51 * M, 100 * M, 8 * M, 1, true), 0..0);
         assert_eq!(
             s.advance(51 * M..52 * M, 100 * M, 8 * M, 1, true),
-            52 * M..60 * M
+            52 * M..54 * M
         );
         let mut r = Sequential::default();
         for i in [7u64, 3, 90, 41, 12, 60] {
@@ -281,12 +316,12 @@ mod tests {
         s.missed();
         assert_eq!(
             s.advance(6 * M..7 * M, 100 * M, 8 * M, 1, false),
-            7 * M..15 * M
+            7 * M..9 * M
         );
         // And the run goes on topping up, its reads hits or not.
         assert_eq!(
             s.advance(7 * M..12 * M, 100 * M, 8 * M, 1, false),
-            15 * M..20 * M
+            12 * M..16 * M
         );
         // A jump starts a run that has missed nothing yet.
         assert_eq!(s.advance(50 * M..51 * M, 100 * M, 8 * M, 1, false), 0..0);
@@ -294,13 +329,13 @@ mod tests {
         // A read known to miss before it is read counts at once.
         assert_eq!(
             s.advance(52 * M..53 * M, 100 * M, 8 * M, 1, true),
-            53 * M..61 * M
+            53 * M..55 * M
         );
         // A miss on a run's first read counts for the run's second.
         let mut f = Sequential::default();
         assert_eq!(f.advance(0..M, 100 * M, 8 * M, 1, false), 0..0);
         f.missed();
-        assert_eq!(f.advance(M..2 * M, 100 * M, 8 * M, 1, false), 2 * M..10 * M);
+        assert_eq!(f.advance(M..2 * M, 100 * M, 8 * M, 1, false), 2 * M..4 * M);
     }
 
     #[test]
@@ -309,13 +344,13 @@ mod tests {
         let mut s = Sequential::default();
         let read = 128 << 10;
         s.advance(0..read, 1024 * M, window, chunk, true);
-        // The first window ends on a chunk boundary within the window.
+        // The first window (2 MiB) is smaller than a chunk.
         assert_eq!(
             s.advance(read..2 * read, 1024 * M, window, chunk, true),
-            2 * read..32 * M
+            2 * read..2 * read + 2 * M
         );
-        // Each top-up then starts where the last ended, and ends on a
-        // boundary: whole chunks only.
+        // Each top-up then starts where the last ended; once the window is
+        // a chunk or more (the third), they end on a boundary: whole chunks.
         let mut at = 2 * read;
         let mut topped = Vec::new();
         while at < 200 * M {
@@ -326,9 +361,11 @@ mod tests {
             at += read;
         }
         assert!(topped.len() > 5, "{topped:?}");
-        for (i, ahead) in topped.iter().enumerate() {
-            assert_eq!(ahead.start % chunk, 0, "{topped:?}");
+        for (i, ahead) in topped.iter().enumerate().skip(2) {
             assert_eq!(ahead.end % chunk, 0, "{topped:?}");
+            if i > 2 {
+                assert_eq!(ahead.start % chunk, 0, "{topped:?}");
+            }
             assert!(ahead.end - ahead.start <= window, "{topped:?}");
             if i > 0 {
                 assert_eq!(ahead.start, topped[i - 1].end, "{topped:?}");
@@ -339,7 +376,7 @@ mod tests {
         e.advance(0..read, 20 * M, window, chunk, true);
         assert_eq!(
             e.advance(read..2 * read, 20 * M, window, chunk, true),
-            2 * read..20 * M
+            2 * read..2 * read + 2 * M
         );
     }
 
@@ -371,7 +408,7 @@ mod tests {
         for (i, &at) in starts.iter().enumerate() {
             let a = s.advance(at + M..at + 2 * M, size, window, 1, true);
             assert!(a.in_run, "{i}: {a:?}");
-            assert_eq!(a.ahead, at + 2 * M..at + 10 * M, "{i}");
+            assert_eq!(a.ahead, at + 2 * M..at + 4 * M, "{i}");
         }
         // Nothing was a random read, however many runs come after.
         for i in 0..20 {

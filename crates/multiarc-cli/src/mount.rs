@@ -11,7 +11,9 @@ pub struct MountArgs {
     backing: PathBuf,
     /// Empty directory to mount on.
     mountpoint: PathBuf,
-    /// Cache size (the ARC's target `c`); changeable at run time through
+    /// Cache size (the ARC's target `c`); with --l2, a sixteenth of it (1
+    /// to 32 MiB) is kept for the L2 feed's write batches, so the two keep
+    /// to this size together. Changeable at run time through
     /// MOUNTPOINT/.multiarc/tunables/max_bytes.
     #[arg(long, default_value = "256MiB", value_parser = size_arg)]
     max_bytes: u64,

@@ -115,7 +115,7 @@ fn serve(
         .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok())
         .unwrap_or_else(|| "aws".into());
     let mut builder = CachedStore::builder(store)
-        .max_bytes(options.max_bytes)
+        .max_bytes(options.cache_target())
         .block_size(block_size)
         .metadata_ttl(ttl)
         // `BucketFs` prefetches sequential reads in the background, several
@@ -126,6 +126,9 @@ fn serve(
         .namespace(format!("{endpoint} {}", source.bucket));
     if let (Some(path), Some(bytes)) = (&options.l2, options.l2_bytes) {
         builder = builder.l2(path, bytes);
+    }
+    if let Some(write_max) = options.l2_write_max() {
+        builder = builder.configure_cache(move |cache| cache.l2_write_max(write_max));
     }
     let cached = builder.build().map_err(|e| anyhow!("cache: {e}"))?;
     let uid = rustix::process::geteuid().as_raw();

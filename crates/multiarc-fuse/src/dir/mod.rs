@@ -134,10 +134,13 @@ fn serve(
     let cache = Arc::new(
         {
             let builder = Cache::<BlockKey>::builder()
-                .max_bytes(options.max_bytes)
+                .max_bytes(options.cache_target())
                 .min_bytes((1 << 20).min(options.max_bytes).max(block_size as u64 * 16));
             match (&options.l2, options.l2_bytes) {
-                (Some(path), Some(bytes)) => builder.l2(path, bytes).l2_rebuild(false),
+                (Some(path), Some(bytes)) => builder
+                    .l2(path, bytes)
+                    .l2_rebuild(false)
+                    .l2_write_max(options.l2_write_max().unwrap_or(bytes / 16)),
                 _ => builder,
             }
         }

@@ -24,7 +24,7 @@
 #   scripts/bucket-bench.sh [--quick] [--latency MS] [--runtime S]
 #       [--mounts multiarc,multiarc-l2,rclone,s3fs] [--metadata-ttl 60s]
 #       [--json] [--keep] [--seq-only] [--random-only] [--buffered]
-#       [--object-size SIZE] [--objects N]
+#       [--object-size SIZE] [--objects N] [--cache-bytes SIZE]
 #
 # Needs garage (2.5.0; ~/.cargo/bin), rclone, s3fs, fio, python3 with pyarrow,
 # fusermount3 and /dev/fuse. Builds the release multiarc. Prints a table on
@@ -37,6 +37,8 @@
 # --object-size (e.g. 1GiB) and --objects set the large objects' size and
 # count (default 2 x 16 MiB with --quick, else 4 x 256 MiB); fio reads the
 # last one. Cold rows report the bytes the store sent per read.
+# --cache-bytes sets the memory budget (multiarc's --max-bytes, rclone's
+# cache size; default 40 MiB with --quick, else 384 MiB).
 # --buffered runs fio without O_DIRECT and keeps the file's pages between
 # the whole read and the warm run: a warm figure is then the kernel's page
 # cache wherever the mount keeps it, as an application that read the file
@@ -63,6 +65,7 @@ random_only=0
 buffered=0
 object_size=""
 objects=""
+cache_arg=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1; shift ;;
@@ -76,8 +79,9 @@ while [ $# -gt 0 ]; do
     --random-only) random_only=1; shift ;;
     --buffered) buffered=1; shift ;;
     --object-size) object_size="$2"; shift 2 ;;
+    --cache-bytes) cache_arg="$2"; shift 2 ;;
     --objects) objects="$2"; shift 2 ;;
-    -h|--help) sed -n '2,48p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,50p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bucket-bench: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -104,6 +108,14 @@ m = re.fullmatch(r"(\d+)(B|KiB|MiB|GiB)?", sys.argv[1])
 if not m or int(m[1]) == 0:
     sys.exit("bucket-bench: --object-size wants a size like 16MiB or 1GiB, got " + sys.argv[1])
 print(int(m[1]) << {None: 0, "B": 0, "KiB": 10, "MiB": 20, "GiB": 30}[m[2]])' "$object_size") || exit 2
+fi
+if [ -n "$cache_arg" ]; then
+  cache_bytes=$(python3 -c '
+import re, sys
+m = re.fullmatch(r"(\d+)(B|KiB|MiB|GiB)?", sys.argv[1])
+if not m or int(m[1]) == 0:
+    sys.exit("bucket-bench: --cache-bytes wants a size like 384MiB, got " + sys.argv[1])
+print(int(m[1]) << {None: 0, "B": 0, "KiB": 10, "MiB": 20, "GiB": 30}[m[2]])' "$cache_arg") || exit 2
 fi
 if [ -n "$objects" ]; then
   [[ "$objects" =~ ^[1-9][0-9]*$ ]] || { echo "bucket-bench: --objects wants a count of 1 or more, got $objects" >&2; exit 2; }

@@ -139,6 +139,7 @@ if has "$engines" datafusion; then
 import json,sys
 for r in json.load(open('$work/datafusion.json'))['results']:
     print(json.dumps(r))" >>"$results"
+  rm -rf "$work/disks"   # the rows' L2 and disk caches (reserved at full size)
 fi
 
 # --- the mounts ---------------------------------------------------------------
@@ -228,7 +229,7 @@ if [ ${#mount_names[@]} -gt 0 ] && { has "$engines" duckdb || has "$engines" pya
           --pid "${pid_of[$m]}" --reference "$work/reference.json" --out "$results" "${extra[@]}"
       done
     done
-    for m in "${mount_names[@]}"; do unmount_one "$m"; done
+    for m in "${mount_names[@]}"; do unmount_one "$m"; rm -rf "$work/cache-$m"; done
   done
 fi
 

@@ -125,7 +125,9 @@ impl MountOptions {
         let bytes = (self.max_bytes / 16)
             .clamp(1 << 20, 32 << 20)
             .min(l2_bytes / 16);
-        Some((bytes / 4096 * 4096).max(4096))
+        // An L2 too small for a 4 KiB batch is left to the cache, which
+        // refuses it as too small.
+        Some(bytes / 4096 * 4096).filter(|&b| b > 0)
     }
 
     /// The cache's memory target `c` at mount: `max_bytes`, less the L2
@@ -181,7 +183,8 @@ mod tests {
         assert_eq!(with(8 * M, 256 * M), Some(M), "at least 1 MiB");
         assert_eq!(with(4096 * M, 64 << 30), Some(32 * M), "at most 32 MiB");
         assert_eq!(with(1024 * M, 16 * M), Some(M), "a sixteenth of the L2");
-        assert_eq!(with(1024 * M, 4096), Some(4096));
+        assert_eq!(with(1024 * M, 64 << 10), Some(4096));
+        assert_eq!(with(1024 * M, 4096), None, "left to the cache to refuse");
         assert_eq!(MountOptions::new("s3://b", "/mnt").l2_write_max(), None);
         // The batch comes out of the memory target.
         let mut o = MountOptions::new("s3://b", "/mnt");

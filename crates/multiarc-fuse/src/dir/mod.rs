@@ -131,16 +131,20 @@ fn serve(
     // not apply a second one.
     rustix::process::umask(rustix::fs::Mode::empty());
     let block_size = options.block_size.unwrap_or(DEFAULT_BLOCK_SIZE) as usize;
+    // The floor the cache never shrinks below; the L2 feed's share
+    // (`cache_target`) never takes the target under it either.
+    let min_bytes = (1 << 20).min(options.max_bytes).max(block_size as u64 * 16);
     let cache = Arc::new(
         {
             let builder = Cache::<BlockKey>::builder()
-                .max_bytes(options.cache_target())
-                .min_bytes((1 << 20).min(options.max_bytes).max(block_size as u64 * 16));
-            match (&options.l2, options.l2_bytes) {
-                (Some(path), Some(bytes)) => builder
+                .max_bytes(options.cache_target().max(min_bytes))
+                .min_bytes(min_bytes);
+            match (&options.l2, options.l2_bytes, options.l2_write_max()) {
+                (Some(path), Some(bytes), Some(write_max)) => builder
                     .l2(path, bytes)
                     .l2_rebuild(false)
-                    .l2_write_max(options.l2_write_max().unwrap_or(bytes / 16)),
+                    .l2_write_max(write_max),
+                (Some(path), Some(bytes), None) => builder.l2(path, bytes).l2_rebuild(false),
                 _ => builder,
             }
         }

@@ -1388,3 +1388,66 @@ fn many_sequential_readers_at_once_fetch_each_byte_about_once() {
         m.stat("read_ahead_evicted_unused")
     );
 }
+
+/// A working set that fits in memory reaches the L2 only in part by the
+/// feed (it copies what eviction reaches soon, 8 MiB up the lists' tails
+/// here); at unmount the rest is written, so that the next mount over the
+/// same L2 serves all of it without the store.
+#[test]
+fn an_unmount_writes_what_memory_holds_to_the_l2_for_the_next_mount() {
+    let test = "an_unmount_writes_what_memory_holds_to_the_l2_for_the_next_mount";
+    if !have_fuse(test) {
+        return;
+    }
+    let server = start_server();
+    const OBJECTS: u64 = 12;
+    const SIZE: usize = 1 << 20;
+    for i in 0..OBJECTS {
+        put(&server, &format!("keep/o{i}"), pattern(SIZE, 60 + i));
+    }
+    let dir = Dir::new("keep");
+    let l2 = dir.0.join("cache.l2");
+    let opts = [
+        "--l2",
+        l2.to_str().unwrap(),
+        "--l2-bytes",
+        "64MiB",
+        "--max-bytes",
+        "16MiB",
+        "--metadata-ttl",
+        "60s",
+    ];
+    let total = OBJECTS * SIZE as u64;
+    let mut m = Mount::start(&server, &dir, "mnt", &opts);
+    for i in 0..OBJECTS {
+        assert!(fs::read(m.path(&format!("keep/o{i}"))).unwrap() == pattern(SIZE, 60 + i));
+    }
+    assert!(
+        m.stat("size") >= total,
+        "memory does not hold the objects: {}",
+        m.stat("size")
+    );
+    m.unmount();
+    assert!(
+        m.log_text().contains("that memory held to the L2"),
+        "no flush at unmount: {}",
+        m.log_text()
+    );
+
+    let m = Mount::start(&server, &dir, "mnt", &opts);
+    let restored = wait_stat(&m, "l2_size", total, Duration::from_secs(10));
+    assert!(
+        restored >= total,
+        "the L2 holds {restored} of {total} bytes after the remount"
+    );
+    let requests = m.stat("block_requests");
+    for i in 0..OBJECTS {
+        assert!(fs::read(m.path(&format!("keep/o{i}"))).unwrap() == pattern(SIZE, 60 + i));
+    }
+    assert_eq!(
+        m.stat("block_requests"),
+        requests,
+        "reads after the remount asked the store for blocks the L2 should hold: {}",
+        m.log_text()
+    );
+}

@@ -372,6 +372,19 @@ impl Filesystem for BucketMount {
 
     fn destroy(&mut self) {
         self.fs.abandon_uploads();
+        // What memory holds goes to the L2 for the next mount: the feed
+        // copies only what eviction reaches soon, and a working set that
+        // fits in memory would otherwise be fetched again after a restart
+        // (TPC-H at scale factor 10 through DataFusion: 602 MB).
+        let started = std::time::Instant::now();
+        let bytes = self.fs.store().cache().l2_flush();
+        if bytes > 0 {
+            log::info!(
+                "wrote {} MiB that memory held to the L2 in {:.1} s",
+                bytes >> 20,
+                started.elapsed().as_secs_f64()
+            );
+        }
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {

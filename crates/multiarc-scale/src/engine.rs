@@ -301,6 +301,11 @@ pub async fn worker(row: Row, setup: Setup) -> anyhow::Result<()> {
                 run_pass(row, built.as_ref().unwrap(), &pass, &queries).await
             }
             Command::Restart => {
+                // A clean stop: what memory holds goes to the L2 first,
+                // as a user's shutdown would do (`Cache::l2_flush`).
+                if let Some(cache) = built.as_ref().and_then(|b| b.cache.as_ref()) {
+                    cache.cache().l2_flush();
+                }
                 drop(built.take());
                 built = Some(build(row, &setup).await?);
                 Vec::new()

@@ -235,6 +235,21 @@ impl<K: Key> Cache<K> {
         dispatch!(&self.shared, core => l2::feed_once(tier, &**core))
     }
 
+    /// Copies to the second tier every buffer memory holds that it does
+    /// not hold yet (up to the device's size), in this thread, and returns
+    /// the bytes written (0 without a second tier, or while it rebuilds
+    /// its index). The feed copies only what eviction reaches soon: a
+    /// working set that fits in memory never reaches the tier on its own,
+    /// so a cache whose device should serve the next start calls this
+    /// before it is dropped (the mounts do at unmount). Takes as long as
+    /// writing that much to the device.
+    pub fn l2_flush(&self) -> u64 {
+        let Some(tier) = &self.tier else {
+            return 0;
+        };
+        dispatch!(&self.shared, core => l2::flush(tier, &**core))
+    }
+
     /// True while the second tier is rebuilding its index from the device
     /// (reads are served meanwhile; feeding waits).
     pub fn l2_rebuilding(&self) -> bool {

@@ -142,6 +142,27 @@ fn feed_tails<K: Key>(tier: &L2Arc<K>, arc: &dyn ArcTails<K>, max_bytes: u64, bu
     }
 }
 
+/// Copies every buffer memory holds that the tier does not (both lists,
+/// from their tails up, whole), a batch of `write_max` at a time, until a
+/// batch finds nothing left to copy or the ring's size has been written
+/// (more would overwrite what this wrote first). For a cache about to
+/// close: the feed copies only what eviction will reach soon, so a working
+/// set that fits in memory would otherwise never reach the tier, and the
+/// next start would fetch it all again. Returns the bytes written.
+pub(crate) fn flush<K: Key>(tier: &L2Arc<K>, arc: &dyn ArcTails<K>) -> u64 {
+    let ring = tier.ring_bytes();
+    let batch = tier.feed_config().write_max;
+    let mut written = 0u64;
+    while written < ring {
+        let bytes = feed_tails(tier, arc, batch.min(ring - written), u64::MAX);
+        if bytes == 0 {
+            break;
+        }
+        written += bytes;
+    }
+    written
+}
+
 /// Inline eviction: feeds synchronously once the cache is full and a batch's
 /// worth has been inserted since the last feed (`size`: the insert's bytes,
 /// counted as the device will store them, in whole 4 KiB units, since a

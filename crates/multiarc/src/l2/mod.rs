@@ -56,7 +56,7 @@ mod test_support;
 
 pub(crate) use batch::Added;
 pub(crate) use config::L2Config;
-pub(crate) use feed::{feed_once, FeedThread};
+pub(crate) use feed::{feed_once, flush, FeedThread};
 
 use crate::arc::{Key, LoadedBytes, Presence, TierFigures, TierRead};
 use crate::lock::Mutex;
@@ -255,6 +255,11 @@ impl<K: Key> L2Arc<K> {
     }
 
     /// The feed's settings.
+    /// The bytes the ring of log blocks spans on the device.
+    pub(super) fn ring_bytes(&self) -> u64 {
+        self.ring_end - self.ring_start
+    }
+
     pub(super) fn feed_config(&self) -> &FeedConfig {
         &self.feed
     }

@@ -101,22 +101,17 @@ else
   cache_bytes=$((384 << 20)); l2_bytes=$((2 << 30))
   fio_jobs="1,2,8"; runtime=${runtime:-10}
 fi
-if [ -n "$object_size" ]; then
-  large_size=$(python3 -c '
+# size FLAG VALUE: VALUE (like 16MiB or 1GiB) in bytes, or one line and exit 2.
+size() {
+  python3 -c '
 import re, sys
-m = re.fullmatch(r"(\d+)(B|KiB|MiB|GiB)?", sys.argv[1])
+m = re.fullmatch(r"(\d+)(B|KiB|MiB|GiB)?", sys.argv[2])
 if not m or int(m[1]) == 0:
-    sys.exit("bucket-bench: --object-size wants a size like 16MiB or 1GiB, got " + sys.argv[1])
-print(int(m[1]) << {None: 0, "B": 0, "KiB": 10, "MiB": 20, "GiB": 30}[m[2]])' "$object_size") || exit 2
-fi
-if [ -n "$cache_arg" ]; then
-  cache_bytes=$(python3 -c '
-import re, sys
-m = re.fullmatch(r"(\d+)(B|KiB|MiB|GiB)?", sys.argv[1])
-if not m or int(m[1]) == 0:
-    sys.exit("bucket-bench: --cache-bytes wants a size like 384MiB, got " + sys.argv[1])
-print(int(m[1]) << {None: 0, "B": 0, "KiB": 10, "MiB": 20, "GiB": 30}[m[2]])' "$cache_arg") || exit 2
-fi
+    sys.exit("bucket-bench: " + sys.argv[1] + " wants a size like 16MiB or 1GiB, got " + sys.argv[2])
+print(int(m[1]) << {None: 0, "B": 0, "KiB": 10, "MiB": 20, "GiB": 30}[m[2]])' "$1" "$2"
+}
+if [ -n "$object_size" ]; then large_size=$(size --object-size "$object_size") || exit 2; fi
+if [ -n "$cache_arg" ]; then cache_bytes=$(size --cache-bytes "$cache_arg") || exit 2; fi
 if [ -n "$objects" ]; then
   [[ "$objects" =~ ^[1-9][0-9]*$ ]] || { echo "bucket-bench: --objects wants a count of 1 or more, got $objects" >&2; exit 2; }
   large_n=$objects

@@ -18,7 +18,9 @@ use crate::daemon::{become_mount_process, finish_mount_process, open_log, Ready}
 use crate::exporter::{MetricsServer, Sources};
 use crate::fuse_ops::{FuseOps, Op};
 use crate::options::MountOptions;
-use crate::session::{check_fuse, check_mountpoint, mount_points, start_session, unmount};
+use crate::session::{
+    check_fuse, check_mountpoint, mount_points, session_ended, start_session, unmount,
+};
 use anyhow::{anyhow, bail, Context};
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
@@ -225,7 +227,7 @@ fn serve(
     };
     let session = start_session(mount, &mountpoint, &fsname, options, &extra, ready, msg)?;
     let _ = notifier.set(session.notifier());
-    let served = session.run();
+    let served = session_ended(session.run());
     if served.is_err() && mount_points().contains(&mountpoint) {
         let _ = unmount(&mountpoint);
     }

@@ -20,7 +20,9 @@ use crate::control::{Controlled, CTL_DIR};
 use crate::daemon::{become_mount_process, finish_mount_process, open_log, Ready, LOG};
 use crate::exporter::{MetricsServer, Sources};
 use crate::options::MountOptions;
-use crate::session::{check_fuse, check_mountpoint, mount_points, start_session, unmount};
+use crate::session::{
+    check_fuse, check_mountpoint, mount_points, session_ended, start_session, unmount,
+};
 use anyhow::{anyhow, bail, Context};
 use fs::{FsConfig, MultiarcFs};
 use multiarc::units::check_fits_in_memory;
@@ -191,7 +193,7 @@ fn serve(
         options.threads
     );
     let session = start_session(fs, &mountpoint, &fsname, options, &[], ready, msg)?;
-    let served = session.run();
+    let served = session_ended(session.run());
     if served.is_err() && mount_points().contains(&mountpoint) {
         // The session failed (its own unmount may have found the mount
         // busy): do not leave a dead mount behind.

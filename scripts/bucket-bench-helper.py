@@ -3,10 +3,8 @@
 
   proxy LISTEN_PORT UPSTREAM_PORT DELAY_MS COUNT_FILE
       A TCP proxy for HTTP/1.1 on loopback that waits DELAY_MS before
-      passing on each request (the first bytes a client sends after the
-      server's last answer on that connection) and keeps the number of
-      requests seen in COUNT_FILE. Emulates a store's latency for every
-      client alike.
+      passing on each request, counting requests, object GETs and bytes in
+      COUNT_FILE (JSON); see latency_proxy.py.
   rtt PORT [N]           median milliseconds of N HTTP round trips (any answer)
   freeport               prints a free TCP port on 127.0.0.1
   parquet DIR ROWS_HOT ROWS_BIG
@@ -16,136 +14,12 @@
                          prints seconds
   dontneed FILE...       drops the kernel's page cache of each file (fadvise)
 """
-import asyncio
 import os
-import socket
-import statistics
 import sys
 import time
 
 
-def freeport():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        print(s.getsockname()[1])
-
-
-def proxy(listen, upstream, delay_ms, count_file):
-    delay = delay_ms / 1000.0
-    count = 0
-    received = 0
-    written = [0.0]
-
-    def save():
-        tmp = count_file + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(f"{count} {received}")
-        os.replace(tmp, count_file)
-
-    def bump():
-        nonlocal count
-        count += 1
-        save()
-
-    def add_bytes(n):
-        # The bytes the store sent (answers and their headers), saved at
-        # most every 50 ms and at each request.
-        nonlocal received
-        received += n
-        now = time.monotonic()
-        if now - written[0] > 0.05:
-            written[0] = now
-            save()
-
-    def log_request(data):
-        # The request line and its Range (the start of the request's first
-        # read holds both), one line each, in COUNT_FILE.log: which
-        # requests a step sent, for a reader of the kept work directory.
-        head = data.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
-        line = head[0]
-        for h in head[1:]:
-            if h.lower().startswith("range:"):
-                line += " " + h.split(":", 1)[1].strip()
-        with open(count_file + ".log", "a") as f:
-            f.write(f"{count} {line}\n")
-
-    async def handle(creader, cwriter):
-        try:
-            sreader, swriter = await asyncio.open_connection("127.0.0.1", upstream)
-        except OSError:
-            cwriter.close()
-            return
-        state = {"answered": True}
-
-        async def up():
-            try:
-                while True:
-                    data = await creader.read(65536)
-                    if not data:
-                        break
-                    if state["answered"]:
-                        state["answered"] = False
-                        bump()
-                        log_request(data)
-                        if delay:
-                            await asyncio.sleep(delay)
-                    swriter.write(data)
-                    await swriter.drain()
-            except OSError:
-                pass
-            finally:
-                try:
-                    swriter.write_eof()
-                except OSError:
-                    pass
-
-        async def down():
-            try:
-                while True:
-                    data = await sreader.read(65536)
-                    if not data:
-                        break
-                    state["answered"] = True
-                    add_bytes(len(data))
-                    cwriter.write(data)
-                    await cwriter.drain()
-            except OSError:
-                pass
-            finally:
-                cwriter.close()
-            save()
-
-        await asyncio.gather(up(), down())
-        swriter.close()
-
-    async def main():
-        with open(count_file, "w") as f:
-            f.write("0 0")
-        server = await asyncio.start_server(handle, "127.0.0.1", listen)
-
-        async def flush():
-            # What arrived since the last save is on file within 50 ms.
-            while True:
-                await asyncio.sleep(0.05)
-                save()
-
-        asyncio.get_running_loop().create_task(flush())
-        async with server:
-            await server.serve_forever()
-
-    asyncio.run(main())
-
-
-def rtt(port, n=50):
-    times = []
-    for _ in range(n):
-        t = time.perf_counter()
-        with socket.create_connection(("127.0.0.1", port)) as s:
-            s.sendall(b"GET /bench-rtt-probe HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-            while s.recv(65536):
-                pass
-        times.append((time.perf_counter() - t) * 1000)
-    print(f"{statistics.median(times):.2f}")
+from latency_proxy import freeport, proxy, rtt
 
 
 def parquet(out_dir, rows_hot, rows_big):

@@ -203,8 +203,8 @@ rtt_proxy=$(python3 "$helper" rtt "$proxy_port" 10)
 say "round trip: ${rtt_direct} ms to Garage, ${rtt_proxy} ms through the proxy (+${latency} ms a request)"
 endpoint=http://127.0.0.1:$proxy_port
 # the requests and bytes so far (the proxy saves its counts every 50 ms)
-requests() { sleep 0.1; cut -d' ' -f1 "$count_file"; }
-store_bytes() { cut -d' ' -f2 "$count_file"; }
+requests() { sleep 0.1; python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["requests"])' "$count_file"; }
+store_bytes() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["bytes"])' "$count_file"; }
 
 # --- mounting --------------------------------------------------------------
 mounted() { grep -q " $mnt " /proc/mounts; }

@@ -19,131 +19,14 @@ The engines need duckdb and pyarrow (and matplotlib for plots), from the
 virtual environment the script makes.
 """
 import argparse
-import asyncio
 import hashlib
 import json
 import os
-import socket
-import statistics
 import sys
 import time
 
 
-def freeport():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        print(s.getsockname()[1])
-
-
-def proxy(listen, upstream, delay_ms, counts_file):
-    delay = delay_ms / 1000.0
-    # requests: every request; gets: GETs of an object (data, not a
-    # listing); bytes: what the store sent back.
-    counts = {"requests": 0, "gets": 0, "bytes": 0}
-    last_write = [0.0]
-
-    def save(force=False):
-        now = time.monotonic()
-        if not force and now - last_write[0] < 0.05:
-            return
-        last_write[0] = now
-        tmp = counts_file + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(counts, f)
-        os.replace(tmp, counts_file)
-
-    def log_request(data):
-        # The request line and its Range, one line each in COUNTS.log: which
-        # requests a step sent, for a reader of the kept work directory.
-        head = data.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
-        line = head[0]
-        for h in head[1:]:
-            if h.lower().startswith("range:"):
-                line += " " + h.split(":", 1)[1].strip()
-        with open(counts_file + ".log", "a") as f:
-            f.write(f"{counts['requests']} {line}\n")
-
-    async def handle(creader, cwriter):
-        try:
-            sreader, swriter = await asyncio.open_connection("127.0.0.1", upstream)
-        except OSError:
-            cwriter.close()
-            return
-        state = {"answered": True}
-
-        async def up():
-            try:
-                while True:
-                    data = await creader.read(65536)
-                    if not data:
-                        break
-                    if state["answered"]:
-                        state["answered"] = False
-                        counts["requests"] += 1
-                        line = data.split(b"\r\n", 1)[0]
-                        if line.startswith(b"GET ") and b"list-type=" not in line and b"?uploads" not in line:
-                            counts["gets"] += 1
-                        save(force=True)
-                        log_request(data)
-                        if delay:
-                            await asyncio.sleep(delay)
-                    swriter.write(data)
-                    await swriter.drain()
-            except OSError:
-                pass
-            finally:
-                try:
-                    swriter.write_eof()
-                except OSError:
-                    pass
-
-        async def down():
-            try:
-                while True:
-                    data = await sreader.read(262144)
-                    if not data:
-                        break
-                    state["answered"] = True
-                    counts["bytes"] += len(data)
-                    save()
-                    cwriter.write(data)
-                    await cwriter.drain()
-            except OSError:
-                pass
-            finally:
-                save(force=True)
-                cwriter.close()
-
-        await asyncio.gather(up(), down())
-        swriter.close()
-
-    async def main():
-        save(force=True)
-        server = await asyncio.start_server(handle, "127.0.0.1", listen, backlog=1024)
-
-        async def flush():
-            # What arrived since the last save is on file within 50 ms.
-            while True:
-                await asyncio.sleep(0.05)
-                save(force=True)
-
-        asyncio.get_running_loop().create_task(flush())
-        async with server:
-            await server.serve_forever()
-
-    asyncio.run(main())
-
-
-def rtt(port, n=50):
-    times = []
-    for _ in range(n):
-        t = time.perf_counter()
-        with socket.create_connection(("127.0.0.1", port)) as s:
-            s.sendall(b"GET /scale-rtt-probe HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-            while s.recv(65536):
-                pass
-        times.append((time.perf_counter() - t) * 1000)
-    print(f"{statistics.median(times):.2f}")
+from latency_proxy import freeport, proxy, rtt
 
 
 # --- the engines -------------------------------------------------------------

@@ -24,7 +24,7 @@ mod garage_common;
 mod mount_support;
 
 use garage_common::{start_garage, S3Target};
-use mount_support::{have_fuse, is_mounted, unmount_and_reap, wait_until_ready};
+use mount_support::{arcstat, have_fuse, is_mounted, unmount_and_reap, wait_until_ready};
 use object_store::path::Path as StorePath;
 use object_store::{ObjectStoreExt, PutPayload};
 use std::fs::{self, File};
@@ -125,13 +125,7 @@ impl Mount {
     }
 
     fn stat(&self, name: &str) -> u64 {
-        let text = fs::read_to_string(self.path(".multiarc/arcstats")).unwrap();
-        text.lines()
-            .find_map(|l| {
-                let (k, v) = l.split_once(' ')?;
-                (k == name).then(|| v.parse().unwrap())
-            })
-            .unwrap_or_else(|| panic!("no {name} in arcstats:\n{text}"))
+        arcstat(&self.mnt, name)
     }
 
     fn log_text(&self) -> String {

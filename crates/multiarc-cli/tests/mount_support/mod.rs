@@ -92,3 +92,14 @@ pub fn unmount_and_reap(mnt: &Path, child: &mut Child, within: Duration) {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// The figure `name` of the mount at `mnt`, from its `.multiarc/arcstats`.
+pub fn arcstat(mnt: &Path, name: &str) -> u64 {
+    let text = fs::read_to_string(mnt.join(".multiarc/arcstats")).unwrap();
+    text.lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            (k == name).then(|| v.parse().unwrap())
+        })
+        .unwrap_or_else(|| panic!("no {name} in arcstats:\n{text}"))
+}

@@ -141,12 +141,14 @@ fn serve(
             let builder = Cache::<BlockKey>::builder()
                 .max_bytes(options.cache_target().max(min_bytes))
                 .min_bytes(min_bytes);
-            match (&options.l2, options.l2_bytes, options.l2_write_max()) {
-                (Some(path), Some(bytes), Some(write_max)) => builder
-                    .l2(path, bytes)
-                    .l2_rebuild(false)
-                    .l2_write_max(write_max),
-                (Some(path), Some(bytes), None) => builder.l2(path, bytes).l2_rebuild(false),
+            match (&options.l2, options.l2_bytes) {
+                (Some(path), Some(bytes)) => {
+                    let builder = builder.l2(path, bytes).l2_rebuild(false);
+                    match options.l2_write_max() {
+                        Some(write_max) => builder.l2_write_max(write_max),
+                        None => builder,
+                    }
+                }
                 _ => builder,
             }
         }

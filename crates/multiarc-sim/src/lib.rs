@@ -12,6 +12,9 @@
 //! - [`probation`]: S3ARC ([`S3ArcPolicy`]), S3-FIFO's probationary and
 //!   main queues with ARC's ghost lists and self-tuning split: the
 //!   reference model of an adaptive policy for the cache.
+//! - [`lirs`]: LIRS ([`LirsPolicy`], Jiang & Zhang, SIGMETRICS '02): the
+//!   pages of low inter-reference recency kept resident, with a bounded
+//!   stack of non-resident ones.
 //! - [`opt`]: Belady's OPT, which needs each request's next use, and
 //!   [`opt::next_uses`] to compute them for a trace in memory
 //!   ([`opt::NextUseRecorder`] for a trace streamed in passes).
@@ -39,6 +42,7 @@
 #![warn(missing_docs)]
 
 pub mod distinct;
+pub mod lirs;
 pub mod opt;
 pub mod pass;
 pub mod reference;
@@ -48,6 +52,7 @@ pub mod trace;
 pub mod workload;
 
 pub use distinct::DistinctBlocks;
+pub use lirs::LirsPolicy;
 pub use opt::OptPolicy;
 pub use pass::{Pass, PassError};
 pub use reference::{ArcPolicy, CarPolicy, LruPolicy, PagePolicy};

@@ -27,19 +27,27 @@ pub trait PagePolicy {
     fn name(&self) -> &'static str;
 }
 
-/// An LRU-ordered queue with O(1) removal by lazy deletion.
+/// An LRU-ordered queue with O(1) removal by lazy deletion: the list the
+/// references here are built on, and the crate's other page-based policies
+/// ([`crate::lirs`], [`crate::s3fifo`]).
 #[derive(Debug, Default)]
-struct Queue {
+pub(crate) struct Queue {
     /// Front = least recent. `(page, stamp)`; stale entries are skipped.
     entries: VecDeque<(u64, u64)>,
-    len: usize,
+    pub(crate) len: usize,
 }
 
 /// Where a page is and the stamp of its queue entry.
-type Places<L> = HashMap<u64, (L, u64)>;
+pub(crate) type Places<L> = HashMap<u64, (L, u64)>;
 
 impl Queue {
-    fn push_mru<L: Copy>(&mut self, page: u64, list: L, stamp: &mut u64, places: &mut Places<L>) {
+    pub(crate) fn push_mru<L: Copy>(
+        &mut self,
+        page: u64,
+        list: L,
+        stamp: &mut u64,
+        places: &mut Places<L>,
+    ) {
         *stamp += 1;
         self.entries.push_back((page, *stamp));
         self.len += 1;
@@ -47,7 +55,7 @@ impl Queue {
     }
 
     /// Removes and returns the least recent live page.
-    fn pop_lru<L: Copy + PartialEq>(&mut self, list: L, places: &mut Places<L>) -> u64 {
+    pub(crate) fn pop_lru<L: Copy + PartialEq>(&mut self, list: L, places: &mut Places<L>) -> u64 {
         loop {
             let (page, stamp) = self.entries.pop_front().expect("pop from an empty list");
             if places.get(&page) == Some(&(list, stamp)) {
@@ -58,13 +66,46 @@ impl Queue {
         }
     }
 
+    /// The least recent live page, left in place (stale entries in front of
+    /// it are dropped); `None` if the queue is empty.
+    pub(crate) fn peek_lru<L: Copy + PartialEq>(
+        &mut self,
+        list: L,
+        places: &Places<L>,
+    ) -> Option<u64> {
+        while let Some(&(page, stamp)) = self.entries.front() {
+            if places.get(&page) == Some(&(list, stamp)) {
+                return Some(page);
+            }
+            self.entries.pop_front();
+        }
+        None
+    }
+
+    /// Removes `page`, which `places` says is in this queue (`list`), from
+    /// wherever it is: its entry goes stale.
+    pub(crate) fn remove<L: Copy + PartialEq>(
+        &mut self,
+        page: u64,
+        list: L,
+        places: &mut Places<L>,
+    ) {
+        let place = places.remove(&page);
+        debug_assert!(
+            matches!(place, Some((l, _)) if l == list),
+            "{page} is not here"
+        );
+        self.forget();
+        self.compact(list, places);
+    }
+
     /// Forgets a page that `places` says is here (its entry goes stale).
-    fn forget(&mut self) {
+    pub(crate) fn forget(&mut self) {
         self.len -= 1;
     }
 
     /// Drops stale entries once they dominate, bounding memory.
-    fn compact<L: Copy + PartialEq>(&mut self, list: L, places: &Places<L>) {
+    pub(crate) fn compact<L: Copy + PartialEq>(&mut self, list: L, places: &Places<L>) {
         if self.entries.len() > 2 * self.len + 64 {
             self.entries
                 .retain(|&(page, stamp)| places.get(&page) == Some(&(list, stamp)));

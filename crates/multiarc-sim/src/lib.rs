@@ -12,6 +12,8 @@
 //! - [`probation`]: S3ARC ([`S3ArcPolicy`]), S3-FIFO's probationary and
 //!   main queues with ARC's ghost lists and self-tuning split: the
 //!   reference model of an adaptive policy for the cache.
+//! - [`s3fifo`]: S3-FIFO ([`S3FifoPolicy`], Yang et al., SOSP '23): a small
+//!   and a main FIFO, a ghost FIFO and a 2-bit counter per page.
 //! - [`lirs`]: LIRS ([`LirsPolicy`], Jiang & Zhang, SIGMETRICS '02): the
 //!   pages of low inter-reference recency kept resident, with a bounded
 //!   stack of non-resident ones.
@@ -47,6 +49,7 @@ pub mod opt;
 pub mod pass;
 pub mod reference;
 pub mod s3arc;
+pub mod s3fifo;
 pub mod source;
 pub mod trace;
 pub mod workload;
@@ -57,5 +60,6 @@ pub use opt::OptPolicy;
 pub use pass::{Pass, PassError};
 pub use reference::{ArcPolicy, CarPolicy, LruPolicy, PagePolicy};
 pub use s3arc::S3ArcPolicy;
+pub use s3fifo::S3FifoPolicy;
 pub use source::{SourceError, TraceFile, TraceSource};
 pub use trace::{TraceError, TraceFormat, TraceReader};

@@ -2,7 +2,8 @@
 //! the one interface they are driven through.
 //!
 //! - The simulator's page-based policies: `arc`, `car`, `lru` (from
-//!   `multiarc_sim::reference`), `s3arc` (`multiarc_sim::s3arc`) and
+//!   `multiarc_sim::reference`), `s3arc` (`multiarc_sim::s3arc`),
+//!   `s3fifo` (`multiarc_sim::s3fifo`), `lirs` (`multiarc_sim::lirs`) and
 //!   Belady's `opt`, which needs each
 //!   request's next use (`multiarc_sim::opt::NextUses`).
 //! - The concurrent caches, built by [`peers::build`]: multiarc's rows
@@ -20,9 +21,11 @@ pub use tiered::{check_room, TierOptions, TieredCache, MAX_TIER_BLOCKS};
 
 use crate::peers::{self, BenchCache};
 use anyhow::bail;
+use multiarc_sim::lirs::LirsPolicy;
 use multiarc_sim::opt::{NextUses, OptPolicy, NEVER};
 use multiarc_sim::reference::{ArcPolicy, CarPolicy, LruPolicy, PagePolicy};
 use multiarc_sim::s3arc::S3ArcPolicy;
+use multiarc_sim::s3fifo::S3FifoPolicy;
 
 /// `replay`'s policies when `--policy` is not given: multiarc (its
 /// default, and with the S3ARC policy), the simulator's ARC, LRU and OPT,
@@ -183,6 +186,8 @@ pub fn build(name: &str, blocks: u64) -> anyhow::Result<Policy> {
         "car" => Policy::Page(Box::new(CarPolicy::new(blocks as usize))),
         "lru" => Policy::Page(Box::new(LruPolicy::new(blocks as usize))),
         "s3arc" => Policy::Page(Box::new(S3ArcPolicy::new(blocks as usize))),
+        "s3fifo" => Policy::Page(Box::new(S3FifoPolicy::new(blocks as usize))),
+        "lirs" => Policy::Page(Box::new(LirsPolicy::new(blocks as usize))),
         "opt" => Policy::Opt(OptPolicy::new(blocks as usize)),
         // Every other row is a concurrent cache holding 1-byte values with a
         // capacity of `blocks` bytes: capacity counted in blocks.
@@ -257,6 +262,8 @@ mod tests {
             "car",
             "lru",
             "s3arc",
+            "s3fifo",
+            "lirs",
             "opt",
         ]
         .iter()

@@ -137,7 +137,7 @@ impl LirsPolicy {
     }
 
     /// Puts `page` on top of S (moving it there if it is in S).
-    fn to_stack_top(&mut self, page: u64) {
+    fn push_stack_top(&mut self, page: u64) {
         if self.in_stack.contains_key(&page) {
             self.stack.forget();
         }
@@ -147,7 +147,7 @@ impl LirsPolicy {
     }
 
     /// Puts `page` at Q's end (moving it there if it is in Q).
-    fn to_queue_end(&mut self, page: u64) {
+    fn push_queue_end(&mut self, page: u64) {
         if self.in_queue.contains_key(&page) {
             self.queue.forget();
         }
@@ -184,7 +184,7 @@ impl LirsPolicy {
             debug_assert_eq!(self.status[&bottom], Status::Lir);
             self.status.insert(bottom, Status::Hir);
             self.lir -= 1;
-            self.to_queue_end(bottom);
+            self.push_queue_end(bottom);
         }
         self.prune();
     }
@@ -216,18 +216,18 @@ impl PagePolicy for LirsPolicy {
         let status = self.status.get(&page).copied();
         match status {
             Some(Status::Lir) => {
-                self.to_stack_top(page);
+                self.push_stack_top(page);
                 self.prune();
                 true
             }
             Some(Status::Hir) => {
                 if self.in_stack.contains_key(&page) {
-                    self.to_stack_top(page);
+                    self.push_stack_top(page);
                     self.queue.remove(page, (), &mut self.in_queue);
                     self.make_lir(page);
                 } else {
-                    self.to_stack_top(page);
-                    self.to_queue_end(page);
+                    self.push_stack_top(page);
+                    self.push_queue_end(page);
                     self.bound_stack();
                 }
                 true
@@ -240,15 +240,15 @@ impl PagePolicy for LirsPolicy {
                 // in S, but `page` itself stays: only pruning drops it.
                 if self.status.get(&page) == Some(&Status::Gone) {
                     self.gone.remove(page, (), &mut self.in_gone);
-                    self.to_stack_top(page);
+                    self.push_stack_top(page);
                     self.make_lir(page);
                 } else if self.lir < self.lir_cap {
-                    self.to_stack_top(page);
+                    self.push_stack_top(page);
                     self.status.insert(page, Status::Lir);
                     self.lir += 1;
                 } else {
-                    self.to_stack_top(page);
-                    self.to_queue_end(page);
+                    self.push_stack_top(page);
+                    self.push_queue_end(page);
                     self.status.insert(page, Status::Hir);
                 }
                 self.bound_stack();

@@ -9,7 +9,7 @@
 //! - [`reference`](mod@reference): the papers' page-based replacement policies, written
 //!   from their pseudo-code: ARC (Megiddo & Modha), CAR (Bansal & Modha) and
 //!   LRU, behind the [`PagePolicy`] trait.
-//! - [`probation`]: S3ARC ([`S3ArcPolicy`]), S3-FIFO's probationary and
+//! - [`s3arc`]: S3ARC ([`S3ArcPolicy`]), S3-FIFO's probationary and
 //!   main queues with ARC's ghost lists and self-tuning split: the
 //!   reference model of an adaptive policy for the cache.
 //! - [`s3fifo`]: S3-FIFO ([`S3FifoPolicy`], Yang et al., SOSP '23): a small

@@ -31,7 +31,8 @@
 //! Choices where the paper leaves room, and why:
 //!
 //! - **HIR share**: `h = max(1, c / 100)`, [`HIR_PERCENT`] of the capacity
-//!   rounded down, at least one page: the 1% of the paper's experiments.
+//!   rounded down, at least one page: the 1% of the paper's experiments
+//!   and libCacheSim's default (`hirs_ratio` 0.01, at least one).
 //!   (One page of capacity leaves no LIR page: every page is HIR and a
 //!   page promoted is at once the bottom LIR page, demoted again.)
 //! - **S's size**: the algorithm gives S no bound of its own: between
@@ -39,13 +40,15 @@
 //!   which on a scan under a stable LIR set is every page scanned. Here S
 //!   holds at most [`STACK_TIMES`] times the capacity in pages, resident or
 //!   not; past that, the page that has been non-resident longest leaves S
-//!   (as if pruned). That is libCacheSim's bound (`limitStack`: S at most
-//!   twice the cache, the oldest non-resident entry dropped first), and the
-//!   one its published LIRS figure comes from: on the ARC paper's P6 trace
-//!   at 32,768 pages this gives 27.29%, its table 27.3%; a bound of 2c on
-//!   the non-resident pages alone (S up to 3c) gave 22.80%, and no bound
-//!   22.03% (more stale non-resident pages promoted to LIR on their return,
-//!   displacing LIR pages still in use). Forgetting the non-resident page
+//!   (as if pruned). That is libCacheSim's bound (its `LIRS.c`,
+//!   `limitStack`: S at most twice the cache, the oldest non-resident entry
+//!   dropped first). On the ARC paper's P6 trace at 32,768 pages it gives
+//!   27.29%, against the 27.3% of libCacheSim's table quoted in issue 26; a
+//!   bound of 2c on the non-resident pages alone (S up to 3c) gave 22.80%,
+//!   and no bound 22.03% (presumably: more stale non-resident pages
+//!   promoted to LIR on their return, displacing LIR pages still in use).
+//!   At 8,192 pages the order is reversed (6.06% against 6.47% with the
+//!   looser bound). Forgetting the non-resident page
 //!   nearest S's bottom instead (the one of largest recency) would take an
 //!   ordered map (O(log n)); the oldest non-resident page is at the front of
 //!   a queue. A forgotten page's next request is a miss that enters as HIR

@@ -41,7 +41,9 @@
 //!   would let S never evict), M's the rest (0 for one page, where a page
 //!   that moves to M is evicted from it next). G remembers M's share of ids.
 //! - New pages go to S from the start, also while the cache fills (S then
-//!   holds far more than its share, and drains to it by evictions).
+//!   holds far more than its share, and drains to it by evictions), as in
+//!   Algorithm 1. libCacheSim instead puts new pages in M once S is full,
+//!   until its first eviction: a difference in the warm-up only.
 //!
 //! S and M are plain queues (pages leave only from their tails); G, which
 //! loses a page from its middle on a ghost hit, is the references' queue

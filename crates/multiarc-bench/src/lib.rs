@@ -16,7 +16,8 @@
 //!   (`multiarc lockbench`).
 //!
 //! The other tools: `replay` (hit ratios of a block trace, over the
-//! policies of `policies`), `scan` (a hot set through a long one-pass scan)
+//! policies of `policies`), `corpus` (policies judged on the held-out
+//! traces of `multiarc_sim::corpus`), `scan` (a hot set through a long one-pass scan)
 //! and `scan_recovery` (the FreeBSD 11.2 report's program, `multiarc
 //! poison`).
 //!
@@ -29,6 +30,7 @@ mod async_hit;
 pub mod bench;
 mod cache;
 pub mod cli;
+pub mod corpus;
 mod file;
 mod harness;
 mod l2;

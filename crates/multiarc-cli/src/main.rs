@@ -14,7 +14,7 @@ mod stats;
 
 use clap::{Parser, Subcommand};
 use multiarc_bench::cli::{flush_stdout, StdoutClosed};
-use multiarc_bench::{bench, lock as lockbench, replay, scan, scan_recovery as poison};
+use multiarc_bench::{bench, corpus, lock as lockbench, replay, scan, scan_recovery as poison};
 use std::ffi::OsString;
 use std::io::Write;
 
@@ -44,6 +44,8 @@ enum Command {
     Lockbench(lockbench::LockbenchArgs),
     /// Replay a block trace through cache policies and report hit ratios.
     Replay(replay::ReplayArgs),
+    /// Judge policies on traces they were not tuned on: the held-out corpus, against exact ARC and the best reference policy.
+    Corpus(corpus::CorpusArgs),
     /// The FreeBSD 11.2 ARC report's program: does the cache recover from a scan by itself?
     Poison(poison::PoisonArgs),
     /// Scan resistance: a hot set's hit ratio before, during and after a long one-pass scan.
@@ -143,6 +145,7 @@ fn main() {
         Command::Bench(args) => bench::run(args),
         Command::Lockbench(args) => lockbench::run(args),
         Command::Replay(args) => replay::run(args),
+        Command::Corpus(args) => corpus::run(args),
         Command::Poison(args) => poison::run(args),
         Command::Scan(args) => scan::run(args),
         Command::Mount(mount) => mount::run(mount, &args[1..]),

@@ -733,3 +733,110 @@ fn replay_scan_and_poison_run_the_caches_s3arc_policy() {
         assert!(err.contains(needle), "{args:?}: {err}");
     }
 }
+
+/// `corpus`: judged policies and the references side by side on held-out
+/// traces (short: 20,000 requests each), every figure of the summary
+/// recomputed here from the rows; and its errors.
+#[test]
+fn corpus_judges_policies_against_arc_and_the_best_reference() {
+    let empty = temp("unused", "").with_file_name("no-traces");
+    std::fs::create_dir_all(&empty).unwrap();
+    let traces = empty.to_str().unwrap();
+    let doc = json(&multiarc(&[
+        "corpus",
+        "--only",
+        "loop-noise-h2,one-hit-h2",
+        "--requests",
+        "20000",
+        "--traces",
+        traces,
+        "--json",
+    ]));
+    assert_eq!(doc["set"], "held-out");
+    let references: Vec<&str> = doc["references"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap())
+        .collect();
+    assert!(references.contains(&"arc") && references.contains(&"lru"));
+    let judged = ["multiarc", "multiarc-eager", "multiarc-s3arc"];
+    let rows = doc["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 7, "4 sizes of loop-noise-h2, 3 of one-hit-h2");
+    let pct = |row: &serde_json::Value, p: &str| {
+        row["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["policy"] == p)
+            .unwrap_or_else(|| panic!("{p} missing from {row}"))["hit_percent"]
+            .as_f64()
+            .unwrap()
+    };
+    for row in rows {
+        assert_eq!(row["measured_requests"], 20000);
+        let best = references
+            .iter()
+            .map(|r| pct(row, r))
+            .fold(f64::MIN, f64::max);
+        assert_eq!(row["best_reference_percent"].as_f64().unwrap(), best);
+        assert_eq!(row["arc_percent"].as_f64().unwrap(), pct(row, "arc"));
+        for p in judged.iter().chain(&references) {
+            assert!((0.0..=100.0).contains(&pct(row, p)), "{p}: {row}");
+        }
+    }
+    // The loop of 8,000 blocks with 35% noise: ARC keeps it at 12,000
+    // blocks, hardly any of it at 2,000, and LIRS keeps part of it there.
+    let at = |c: u64| rows.iter().find(|r| r["capacity_blocks"] == c).unwrap();
+    let (small, large) = (at(2000), at(12000));
+    assert!(
+        pct(large, "arc") > pct(small, "arc") + 10.0,
+        "{small} {large}"
+    );
+    assert!(pct(small, "lirs") > pct(small, "arc") + 1.0, "{small}");
+    let summary = doc["summary"].as_array().unwrap();
+    assert_eq!(summary.len(), judged.len());
+    for (s, p) in summary.iter().zip(judged) {
+        assert_eq!(s["policy"], p);
+        let worst = rows
+            .iter()
+            .map(|r| pct(r, p) - pct(r, "arc"))
+            .fold(f64::MAX, f64::min);
+        assert!((s["worst_against_arc"].as_f64().unwrap() - worst).abs() < 1e-9);
+        let worst_best = rows
+            .iter()
+            .map(|r| pct(r, p) - r["best_reference_percent"].as_f64().unwrap())
+            .fold(f64::MAX, f64::min);
+        assert!((s["worst_against_best"].as_f64().unwrap() - worst_best).abs() < 1e-9);
+    }
+    // The tuning set is another set of traces.
+    let tuning = json(&multiarc(&[
+        "corpus",
+        "--set",
+        "tuning",
+        "--only",
+        "one-hit",
+        "--requests",
+        "5000",
+        "--json",
+    ]));
+    assert_eq!(tuning["rows"].as_array().unwrap().len(), 3);
+    assert_eq!(tuning["rows"][0]["trace"], "one-hit-t");
+    // Errors: one line each, exit 1.
+    for (args, needle) in [
+        (
+            vec!["--only", "nothing-like-it"],
+            "no trace of the held-out set",
+        ),
+        (vec!["--only", "OLTP"], "OLTP.lis.zst is absent"),
+        (vec!["--policy", "opt"], "opt"),
+        (vec!["--policy", "magic"], "magic"),
+        (vec!["--requests", "0"], "at least 1"),
+    ] {
+        let out = multiarc(&[&["corpus", "--traces", traces][..], &args].concat());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+}

@@ -30,6 +30,9 @@
 //! - [`pass`]: passes over a streamed trace ([`Pass`]), each checked to
 //!   read what the first one read, so that a trace changed during a replay
 //!   is an error rather than wrong numbers.
+//! - [`corpus`]: the traces policies are judged on, in a tuning set and a
+//!   held-out set kept apart (generated families, and halves of the real
+//!   traces at hand), each with its cache sizes.
 //! - [`workload`]: seeded, deterministic workload generators (uniform,
 //!   Zipf, one-pass scan, loop) on `rand` and `rand_distr`.
 //!
@@ -43,6 +46,7 @@
 
 #![warn(missing_docs)]
 
+pub mod corpus;
 pub mod distinct;
 pub mod lirs;
 pub mod opt;

@@ -143,7 +143,7 @@ fn random_seed() -> u64 {
 
 impl<K, M> Core<K, M> {
     /// A number of the cache's own pseudo-random sequence (`Builder::seed`),
-    /// for where a walk over the sublists starts.
+    /// for where an L2 feed's walk over the sublists starts.
     pub(crate) fn random(&self) -> u64 {
         self.draws.next()
     }

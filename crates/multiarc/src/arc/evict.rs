@@ -402,8 +402,8 @@ pub(crate) fn trim_ghosts<K: Key, M: HitModeImpl>(core: &Core<K, M>) {
 }
 
 /// Takes at least `amount` bytes out of `state`'s list, from sublist
-/// tails, `evict_batch_limit` buffers per sublist visit, starting at a
-/// random sublist (OpenZFS `arc_evict_state`), looking at no more than
+/// tails, `evict_batch_limit` buffers per sublist visit (OpenZFS
+/// `arc_evict_state`), starting at the fullest sublist, looking at no more than
 /// `candidates` buffers. Live buffers become ghosts; ghosts are forgotten.
 /// `spare_unfed`: live buffers the second tier could hold but has no copy
 /// of are passed over, where they are (`evict_to_target_sparing`).
@@ -419,11 +419,13 @@ fn evict_state<K: Key, M: HitModeImpl>(
 ) -> Walk {
     let list = &core.list(state);
     let n = list.len();
-    // A random sublist (OpenZFS), or as the policy says.
-    let random = (core.random() % n as u64) as usize;
-    let start = core
-        .replacement
-        .walk_start(random, &|| core.fullest_sublist(state));
+    // The fullest sublist, not a random one as OpenZFS: keys are spread
+    // evenly over the sublists, so the fullest one's tail is about the
+    // state's oldest buffer, and taking from it keeps the sublists level.
+    // From a random start, at 4 sublists, the lazy mode's hits on the
+    // held-out OLTP half at 2,000 blocks fell 2.1 points below ARC's (0.2
+    // from the fullest); S3ARC, whose probation is a short FIFO, lost more.
+    let start = core.fullest_sublist(state);
     let batch = core.config.evict_batch_limit;
     // Moves do not free anything: bound how many a visit may make.
     let visit_limit = batch.saturating_mul(8);
@@ -820,6 +822,53 @@ mod tests {
             evicts_the_tail_exactly_enough::<Eager>(inline);
             evicts_the_tail_exactly_enough::<Lazy>(inline);
         }
+    }
+
+    /// Every walk starts at the sublist holding the most of the state's
+    /// bytes, whose tail is about the state's oldest buffer (from a random
+    /// start, as OpenZFS, the lazy mode fell 2 points below ARC on OLTP at
+    /// 2,000 blocks): 30 single evictions out of 4 uneven sublists each
+    /// take their buffer from a fullest one.
+    fn walks_start_at_the_fullest_sublist<M: HitModeImpl>() {
+        let mode = M::MODE;
+        let mut config = super::super::test_support::config(200 * B, mode);
+        config.sublists = 4;
+        let core = Core::<u64, M>::new(config, None);
+        let keys: Vec<u64> = (1..=120).collect();
+        for &k in &keys {
+            insert(&core, k, B);
+        }
+        for round in 0..30 {
+            let live: Vec<u64> = keys
+                .iter()
+                .copied()
+                .filter(|&k| state_of(&core, k) == Some(State::Mru))
+                .collect();
+            let mut held = [0u64; 4];
+            for &k in &live {
+                held[core.sublist_of(core.hash(&k))] += 1;
+            }
+            core.set_target(core.sizes().data() - B);
+            evict_inline(&core);
+            let evicted: Vec<u64> = live
+                .iter()
+                .copied()
+                .filter(|&k| state_of(&core, k) == Some(State::MruGhost))
+                .collect();
+            assert_eq!(evicted.len(), 1, "{mode:?}, round {round}: one buffer");
+            let from = core.sublist_of(core.hash(&evicted[0]));
+            assert_eq!(
+                held[from],
+                *held.iter().max().unwrap(),
+                "{mode:?}, round {round}: evicted from sublist {from}, not a fullest one ({held:?})"
+            );
+        }
+    }
+
+    #[test]
+    fn eviction_walks_start_at_the_fullest_sublist() {
+        walks_start_at_the_fullest_sublist::<Eager>();
+        walks_start_at_the_fullest_sublist::<Lazy>();
     }
 
     fn evicted_buffers_become_ghosts_of_their_list<M: HitModeImpl>() {

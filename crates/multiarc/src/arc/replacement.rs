@@ -55,10 +55,6 @@ pub(crate) trait Replacement: Send + Sync {
     /// buffers) before it takes what is left for held.
     fn walk_laps(&self) -> u64;
 
-    /// The sublist an eviction walk of a list starts at: `random` (a draw
-    /// below `sublists`) or, by the policy, `fullest()`.
-    fn walk_start(&self, random: usize, fullest: &dyn Fn() -> usize) -> usize;
-
     /// Whether a hit in the MFU ghost list admits its buffer to MFU
     /// (`reused`: the buffer had been reused while in MFU).
     fn admits_mfu_ghost_to_mfu(&self, reused: bool) -> bool;
@@ -68,8 +64,7 @@ pub(crate) trait Replacement: Send + Sync {
 }
 
 /// ARC's rules: `p` anywhere in `0..=c`, both ghost lists together up to
-/// `c` beside the data, the hit mode's REPLACE and order, a random first
-/// sublist.
+/// `c` beside the data, the hit mode's REPLACE and order.
 pub(crate) struct ArcRules;
 
 impl Replacement for ArcRules {
@@ -108,11 +103,6 @@ impl Replacement for ArcRules {
         // Once the bytes moved exceed twice the cached bytes, every unheld
         // buffer has lost its reference bit and come round again.
         2
-    }
-
-    fn walk_start(&self, random: usize, _fullest: &dyn Fn() -> usize) -> usize {
-        // OpenZFS starts at a random sublist.
-        random
     }
 
     fn admits_mfu_ghost_to_mfu(&self, _reused: bool) -> bool {
@@ -165,15 +155,6 @@ impl Replacement for S3arcRules {
         // MRU, then up to S3ARC_MAX_FREQ turns in MFU): one more lap per
         // count.
         policy::S3ARC_MAX_FREQ + 2
-    }
-
-    fn walk_start(&self, _random: usize, fullest: &dyn Fn() -> usize) -> usize {
-        // MRU is a FIFO of at most 10% of `c`, and a random sublist's tail
-        // is often far younger than the queue's oldest buffer, cutting
-        // short the probation that decides promotion; the fullest
-        // sublist's tail is about the oldest (keys are spread evenly over
-        // sublists), and taking from it keeps them level.
-        fullest()
     }
 
     fn admits_mfu_ghost_to_mfu(&self, reused: bool) -> bool {

@@ -11,7 +11,7 @@
 //! which spreads inserts evenly and lets any thread find the right lock
 //! without a search. The price is that "the LRU end" is no longer one place:
 //! eviction takes a batch from the tail of one sublist, then moves to the
-//! next, starting at a random sublist, so the victims are the oldest buffers
+//! next, starting where the caller says (the cache: at the fullest), so the victims are the oldest buffers
 //! of each sublist rather than the oldest overall. With `n = 1` the multilist
 //! is exactly the single LRU list of the design before 5497.
 //!

@@ -45,7 +45,12 @@ fn every_row_produces_numbers_and_the_json_parses() {
     let results = doc["results"].as_array().unwrap();
     // One row per configuration: `multiarc-lazy` is the default
     // (`multiarc`) under another name, and runs only when asked for.
-    let caches = ["multiarc", "multiarc-eager", "multiarc-1list", "multiarc-s3arc"];
+    let caches = [
+        "multiarc",
+        "multiarc-eager",
+        "multiarc-1list",
+        "multiarc-s3arc",
+    ];
     assert!(!results.iter().any(|r| r["cache"] == "multiarc-lazy"));
     // The default rows: every peer with the `peers` feature, none without.
     let peers = [

@@ -160,6 +160,10 @@ struct BenchResult {
     lock_hottest: Option<String>,
     /// Runs behind this median.
     runs: usize,
+    /// Each run's reads per second, in the order of the repetitions (rows
+    /// are interleaved within a repetition, so the k-th runs of two rows
+    /// ran close in time).
+    ops_per_sec_by_repetition: Vec<f64>,
     /// The lockstat table of this run (printed for the most threads).
     #[serde(skip)]
     lock_table: Option<String>,
@@ -513,8 +517,10 @@ pub fn run(args: CacheArgs) -> anyhow::Result<()> {
                 if these.is_empty() {
                     continue;
                 }
+                let by_repetition: Vec<f64> = these.iter().map(|r| r.ops_per_sec).collect();
                 let mut median = (*harness::median_by(&mut these, |r| r.ops_per_sec)).clone();
                 median.runs = these.len();
+                median.ops_per_sec_by_repetition = by_repetition;
                 if let Some(table) = median.lock_table.take() {
                     if threads == max_threads && mode == modes[0] {
                         report_lockstat_table.get_or_insert_with(Vec::new).push((
@@ -635,8 +641,28 @@ fn result(cache: &str, mode: Mode, threads: usize, run: Run, block: usize) -> Be
         lock_acquisitions: None,
         lock_hottest: None,
         runs: 1,
+        ops_per_sec_by_repetition: Vec::new(),
         lock_table: None,
     }
+}
+
+/// ` (0.85-0.93x per repetition)`: the lowest and highest ratio of `a` to
+/// `b` within one repetition, which shows how much the median ratio moves
+/// from run to run; empty with fewer than two repetitions.
+fn ratio_range(a: &BenchResult, b: &BenchResult) -> String {
+    let ratios: Vec<f64> = a
+        .ops_per_sec_by_repetition
+        .iter()
+        .zip(&b.ops_per_sec_by_repetition)
+        .filter(|(_, y)| **y > 0.0)
+        .map(|(x, y)| x / y)
+        .collect();
+    if ratios.len() < 2 {
+        return String::new();
+    }
+    let lo = ratios.iter().copied().fold(f64::MAX, f64::min);
+    let hi = ratios.iter().copied().fold(f64::MIN, f64::max);
+    format!(" ({lo:.2}-{hi:.2}x per repetition)")
 }
 
 fn print_tables(
@@ -716,8 +742,13 @@ fn print_tables(
                         (Some(a), Some(b)) => format!("{:.2}x", a / b),
                         _ => "-".into(),
                     });
-                    row.push(match (ours, best_peer) {
-                        (Some(a), Some(p)) => format!("{:.2}x {}", a / p.ops_per_sec, p.cache),
+                    row.push(match (find("multiarc", mode, t), best_peer) {
+                        (Some(a), Some(p)) => format!(
+                            "{:.2}x {}{}",
+                            a.ops_per_sec / p.ops_per_sec,
+                            p.cache,
+                            ratio_range(a, p)
+                        ),
                         _ => "-".into(),
                     });
                 }
@@ -791,6 +822,29 @@ mod tests {
             };
             assert_eq!(is_default_under_another_name(r), same_as_multiarc, "{r:?}");
         }
+    }
+
+    #[test]
+    fn the_ratio_range_is_taken_per_repetition() {
+        let with = |runs: &[f64]| BenchResult {
+            ops_per_sec_by_repetition: runs.to_vec(),
+            ..result(
+                "x",
+                Mode::Hold,
+                1,
+                Run {
+                    ops: 1,
+                    misses: 0,
+                    elapsed: std::time::Duration::from_secs(1),
+                },
+                8192,
+            )
+        };
+        // Medians 10 and 10, ratios per repetition 0.5, 1.0 and 2.0.
+        let a = with(&[5.0, 10.0, 20.0]);
+        let b = with(&[10.0, 10.0, 10.0]);
+        assert_eq!(ratio_range(&a, &b), " (0.50-2.00x per repetition)");
+        assert_eq!(ratio_range(&with(&[5.0]), &with(&[10.0])), "");
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! trace. A change made because of a row here moves that row to
 //! `tuning.rs`, and a new held-out row takes its place.
 
-use super::{windows, Family, Half, Size, Source, Spec};
+use super::families::Family;
+use super::spec::{windows, Half, Size, Source, Spec};
 
 /// The held-out set's traces.
 pub(super) fn traces() -> Vec<Spec> {

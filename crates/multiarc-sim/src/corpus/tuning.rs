@@ -2,7 +2,8 @@
 //! per generated family (seeds 1 to 5), and the first half of each real
 //! trace. Nothing here is in the held-out set (`held_out.rs`).
 
-use super::{windows, Family, Half, Size, Source, Spec};
+use super::families::Family;
+use super::spec::{windows, Half, Size, Source, Spec};
 
 /// The tuning set's traces.
 pub(super) fn traces() -> Vec<Spec> {

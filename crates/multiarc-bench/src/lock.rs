@@ -27,7 +27,8 @@ const BATCH: u64 = 64;
 /// Every lock `--locks` accepts, in table order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 enum LockName {
-    /// Our futex mutex (one row per `--spins` count).
+    /// Our futex mutex (one row per `--spins` count; `multiarc` is the
+    /// lock's default spin count).
     #[value(name = "multiarc")]
     Multiarc,
     /// Our mutex with lock statistics on, to measure their cost (not in
@@ -79,8 +80,11 @@ pub struct LockbenchArgs {
     #[arg(long, value_parser = crate::cli::enum_arg::<LockName>("lock"), value_delimiter = ',')]
     locks: Option<Vec<LockName>>,
     /// Spin counts to measure our lock with, comma-separated (see
-    /// `multiarc::lock::set_spin_count`); 0 = sleep at once, the default.
-    #[arg(long, value_parser = spin_arg, value_delimiter = ',', default_value = "0")]
+    /// `multiarc::lock::set_spin_count`; 0 = sleep at once). The row of the
+    /// lock's default (`multiarc::lock::DEFAULT_SPIN_COUNT`, the default
+    /// here) is `multiarc`, the others `multiarc-spinN`.
+    #[arg(long, value_parser = spin_arg, value_delimiter = ',',
+          default_values_t = [multiarc_lock::DEFAULT_SPIN_COUNT])]
     spins: Vec<u32>,
     /// Print one JSON document on stdout instead of the table.
     #[arg(long)]
@@ -392,7 +396,7 @@ pub fn run(args: LockbenchArgs) -> Result<()> {
                 let before = multiarc_lock::spin_count();
                 for &spins in &args.spins {
                     multiarc_lock::set_spin_count(spins);
-                    let row = if spins == 0 {
+                    let row = if spins == multiarc_lock::DEFAULT_SPIN_COUNT {
                         "multiarc".to_string()
                     } else {
                         format!("multiarc-spin{spins}")

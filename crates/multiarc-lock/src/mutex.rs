@@ -8,7 +8,7 @@
 use crate::futex::Futex;
 use crate::lockstat;
 use crate::platform::PlatformFutex;
-use crate::sync::{spin_hint, AtomicU32, Ordering::*};
+use crate::sync::{AtomicU32, Ordering::*, SpinWait};
 use crate::LockId;
 use std::fmt;
 use std::marker::PhantomData;
@@ -130,34 +130,52 @@ impl<F: Futex> FutexMutex<F> {
     /// Acquires a lock found held. If `timed`, returns the time just before
     /// the successful attempt: the wait's end, read outside the critical
     /// section so that tracing does not lengthen it.
+    ///
+    /// Before each sleep the locker looks at the word again up to the spin
+    /// count ([`crate::spin_count`]) times, waiting in between ([`SpinWait`]):
+    /// a holder that is running usually releases within that, and a locker
+    /// that takes the lock before marking it contended saves its own
+    /// `FUTEX_WAIT` and the unlocker's `FUTEX_WAKE`. Until its first sleep
+    /// the locker takes the lock leaving the WAITERS mark as it found it;
+    /// once woken it takes it marked contended, because the waker cleared the
+    /// mark and other sleepers may be left that only this locker's unlock
+    /// will wake.
     fn lock_contended(&self, mut word: u32, timed: bool) -> Option<Instant> {
         let clock = || timed.then(Instant::now);
-        for _ in 0..crate::spin_count() {
-            if word & LOCKED == 0 {
-                let before = clock();
-                match self
-                    .word
-                    .compare_exchange_weak(word, word | LOCKED, Acquire, Relaxed)
-                {
-                    Ok(_) => return before,
-                    Err(now) => word = now,
+        // The bits an acquisition sets: LOCKED, and WAITERS once woken.
+        let mut take = LOCKED;
+        loop {
+            let mut spin = SpinWait::new();
+            loop {
+                if word & LOCKED == 0 {
+                    let before = clock();
+                    match self
+                        .word
+                        .compare_exchange_weak(word, word | take, Acquire, Relaxed)
+                    {
+                        Ok(_) => return before,
+                        Err(now) => {
+                            word = now;
+                            continue;
+                        }
+                    }
                 }
-            } else {
-                spin_hint();
+                if !spin.spin() {
+                    break;
+                }
                 word = self.word.load(Relaxed);
             }
-        }
-        let mut before = clock();
-        loop {
             // Mark the lock contended; if it was free we now hold it (marked
             // contended, which at worst costs one unneeded wake-up).
+            let before = clock();
             let old = self.word.fetch_or(CONTENDED, Acquire);
             if old & LOCKED == 0 {
                 return before;
             }
             // Sleep while the word is unchanged: still held, still marked, same slot.
             F::wait(&self.word, old | CONTENDED);
-            before = clock();
+            take = CONTENDED;
+            word = self.word.load(Relaxed);
         }
     }
 
@@ -178,8 +196,8 @@ impl<F: Futex> FutexMutex<F> {
 /// `lock_api::Mutex<RawMutex, T>`.
 ///
 /// Like `std::sync::Mutex` but without poisoning: a panic while the lock is
-/// held just releases it. Locking never spins unless [`crate::set_spin_count`]
-/// says so.
+/// held just releases it. A contended locker spins briefly before it sleeps
+/// ([`crate::set_spin_count`]).
 pub struct RawMutex(FutexMutex);
 
 impl RawMutex {

@@ -12,7 +12,7 @@
 use crate::futex::Futex;
 use crate::lockstat;
 use crate::platform::PlatformFutex;
-use crate::sync::{spin_hint, AtomicU32, Ordering::*};
+use crate::sync::{AtomicU32, Ordering::*, SpinWait};
 use crate::LockId;
 use std::fmt;
 use std::marker::PhantomData;
@@ -365,14 +365,12 @@ impl<F: Futex> FutexRwLock<F> {
     }
 
     fn spin_until(&self, done: impl Fn(u32) -> bool) -> u32 {
-        let mut spins = crate::spin_count();
+        let mut spin = SpinWait::new();
         loop {
             let state = self.state.load(Relaxed);
-            if done(state) || spins == 0 {
+            if done(state) || !spin.spin() {
                 return state;
             }
-            spin_hint();
-            spins -= 1;
         }
     }
 }

@@ -59,3 +59,54 @@ pub(crate) fn spin_hint() {
     #[cfg(loom)]
     loom::thread::yield_now();
 }
+
+/// How many of a [`SpinWait`]'s steps pause (2, 4, then 8 `pause`
+/// instructions); the later ones yield the CPU.
+const PAUSE_STEPS: u32 = 3;
+
+/// The waits between a contended locker's looks at the lock before it
+/// sleeps, after `parking_lot`'s: the first [`PAUSE_STEPS`] steps are 2, 4
+/// and 8 `pause` instructions (a look every 50 to 200 ns on the 2-vCPU EPYC
+/// measured, where a `pause` takes about 24 ns; the holder keeps the lock's
+/// cache line between looks), the
+/// later ones a `sched_yield`, which lets a holder that was preempted run
+/// when there are more threads than CPUs. After [`crate::spin_count`] steps
+/// the locker goes to sleep.
+pub(crate) struct SpinWait {
+    step: u32,
+    limit: u32,
+}
+
+impl SpinWait {
+    /// A new wait with the current spin count.
+    #[inline]
+    pub(crate) fn new() -> SpinWait {
+        SpinWait {
+            step: 0,
+            limit: crate::spin_count(),
+        }
+    }
+
+    /// Waits before the next look at the lock; returns false, without
+    /// waiting, once the spin count is spent: time to sleep.
+    #[inline]
+    pub(crate) fn spin(&mut self) -> bool {
+        if self.step >= self.limit {
+            return false;
+        }
+        if self.step < PAUSE_STEPS {
+            // Under loom one yield stands for the pauses.
+            let pauses = if cfg!(loom) { 1 } else { 2u32 << self.step };
+            for _ in 0..pauses {
+                spin_hint();
+            }
+        } else {
+            #[cfg(not(loom))]
+            std::thread::yield_now();
+            #[cfg(loom)]
+            loom::thread::yield_now();
+        }
+        self.step += 1;
+        true
+    }
+}

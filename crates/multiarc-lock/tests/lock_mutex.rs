@@ -2,7 +2,7 @@
 
 #[cfg(feature = "bench-variants")]
 use multiarc_lock::bench_variants::SpinWakeAllMutex;
-use multiarc_lock::{set_spin_count, spin_count, Mutex};
+use multiarc_lock::{set_spin_count, spin_count, Mutex, DEFAULT_SPIN_COUNT};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread;
@@ -110,12 +110,14 @@ fn no_lost_wake_up_with_many_sleepers() {
 }
 
 #[test]
-fn mutual_exclusion_with_spinning() {
+fn mutual_exclusion_at_several_spin_counts() {
     // The spin count is global; other tests stay correct whatever it is.
-    set_spin_count(200);
-    assert_eq!(spin_count(), 200);
-    within(120, || exclusion_stress(8, 10_000));
-    set_spin_count(0);
+    for spins in [0, 3, 200] {
+        set_spin_count(spins);
+        assert_eq!(spin_count(), spins);
+        within(120, || exclusion_stress(8, 10_000));
+    }
+    set_spin_count(DEFAULT_SPIN_COUNT);
 }
 
 #[test]

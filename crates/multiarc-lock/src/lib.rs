@@ -74,9 +74,10 @@
 //!   portable fallback built on `std`'s `Mutex`/`Condvar` on other targets,
 //!   and an emulation on loom's primitives under `--cfg loom`, so that the
 //!   state machines are model-checked (`tests/loom_lock.rs`).
-//! * A contended locker spins a little before it sleeps, as `parking_lot`'s
-//!   do: it looks at the lock again after 2, 4 and 8 `pause` instructions,
-//!   then after each of up to seven `sched_yield`s ([`DEFAULT_SPIN_COUNT`]
+//! * A contended locker spins a little before it sleeps (unless others
+//!   already sleep on the lock), as `parking_lot`'s do: it looks at the lock
+//!   again after 2, 4 and 8 `pause` instructions, then after each of up to
+//!   seven `sched_yield`s ([`DEFAULT_SPIN_COUNT`]
 //!   looks in all; a run-time tunable, [`set_spin_count`], measured by
 //!   `multiarc lockbench --spins`). Without it nearly every contended
 //!   acquisition cost a `FUTEX_WAIT` that found the lock already released

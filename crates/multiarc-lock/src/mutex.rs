@@ -135,11 +135,14 @@ impl<F: Futex> FutexMutex<F> {
     /// count ([`crate::spin_count`]) times, waiting in between ([`SpinWait`]):
     /// a holder that is running usually releases within that, and a locker
     /// that takes the lock before marking it contended saves its own
-    /// `FUTEX_WAIT` and the unlocker's `FUTEX_WAKE`. Until its first sleep
-    /// the locker takes the lock leaving the WAITERS mark as it found it;
-    /// once woken it takes it marked contended, because the waker cleared the
-    /// mark and other sleepers may be left that only this locker's unlock
-    /// will wake.
+    /// `FUTEX_WAIT` and the unlocker's `FUTEX_WAKE`. It does not spin while
+    /// the word is marked contended: sleepers mean a queue, which a spinner
+    /// would only jump (`parking_lot` spins only while no thread is parked,
+    /// and the [`crate::RwLock`] stops spinning once waiters are flagged).
+    /// Until its first sleep the locker takes the lock leaving the WAITERS
+    /// mark as it found it; once woken it takes it marked contended, because
+    /// the waker cleared the mark and other sleepers may be left that only
+    /// this locker's unlock will wake.
     fn lock_contended(&self, mut word: u32, timed: bool) -> Option<Instant> {
         let clock = || timed.then(Instant::now);
         // The bits an acquisition sets: LOCKED, and WAITERS once woken.
@@ -160,7 +163,8 @@ impl<F: Futex> FutexMutex<F> {
                         }
                     }
                 }
-                if !spin.spin() {
+                // Sleepers mean a queue: join it rather than spin.
+                if word & WAITERS != 0 || !spin.spin() {
                     break;
                 }
                 word = self.word.load(Relaxed);

@@ -141,22 +141,14 @@ impl LirsPolicy {
 
     /// Puts `page` on top of S (moving it there if it is in S).
     fn push_stack_top(&mut self, page: u64) {
-        if self.in_stack.contains_key(&page) {
-            self.stack.forget();
-        }
         self.stack
-            .push_mru(page, (), &mut self.stamp, &mut self.in_stack);
-        self.stack.compact((), &self.in_stack);
+            .touch(page, (), &mut self.stamp, &mut self.in_stack);
     }
 
     /// Puts `page` at Q's end (moving it there if it is in Q).
     fn push_queue_end(&mut self, page: u64) {
-        if self.in_queue.contains_key(&page) {
-            self.queue.forget();
-        }
         self.queue
-            .push_mru(page, (), &mut self.stamp, &mut self.in_queue);
-        self.queue.compact((), &self.in_queue);
+            .touch(page, (), &mut self.stamp, &mut self.in_queue);
     }
 
     /// Stack pruning: removes the HIR pages at S's bottom until a LIR page

@@ -99,6 +99,22 @@ impl Queue {
         self.compact(list, places);
     }
 
+    /// Puts `page` at the MRU end: moved there if `places` says it is in
+    /// this queue (`list`; its old entry goes stale), else added.
+    pub(crate) fn touch<L: Copy + PartialEq>(
+        &mut self,
+        page: u64,
+        list: L,
+        stamp: &mut u64,
+        places: &mut Places<L>,
+    ) {
+        if places.get(&page).is_some_and(|&(l, _)| l == list) {
+            self.forget();
+        }
+        self.push_mru(page, list, stamp, places);
+        self.compact(list, places);
+    }
+
     /// Forgets a page that `places` says is here (its entry goes stale).
     pub(crate) fn forget(&mut self) {
         self.len -= 1;
@@ -439,14 +455,11 @@ impl LruPolicy {
 impl PagePolicy for LruPolicy {
     fn access(&mut self, page: u64) -> bool {
         let hit = self.places.contains_key(&page);
-        if hit {
-            self.queue.forget();
-        } else if self.queue.len == self.c {
+        if !hit && self.queue.len == self.c {
             self.queue.pop_lru((), &mut self.places);
         }
         self.queue
-            .push_mru(page, (), &mut self.stamp, &mut self.places);
-        self.queue.compact((), &self.places);
+            .touch(page, (), &mut self.stamp, &mut self.places);
         hit
     }
 

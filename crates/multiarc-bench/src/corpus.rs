@@ -161,26 +161,47 @@ fn run_row(job: &Job, names: &[String], seed: u64, done: &AtomicU64) -> anyhow::
             hit_percent: 100.0 * *hits as f64 / measured.max(1) as f64,
         })
         .collect();
-    let percent = |p: &str| {
-        cells
+    Ok(Row::new(job.trace, job.capacity, measured, cells))
+}
+
+impl Row {
+    /// The row of `trace` at `capacity_blocks` from its cells (every
+    /// reference among them), with its best reference and ARC's figure.
+    fn new(trace: &str, capacity_blocks: u64, measured_requests: u64, cells: Vec<Cell>) -> Row {
+        let percent = |p: &str| hit_percent(&cells, p);
+        let best = REFERENCES
             .iter()
-            .find(|c| c.policy == p)
-            .map(|c| c.hit_percent)
-            .expect("every reference runs")
-    };
-    let best = REFERENCES
+            .max_by(|a, b| percent(a).total_cmp(&percent(b)))
+            .expect("references");
+        Row {
+            trace: trace.to_string(),
+            capacity_blocks,
+            measured_requests,
+            best_reference: best.to_string(),
+            best_reference_percent: percent(best),
+            arc_percent: percent(ARC),
+            cells,
+        }
+    }
+
+    /// Policy `p`'s hit ratio (%) on this row.
+    fn percent(&self, p: &str) -> f64 {
+        hit_percent(&self.cells, p)
+    }
+
+    /// `trace @blocks`, as the tables name the row.
+    fn label(&self) -> String {
+        format!("{} @{}", self.trace, self.capacity_blocks)
+    }
+}
+
+/// Policy `p`'s hit ratio (%) among `cells`.
+fn hit_percent(cells: &[Cell], p: &str) -> f64 {
+    cells
         .iter()
-        .max_by(|a, b| percent(a).total_cmp(&percent(b)))
-        .expect("references");
-    Ok(Row {
-        trace: job.trace.to_string(),
-        capacity_blocks: job.capacity,
-        measured_requests: measured,
-        best_reference: best.to_string(),
-        best_reference_percent: percent(best),
-        arc_percent: percent(ARC),
-        cells,
-    })
+        .find(|c| c.policy == p)
+        .map(|c| c.hit_percent)
+        .expect("every policy runs on every row")
 }
 
 /// Each judged policy's worst rows.
@@ -191,16 +212,11 @@ fn summarize(rows: &[Row], judged: &[String]) -> Vec<Summary> {
             let diffs: Vec<(f64, f64, String)> = rows
                 .iter()
                 .map(|r| {
-                    let mine = r
-                        .cells
-                        .iter()
-                        .find(|c| &c.policy == p)
-                        .expect("every policy runs on every row")
-                        .hit_percent;
+                    let mine = r.percent(p);
                     (
                         mine - r.arc_percent,
                         mine - r.best_reference_percent,
-                        format!("{} @{}", r.trace, r.capacity_blocks),
+                        r.label(),
                     )
                 })
                 .collect();
@@ -307,29 +323,23 @@ pub fn run(args: CorpusArgs) -> anyhow::Result<()> {
     ));
     let done = AtomicU64::new(0);
     let next = AtomicUsize::new(0);
+    let finished = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<anyhow::Result<Row>>>> =
         Mutex::new((0..jobs.len()).map(|_| None).collect());
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     std::thread::scope(|s| {
-        for _ in 0..workers.min(jobs.len().max(1)) {
+        for _ in 0..workers.min(jobs.len()) {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(job) = jobs.get(i) else { break };
                 let row = run_row(job, &names, args.seed, &done);
                 results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(row);
+                finished.fetch_add(1, Ordering::Release);
             });
         }
         // Progress while the workers run.
-        while next.load(Ordering::Relaxed) < jobs.len() + workers {
+        while finished.load(Ordering::Acquire) < jobs.len() {
             bar.set_done(done.load(Ordering::Relaxed));
-            if results
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .iter()
-                .all(Option::is_some)
-            {
-                break;
-            }
             std::thread::sleep(std::time::Duration::from_millis(250));
         }
     });
@@ -378,17 +388,12 @@ pub fn run(args: CorpusArgs) -> anyhow::Result<()> {
     let mut table = text_table(header, 1);
     for r in &rows {
         let mut line = vec![
-            format!("{} @{}", r.trace, r.capacity_blocks),
+            r.label(),
             format!("{:.2}", r.arc_percent),
             format!("{:.2} {}", r.best_reference_percent, r.best_reference),
         ];
         for p in &judged {
-            let mine = r
-                .cells
-                .iter()
-                .find(|c| &c.policy == p)
-                .expect("every policy runs on every row")
-                .hit_percent;
+            let mine = r.percent(p);
             line.push(format!("{mine:.2}"));
             line.push(format!("{:+.2}", mine - r.arc_percent));
             line.push(format!("{:+.2}", mine - r.best_reference_percent));
@@ -440,20 +445,7 @@ mod tests {
                 hit_percent: pct,
             })
             .collect();
-        let get = |p: &str| cells.iter().find(|c| c.policy == p).unwrap().hit_percent;
-        let best = REFERENCES
-            .iter()
-            .max_by(|a, b| get(a).total_cmp(&get(b)))
-            .unwrap();
-        Row {
-            trace: trace.into(),
-            capacity_blocks: 10,
-            measured_requests: 100,
-            best_reference: best.to_string(),
-            best_reference_percent: get(best),
-            arc_percent: get("arc"),
-            cells,
-        }
+        Row::new(trace, 10, 100, cells)
     }
 
     #[test]

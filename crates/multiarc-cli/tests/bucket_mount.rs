@@ -1035,6 +1035,62 @@ fn after_a_remount_or_a_sigkill_warm_reads_come_from_the_l2_and_rewritten_object
 }
 
 /// The daemon's resident memory, KiB (`VmRSS`).
+/// Small random reads of blocks only the L2 holds are served by reading
+/// and verifying their part alone (`l2_part_hits`), with the right bytes
+/// and no request to the store; the blocks stay out of memory.
+#[test]
+fn small_random_reads_of_blocks_on_the_l2_read_only_their_part() {
+    use std::os::unix::fs::FileExt;
+    let test = "small_random_reads_of_blocks_on_the_l2_read_only_their_part";
+    if !have_fuse(test) {
+        return;
+    }
+    let server = start_server();
+    const SIZE: usize = 4 << 20;
+    let data = pattern(SIZE, 77);
+    put(&server, "parts/big", data.clone());
+    let dir = Dir::new("l2-parts");
+    let l2 = dir.0.join("cache.l2");
+    let opts = [
+        "--l2",
+        l2.to_str().unwrap(),
+        "--l2-bytes",
+        "64MiB",
+        "--max-bytes",
+        "1MiB",
+        "--metadata-ttl",
+        "60s",
+    ];
+    let m = Mount::start(&server, &dir, "mnt", &opts);
+    // Read whole: memory holds a quarter of it, the feed copies the rest
+    // to the L2 as the evict thread reaches it.
+    assert!(fs::read(m.path("parts/big")).unwrap() == data);
+    let fed = wait_stat(&m, "l2_size", (SIZE as u64) * 3 / 4, Duration::from_secs(15));
+    assert!(fed >= (SIZE as u64) * 3 / 4, "the L2 holds {fed} bytes");
+    let (requests, parts) = (m.stat("block_requests"), m.stat("l2_part_hits"));
+    // O_DIRECT, as a database or fio reads: each 8 KiB read reaches the
+    // mount as it is (through the page cache the kernel would read ahead).
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(m.path("parts/big"))
+        .unwrap();
+    let mut space = vec![0u8; 8192 + 4096];
+    let align = space.as_ptr().align_offset(4096);
+    let buf = &mut space[align..align + 8192];
+    // 8 KiB at scattered places, none following the one before.
+    for i in 0..64u64 {
+        let at = (i * 7919 * 8192 + 4096) % (SIZE as u64 - 8192) / 4096 * 4096;
+        f.read_exact_at(buf, at).unwrap();
+        assert!(*buf == data[at as usize..at as usize + 8192], "8 KiB at {at}");
+    }
+    let served = m.stat("l2_part_hits") - parts;
+    assert!(served >= 16, "{served} of 64 reads served in part from the L2: {}", m.log_text());
+    assert_eq!(m.stat("block_requests"), requests, "nothing from the store");
+    assert_eq!(m.stat("l2_cksum_bad") + m.stat("l2_io_errors"), 0);
+}
+
 fn rss_kib(pid: u32) -> u64 {
     fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_default()

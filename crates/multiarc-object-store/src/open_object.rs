@@ -256,6 +256,46 @@ impl OpenObject {
         Some(bytes)
     }
 
+    /// A small read within one block that memory does not hold, served
+    /// from the second tier's copy of that block by reading and verifying
+    /// only the part the read covers ([`multiarc::Cache::l2_read_part`]),
+    /// on the caller's thread: a random 8 KiB read of a 256 KiB block then
+    /// reads 16 KiB from the local device, not the block, and does not
+    /// push a block out of memory. `None` (nothing counted) when the read
+    /// spans blocks, memory holds the block, the tier has no copy, or the
+    /// tier declines (the read is large, or the block was read in parts
+    /// past half of it: it is then read whole through
+    /// [`ObjectStore::get_opts`] and cached in memory). A read for a
+    /// filesystem's thread pool, which does its I/O synchronously anyway;
+    /// an async reader gets the same through `get_opts`, with the device
+    /// read on the cache's I/O threads.
+    pub fn read_l2_part<S>(&self, store: &CachedStore<S>, range: Range<u64>) -> Option<Bytes> {
+        let (state, version) = (&store.state, &self.version);
+        let block_size = state.config.block_size;
+        let range = range.start..range.end.min(version.size);
+        if range.start >= range.end || range.start / block_size != (range.end - 1) / block_size {
+            return None;
+        }
+        let block = range.start / block_size;
+        let key = version.identity.block(block);
+        let cache = &state.cache;
+        if cache.contains(&key) || !cache.l2_contains(&key) {
+            return None;
+        }
+        let at = block * block_size;
+        let bytes = cache.l2_read_part(&key, range.start - at..range.end - at)?;
+        Counters::add(&state.counters.l2_hits, 1);
+        Counters::add(&state.counters.l2_part_hits, 1);
+        state.readahead.advance(
+            &version.identity,
+            range,
+            false,
+            block_size,
+            version.size.div_ceil(block_size),
+        );
+        Some(Bytes::from(bytes))
+    }
+
     /// Records that this reader used the blocks `range` covers now, having
     /// read them some other way (through [`ObjectStore::get_opts`], which
     /// counted that use): its next reads of them within the window count

@@ -126,17 +126,31 @@ pub(crate) async fn read_ranges<S: ObjectStore>(
                 })
                 .left_future();
         }
-        load_block(
-            state,
-            location,
-            head,
-            key,
-            span.clone(),
-            found,
-            from_memory,
-            run,
-        )
-        .map(move |r| r.map(|bytes| Some((block, (span.start, bytes)))))
+        async move {
+            // A part of a block only the second tier holds: read and
+            // verify that part alone, leaving the block there (the tier
+            // declines a part too large, or a block read in parts much,
+            // which is then read whole and cached in memory).
+            if found == Found::SecondTier {
+                if let Some(bytes) = state.cache.l2_read_part_async(&key, span.clone()).await {
+                    Counters::add(&state.counters.l2_hits, 1);
+                    Counters::add(&state.counters.l2_part_hits, 1);
+                    return Ok(Some((block, (span.start, Bytes::from(bytes)))));
+                }
+            }
+            let bytes = load_block(
+                state,
+                location,
+                head,
+                key,
+                span.clone(),
+                found,
+                from_memory,
+                run,
+            )
+            .await?;
+            Ok(Some((block, (span.start, bytes))))
+        }
         .right_future()
     });
     // Every load runs to its end, even after one failed: a load dropped

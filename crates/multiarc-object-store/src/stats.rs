@@ -64,6 +64,10 @@ counters! {
     memory_hits,
     /// Block reads served from the second tier (local device).
     l2_hits,
+    /// Of `l2_hits`, reads of a small part of a block that read and
+    /// verified that part alone and left the block on the second tier
+    /// (`multiarc::Cache::l2_read_part`).
+    l2_part_hits,
     /// Blocks fetched from the store by this store's own requests.
     blocks_fetched,
     /// Block GETs that fetched more than one block (adjacent missing

@@ -617,6 +617,127 @@ async fn a_small_memory_of_large_blocks_seldom_waits_for_eviction() {
     );
 }
 
+/// Small reads of blocks that only the L2 holds read and verify that part
+/// alone (`l2_part_hits`), send nothing to the store, and leave the block on
+/// the L2 and out of memory, through `get_opts` (async, the cache's I/O
+/// threads) and through `OpenObject::read_l2_part` (the mount's thread). A
+/// block read in parts past half of it comes back into memory whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_reads_of_blocks_on_the_l2_read_only_their_part() {
+    use multiarc_object_store::open_object::OpenObject;
+    const LARGE: u64 = 256 << 10;
+    let server = start_server().await;
+    let raw = s3_client(&server);
+    let dir = tempfile::tempdir().unwrap();
+    let path = Path::from("parts/object");
+    let data = pattern(32 * LARGE as usize, 70);
+    put(&raw, &path, &data).await;
+    // Memory of 4 blocks over an L2 of 32 MiB; each block read, then
+    // flushed to the L2 (all that memory holds) before the next evicts it.
+    let store = cached(&server, Duration::ZERO, |b| {
+        b.max_bytes(4 * LARGE)
+            .block_size(LARGE)
+            .readahead(0)
+            .l2(dir.path().join("l2"), 32 << 20)
+            .configure_cache(|c| {
+                c.inline_eviction(true)
+                    .sublists(1)
+                    .l2_write_max(4 << 20)
+                    .l2_headroom(4)
+                    .l2_rebuild(false)
+            })
+    });
+    for b in 0..32 {
+        let r = b * LARGE..(b + 1) * LARGE;
+        let got = store.get_range(&path, r.clone()).await.unwrap();
+        assert!(got == data[r.start as usize..r.end as usize], "block {b}");
+        store.cache().l2_flush();
+    }
+    let meta = store.head(&path).await.unwrap();
+    let on_l2_only: Vec<u64> = (0..32)
+        .filter(|&b| {
+            let key = store.block_key(&path, &meta, b);
+            store.cache().l2_contains(&key) && !store.cache().contains(&key)
+        })
+        .collect();
+    assert!(
+        on_l2_only.len() >= 20,
+        "setup: blocks on the L2 only: {on_l2_only:?}"
+    );
+    let gets = store.inner().counts().gets();
+    let bytes_of = |r: &Range<u64>| data[r.start as usize..r.end as usize].to_vec();
+    // Through get_opts: 8 KiB at three places of each of four blocks.
+    let mut ranges = Vec::new();
+    for &b in &on_l2_only[..4] {
+        for at in [0, 20 << 10, LARGE - 8192] {
+            ranges.push(b * LARGE + at..b * LARGE + at + 8192);
+        }
+    }
+    for r in &ranges {
+        let got = store
+            .get_opts(&path, GetOptions::new().with_range(Some(r.clone())))
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        assert_eq!(got.to_vec(), bytes_of(r), "{r:?}");
+    }
+    // Through an open object, on this thread.
+    let open = OpenObject::new(&store, &meta, Duration::from_millis(100));
+    let b = on_l2_only[4];
+    let r = b * LARGE + 40_000..b * LARGE + 48_192;
+    let got = open
+        .read_l2_part(&store, r.clone())
+        .expect("served from the L2");
+    assert_eq!(got.to_vec(), bytes_of(&r));
+    assert!(
+        open.read_l2_part(&store, b * LARGE..b * LARGE + LARGE)
+            .is_none(),
+        "a read of the whole block is not a part"
+    );
+    let stats = store.stats();
+    assert_eq!(stats.l2_part_hits, 13, "{stats:?}");
+    assert_eq!(store.cache().stats().l2_part_hits, 13);
+    assert_eq!(
+        store.inner().counts().gets(),
+        gets,
+        "nothing from the store"
+    );
+    for &b in &on_l2_only[..5] {
+        let key = store.block_key(&path, &meta, b);
+        assert!(
+            !store.cache().contains(&key),
+            "block {b} stays out of memory"
+        );
+        assert!(store.cache().l2_contains(&key), "block {b} stays on the L2");
+    }
+    // One block read in parts past half of it: then read whole, into memory.
+    let b = on_l2_only[5];
+    for i in 0..17 {
+        let r = b * LARGE + i * 8192..b * LARGE + (i + 1) * 8192;
+        let got = store
+            .get_opts(&path, GetOptions::new().with_range(Some(r.clone())))
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        assert_eq!(got.to_vec(), bytes_of(&r));
+    }
+    assert_eq!(store.stats().l2_part_hits, 13 + 16);
+    let key = store.block_key(&path, &meta, b);
+    assert!(
+        store.cache().contains(&key),
+        "read much, it came back whole"
+    );
+    assert_eq!(
+        store.inner().counts().gets(),
+        gets,
+        "nothing from the store"
+    );
+}
+
 /// The key of `path`'s block `block` as `store` would cache it now.
 async fn key_of(
     store: &CachedStore<Counted>,

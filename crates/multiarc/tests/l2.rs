@@ -312,6 +312,112 @@ fn corruption_is_a_counted_miss_never_wrong_bytes() {
     assert_eq!(cache.stats().l2_cksum_bad, bad);
 }
 
+/// Reads of parts of large buffers (`l2_read_part`) return the bytes of
+/// their range or nothing, on a device damaged while the cache runs: a
+/// damaged sector is a counted miss and drops its copy.
+#[test]
+fn parts_of_damaged_copies_are_counted_misses_never_wrong_bytes() {
+    const LARGE: usize = 128 << 10;
+    let path = device("parts-corrupt");
+    let cache = Cache::<u64>::builder()
+        .max_bytes(1 << 20)
+        .inline_eviction(true)
+        .sublists(1)
+        .l2(&path, 32 << 20)
+        .l2_write_max(1 << 20)
+        .l2_headroom(2)
+        .build()
+        .unwrap();
+    for k in 0..120 {
+        drop(cache.insert(k, data_of(k, 0, LARGE)));
+    }
+    cache.l2_flush();
+    let on_l2: Vec<u64> = (0..120)
+        .filter(|k| cache.l2_contains(k) && !cache.contains(k))
+        .collect();
+    assert!(on_l2.len() >= 80, "setup: {} on the L2 only", on_l2.len());
+    // Damage one byte in every 5th unit, then read 8 KiB pieces of each.
+    corrupt(&path, 777, 5 * 4096 + 3);
+    let mut rng = rand::rng();
+    let (mut served, mut declined) = (0, 0);
+    for &k in &on_l2 {
+        for _ in 0..4 {
+            let at = rng.random_range(0..LARGE - 8192) as u64;
+            match cache.l2_read_part(&k, at..at + 8192) {
+                Some(part) => {
+                    let whole = data_of(k, 0, LARGE);
+                    assert!(
+                        part == whole[at as usize..at as usize + 8192],
+                        "key {k} at {at}"
+                    );
+                    served += 1;
+                }
+                None => declined += 1,
+            }
+        }
+    }
+    let s = cache.stats();
+    assert!(
+        served > 0 && declined > 0,
+        "{served} served, {declined} declined: {s:?}"
+    );
+    assert!(s.l2_cksum_bad > 0, "{s:?}");
+    assert_eq!(s.l2_part_hits, served as u64, "{s:?}");
+}
+
+/// The L2 file's space is reserved when the cache starts: a filesystem
+/// that another writer fills to the last byte while the cache runs does
+/// not make the feed fail, and every read comes back with its bytes. On
+/// a tmpfs of its own (needs root to mount; skipped otherwise).
+#[test]
+fn a_filesystem_filled_while_the_cache_runs_does_not_fail_the_l2() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("l2-full-fs");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=48m", "multiarc-l2-test"])
+        .arg(&dir)
+        .output();
+    match mounted {
+        Ok(o) if o.status.success() => {}
+        other => {
+            eprintln!("skipped: cannot mount a tmpfs here (needs root): {other:?}");
+            return;
+        }
+    }
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(dir.clone());
+    let path = dir.join("l2.dev");
+    let cache = builder_with(&path, 256 << 10, 16 << 20, HitMode::Lazy, true, 1);
+    // Another writer takes every byte left.
+    {
+        use std::io::Write;
+        let mut filler = std::fs::File::create(dir.join("filler")).unwrap();
+        let chunk = vec![7u8; 1 << 20];
+        let full = loop {
+            if let Err(e) = filler.write_all(&chunk) {
+                break e;
+            }
+        };
+        assert_eq!(full.raw_os_error(), Some(libc::ENOSPC), "{full}");
+    }
+    // Four times the L2's size through it: the ring wraps and is written
+    // again, into the space it reserved.
+    let writes = cache.stats().l2_writes;
+    for round in 0..4 {
+        fill(&cache, round * 4000..(round + 1) * 4000, 0);
+    }
+    let found = check_all(&cache, 12000..16000, 0);
+    let s = cache.stats();
+    assert!(s.l2_writes > writes + 10, "the feed went on: {s:?}");
+    assert_eq!(s.l2_io_errors + s.l2_cksum_bad, 0, "{s:?}");
+    assert!(found >= 3000, "{found} of the last 4000 found: {s:?}");
+}
+
 #[test]
 fn bad_devices_are_refused_with_one_clear_error() {
     let err = |b: multiarc::Builder<u64>| match b.build() {

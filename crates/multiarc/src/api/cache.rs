@@ -22,7 +22,7 @@ use crate::mem::sync::Ordering;
 use crate::mem::EntryPtr;
 use std::fmt;
 use std::future::Future;
-use std::ops::Deref;
+use std::ops::{Deref, Range};
 use std::sync::Arc;
 
 /// A concurrent, byte-bounded ARC cache of buffers keyed by `K`.
@@ -297,6 +297,41 @@ impl<K: Key> Cache<K> {
         self.tier
             .as_ref()
             .is_some_and(|t| t.presence(key) == Presence::Cached)
+    }
+
+    /// Bytes `range` of `key`'s buffer from the second tier, read without
+    /// bringing the buffer into memory and verified by the checksums of
+    /// the 16 KiB sectors the range meets only: a small read of a large
+    /// block then reads a sector or two from the device, not the block.
+    ///
+    /// `None` when the tier cannot serve the range so: no second tier, no
+    /// copy there, an empty range or one past the buffer, a buffer under
+    /// 64 KiB (read whole), or a buffer read in parts past half of it since
+    /// it was last read whole. Then [`Cache::get_or_load`] (or its async
+    /// forms) reads it whole and caches it in memory as any read-back, so a
+    /// block read much comes back into memory. A copy that fails to read or
+    /// verify is dropped and counted, as in a whole read.
+    ///
+    /// It does not look in memory: call it after a memory miss. It counts
+    /// an L2 hit (`l2_hits` and `l2_part_hits`), not a use of the buffer in
+    /// memory's lists. Device I/O on the caller's thread; see
+    /// [`Cache::l2_read_part_async`].
+    pub fn l2_read_part(&self, key: &K, range: Range<u64>) -> Option<Vec<u8>> {
+        self.tier.as_ref()?.read_part(key, range)
+    }
+
+    /// [`Cache::l2_read_part`] with the device read on the cache's I/O
+    /// threads (as [`Cache::get_or_load_async`] reads the second tier).
+    pub async fn l2_read_part_async(&self, key: &K, range: Range<u64>) -> Option<Vec<u8>> {
+        let tier = self.tier.as_ref()?;
+        if range.start >= range.end || tier.presence(key) != Presence::Cached {
+            return None;
+        }
+        let (tier, key) = (Arc::clone(tier), key.clone());
+        self.io
+            .run(move || tier.read_part(&key, range))
+            .await
+            .flatten()
     }
 
     /// True if a load of `key` ([`Cache::get_or_load`] or
@@ -718,6 +753,7 @@ impl<K: Key> Cache<K> {
                 hash_chain_max: h.chain_max,
                 sublists: core.config.sublists as u64,
                 l2_hits: l2.hits,
+                l2_part_hits: l2.part_hits,
                 l2_misses: l2.misses,
                 l2_size: l2.size,
                 l2_writes: l2.writes,

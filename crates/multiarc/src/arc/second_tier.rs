@@ -101,6 +101,7 @@ pub(crate) enum EvictedCopy {
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct TierFigures {
     pub(crate) hits: u64,
+    pub(crate) part_hits: u64,
     pub(crate) misses: u64,
     pub(crate) size: u64,
     pub(crate) writes: u64,

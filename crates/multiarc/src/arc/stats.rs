@@ -207,6 +207,9 @@ statistics! {
     evict_l2_ineligible: event(EvictL2Ineligible),
     /// Memory misses served by the second tier.
     l2_hits: counter,
+    /// Of `l2_hits`, reads of part of a buffer that verified only that part
+    /// and left the buffer on the tier (`Cache::l2_read_part`).
+    l2_part_hits: counter,
     /// Memory misses the second tier could not serve (not there, or its
     /// copy failed to read or verify).
     l2_misses: counter,
@@ -335,6 +338,7 @@ mod tests {
                 "evict_l2_unfed_skip",
                 "evict_l2_ineligible",
                 "l2_hits",
+                "l2_part_hits",
                 "l2_misses",
                 "l2_size",
                 "l2_writes",
@@ -395,6 +399,7 @@ mod tests {
             l2_ghost_bytes: 31,
             l2_rebuild_blocks: 28,
             l2_rebuild_ms: 29,
+            l2_part_hits: 32,
         };
         let s = Stats::collect(&events, supplied);
         assert_eq!((s.misses, s.load_waits, s.loads_superseded), (1, 3, 5));
@@ -403,6 +408,7 @@ mod tests {
         assert!(pairs.contains(&("load_waits", 3)));
         assert!(pairs.contains(&("c", 5)));
         assert!(pairs.contains(&("l2_rebuild_ms", 29)));
+        assert!(pairs.contains(&("l2_part_hits", 32)));
         assert_eq!(EVENTS, 26);
     }
 }

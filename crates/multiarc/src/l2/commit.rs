@@ -23,6 +23,7 @@ use super::format::{encode_log, log_len, LogPtr};
 use super::history::Ghost;
 use super::index::Rec;
 use super::plan::{Holdings, Lists, Plan, Planner};
+use super::sectors;
 use super::{L2Arc, Ring};
 use crate::arc::Key;
 use std::io;
@@ -258,7 +259,14 @@ impl<K: Key> L2Arc<K> {
         let mut written = 0;
         for (e, at) in batch.entries.drain(..).zip(placed) {
             let unit = (at / UNIT) as u32;
-            if self.index.finish_write(&e.key, batch.id, unit, e.cksum) {
+            let sums = sectors::worth(e.len as u64).then(|| {
+                let start = e.at as usize;
+                sectors::sums(&batch.buf.bytes()[start..start + e.len as usize])
+            });
+            if self
+                .index
+                .finish_write(&e.key, batch.id, unit, e.cksum, sums)
+            {
                 written += 1;
             }
         }

@@ -3,13 +3,18 @@
 //! memory list it was fed from, the tier's own list (T1: written once, T2:
 //! read back or remembered by the tier's history) and a reference bit; or
 //! that it is being written. Striped maps; 16 bytes per record beside the
-//! key. The bytes of the cached records of each tier list are counted here,
-//! for the hand's choice (`mod.rs`).
+//! key. A large buffer's record may also have its sector checksums
+//! ([`Parts`], `sectors.rs`), in a second map of the same stripe, so that
+//! they leave with the record under the same lock. The bytes of the cached
+//! records of each tier list are counted here, for the hand's choice
+//! (`mod.rs`).
 
+use super::sectors::covering;
 use crate::arc::Key;
 use crate::lock::Mutex;
 use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasher;
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 const STRIPES: usize = 64;
@@ -121,6 +126,37 @@ impl Rec {
     }
 }
 
+/// A cached record's sector checksums, and the bytes read of it in parts
+/// since it was last read whole.
+struct Parts {
+    /// The checksum of the whole buffer they were taken from (the record's).
+    cksum: u64,
+    sums: Box<[u64]>,
+    read: u64,
+}
+
+/// What a read of part of a buffer needs: its record, the first sector
+/// the part meets, and the checksums of the sectors it meets.
+pub(super) struct Part {
+    pub(super) rec: Rec,
+    pub(super) first: usize,
+    pub(super) sums: Vec<u64>,
+}
+
+/// One stripe: the records, and the sector checksums of some of them.
+struct Stripe<K> {
+    recs: HashMap<K, Rec, foldhash::fast::RandomState>,
+    parts: HashMap<K, Parts, foldhash::fast::RandomState>,
+}
+
+impl<K: Key> Stripe<K> {
+    /// Drops `key`'s record and its sector checksums.
+    fn remove(&mut self, key: &K) -> Option<Rec> {
+        self.parts.remove(key);
+        self.recs.remove(key)
+    }
+}
+
 /// Keys a running rebuild must not bring back (invalidated meanwhile).
 struct Tombstones<K> {
     active: bool,
@@ -129,7 +165,7 @@ struct Tombstones<K> {
 
 pub(super) struct Index<K> {
     hasher: foldhash::fast::RandomState,
-    stripes: Box<[Mutex<HashMap<K, Rec, foldhash::fast::RandomState>>]>,
+    stripes: Box<[Mutex<Stripe<K>>]>,
     tombstones: Mutex<Tombstones<K>>,
     /// Device bytes (whole units) of the cached records on T1 and on T2.
     list_bytes: [AtomicU64; 2],
@@ -142,7 +178,12 @@ impl<K: Key> Index<K> {
         Index {
             hasher: Default::default(),
             stripes: (0..STRIPES)
-                .map(|_| Mutex::new(HashMap::default()))
+                .map(|_| {
+                    Mutex::new(Stripe {
+                        recs: HashMap::default(),
+                        parts: HashMap::default(),
+                    })
+                })
                 .collect(),
             tombstones: Mutex::new(Tombstones {
                 active: false,
@@ -186,12 +227,12 @@ impl<K: Key> Index<K> {
         )
     }
 
-    fn stripe(&self, key: &K) -> &Mutex<HashMap<K, Rec, foldhash::fast::RandomState>> {
+    fn stripe(&self, key: &K) -> &Mutex<Stripe<K>> {
         &self.stripes[(self.fingerprint(key) >> 58) as usize % STRIPES]
     }
 
     pub(super) fn get(&self, key: &K) -> Option<Rec> {
-        self.stripe(key).lock().get(key).copied()
+        self.stripe(key).lock().recs.get(key).copied()
     }
 
     /// Marks `key` as being written in batch `batch` with bytes of
@@ -209,11 +250,12 @@ impl<K: Key> Index<K> {
         list: impl FnOnce() -> bool,
     ) -> Option<bool> {
         let mut map = self.stripe(key).lock();
-        if map.contains_key(key) {
+        if map.recs.contains_key(key) {
             return None;
         }
         let t2 = list();
-        map.insert(key.clone(), Rec::writing(batch, len, mfu, t2, cksum));
+        map.recs
+            .insert(key.clone(), Rec::writing(batch, len, mfu, t2, cksum));
         Some(t2)
     }
 
@@ -223,7 +265,7 @@ impl<K: Key> Index<K> {
     /// is kept, unless the hand judged it).
     pub(super) fn keep(&self, key: &K, old: &Rec, t2: bool, referenced: bool) -> Option<Rec> {
         let mut map = self.stripe(key).lock();
-        let r = map.get_mut(key).filter(|r| r.same_copy(old))?;
+        let r = map.recs.get_mut(key).filter(|r| r.same_copy(old))?;
         self.account(r, false);
         let read_since = r.referenced() && !old.referenced();
         r.len = (r.len & !(T2 | REF)) | flag(t2, T2) | flag(referenced || read_since, REF);
@@ -234,17 +276,76 @@ impl<K: Key> Index<K> {
     /// The write of `key`'s bytes of checksum `cksum` in `batch` is on the
     /// device at `unit`: true if its record was still that copy's (not
     /// invalidated meanwhile, nor added to the batch again with newer
-    /// bytes).
-    pub(super) fn finish_write(&self, key: &K, batch: u32, unit: u32, cksum: u64) -> bool {
+    /// bytes). `sums`: the bytes' sector checksums, if they have them.
+    pub(super) fn finish_write(
+        &self,
+        key: &K,
+        batch: u32,
+        unit: u32,
+        cksum: u64,
+        sums: Option<Box<[u64]>>,
+    ) -> bool {
         let mut map = self.stripe(key).lock();
-        match map.get_mut(key) {
+        match map.recs.get_mut(key) {
             Some(r) if r.is_writing() && r.unit == batch && r.cksum == cksum => {
                 *r = Rec::cached(unit, r.len(), r.mfu(), r.t2(), cksum);
                 self.account(r, true);
+                if let Some(sums) = sums {
+                    let parts = Parts {
+                        cksum,
+                        sums,
+                        read: 0,
+                    };
+                    map.parts.insert(key.clone(), parts);
+                }
                 true
             }
             _ => false,
         }
+    }
+
+    /// `key`'s record was read whole: if it is still `rec`, its sector
+    /// checksums are `sums()` (taken only if it has none yet) and no part of
+    /// it has been read since.
+    pub(super) fn read_whole(&self, key: &K, rec: &Rec, sums: impl FnOnce() -> Box<[u64]>) {
+        let mut map = self.stripe(key).lock();
+        if !map.recs.get(key).is_some_and(|r| r.same_copy(rec)) {
+            return;
+        }
+        match map.parts.get_mut(key) {
+            Some(p) if p.cksum == rec.cksum => p.read = 0,
+            _ => {
+                let parts = Parts {
+                    cksum: rec.cksum,
+                    sums: sums(),
+                    read: 0,
+                };
+                map.parts.insert(key.clone(), parts);
+            }
+        }
+    }
+
+    /// What a read of bytes `range` (not empty, within the buffer) of
+    /// `key`'s cached record needs, counted as read: `None` if there is no
+    /// such record, it has no sector checksums, or the parts read of it
+    /// since its last whole read would pass half of it with this one (then
+    /// it is worth reading whole).
+    pub(super) fn part(&self, key: &K, range: &Range<u64>) -> Option<Part> {
+        let mut map = self.stripe(key).lock();
+        let rec = map.recs.get(key).copied().filter(|r| !r.is_writing())?;
+        let p = map.parts.get_mut(key).filter(|p| p.cksum == rec.cksum)?;
+        let sectors = covering(range);
+        let len = range.end - range.start;
+        let limit = rec.len() as u64 / 2;
+        if range.end > rec.len() as u64 || sectors.end > p.sums.len() || p.read + len > limit {
+            return None;
+        }
+        p.read += len;
+        Some(Part {
+            rec,
+            first: sectors.start,
+            sums: p.sums[sectors].to_vec(),
+        })
     }
 
     /// `key`'s record is its copy of checksum `cksum` being written in
@@ -252,6 +353,7 @@ impl<K: Key> Index<K> {
     pub(super) fn writing_in(&self, key: &K, batch: u32, cksum: u64) -> bool {
         self.stripe(key)
             .lock()
+            .recs
             .get(key)
             .is_some_and(|r| r.is_writing() && r.unit == batch && r.cksum == cksum)
     }
@@ -268,7 +370,7 @@ impl<K: Key> Index<K> {
     /// Sets the reference bit of `key`'s record if it is still `rec`.
     pub(super) fn reference(&self, key: &K, rec: &Rec) {
         let mut map = self.stripe(key).lock();
-        if let Some(r) = map.get_mut(key).filter(|r| *r == rec) {
+        if let Some(r) = map.recs.get_mut(key).filter(|r| *r == rec) {
             r.len |= REF;
         }
     }
@@ -277,6 +379,7 @@ impl<K: Key> Index<K> {
     pub(super) fn abort_write(&self, key: &K, batch: u32) {
         let mut map = self.stripe(key).lock();
         if map
+            .recs
             .get(key)
             .is_some_and(|r| r.is_writing() && r.unit == batch)
         {
@@ -289,7 +392,7 @@ impl<K: Key> Index<K> {
     /// save a copy the hand is about to overwrite); true if it was.
     pub(super) fn remove_if(&self, key: &K, rec: &Rec) -> bool {
         let mut map = self.stripe(key).lock();
-        if let Some(now) = map.get(key).copied().filter(|r| r.same_copy(rec)) {
+        if let Some(now) = map.recs.get(key).copied().filter(|r| r.same_copy(rec)) {
             map.remove(key);
             self.account(&now, false);
             return true;
@@ -326,11 +429,11 @@ impl<K: Key> Index<K> {
     /// already (newer) or was invalidated since the start.
     pub(super) fn restore(&self, key: K, rec: Rec) -> bool {
         let mut map = self.stripe(&key).lock();
-        if map.contains_key(&key) || self.tombstones.lock().keys.contains(&key) {
+        if map.recs.contains_key(&key) || self.tombstones.lock().keys.contains(&key) {
             return false;
         }
         self.account(&rec, true);
-        map.insert(key, rec);
+        map.recs.insert(key, rec);
         true
     }
 
@@ -339,7 +442,7 @@ impl<K: Key> Index<K> {
     pub(super) fn records_in(&self, start: u64, end: u64) -> Vec<(K, Rec)> {
         let mut out = Vec::new();
         for s in self.stripes.iter() {
-            for (k, r) in s.lock().iter() {
+            for (k, r) in s.lock().recs.iter() {
                 if !r.is_writing() && (r.unit as u64) < end && start < r.end() {
                     out.push((k.clone(), *r));
                 }
@@ -349,19 +452,27 @@ impl<K: Key> Index<K> {
         out
     }
 
-    /// Memory held by the maps: their buckets (key and record) and control
-    /// bytes, at their current capacity.
+    /// Memory held by the maps: their buckets (key and record, key and
+    /// sector checksums) and control bytes, at their current capacity, and
+    /// the checksums themselves.
     pub(super) fn memory(&self) -> u64 {
         let per = (std::mem::size_of::<(K, Rec)>() + 1) as u64;
+        let per_parts = (std::mem::size_of::<(K, Parts)>() + 1) as u64;
         self.stripes
             .iter()
-            .map(|s| s.lock().capacity() as u64 * per)
+            .map(|s| {
+                let s = s.lock();
+                let sums: usize = s.parts.values().map(|p| p.sums.len()).sum();
+                s.recs.capacity() as u64 * per
+                    + s.parts.capacity() as u64 * per_parts
+                    + sums as u64 * 8
+            })
             .sum()
     }
 
     /// Records (cached or being written).
     #[cfg(all(test, not(loom)))]
     pub(super) fn len(&self) -> usize {
-        self.stripes.iter().map(|s| s.lock().len()).sum()
+        self.stripes.iter().map(|s| s.lock().recs.len()).sum()
     }
 }

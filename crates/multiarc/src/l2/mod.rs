@@ -17,7 +17,8 @@
 //!   `l2arc_feed_thread`);
 //! - `index` (the L2 headers), `history` (the tier's own ARC ghosts),
 //!   `format` (the header and log blocks on the device), `device` (the
-//!   file and its I/O), `checksum`.
+//!   file and its I/O), `checksum`, `sectors` (the checksums per sector
+//!   that let a read of part of a large buffer verify only that part).
 //!
 //! Why it cannot return wrong bytes: every buffer's checksum is kept in
 //! its header and checked on every read; a copy whose key was rewritten or
@@ -51,6 +52,7 @@ mod history;
 mod index;
 mod plan;
 mod recover;
+mod sectors;
 #[cfg(all(test, not(loom)))]
 mod test_support;
 
@@ -68,6 +70,7 @@ use index::Index;
 use recover::{Found, Rebuild};
 use std::collections::HashSet;
 use std::io;
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -111,6 +114,7 @@ struct Written {
 #[derive(Default)]
 struct Counters {
     hits: AtomicU64,
+    part_hits: AtomicU64,
     misses: AtomicU64,
     writes: AtomicU64,
     write_bytes: AtomicU64,
@@ -302,26 +306,73 @@ impl<K: Key> L2Arc<K> {
         let outcome = self.device.read_at(&mut b, rec.unit() as u64 * UNIT);
         let verified = outcome.is_ok() && checksum::checksum(&b.bytes()[..len]) == rec.cksum();
         if !verified {
-            // Still the record we read by? Then its copy is bad: drop it.
-            // If the hand took it meanwhile, this was a plain miss.
-            if self.index.remove_if(key, &rec) {
-                if outcome.is_err() {
-                    c.io_errors.fetch_add(1, Ordering::Relaxed);
-                } else {
-                    c.cksum_bad.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-            c.misses.fetch_add(1, Ordering::Relaxed);
+            self.failed(key, &rec, outcome.is_err());
             return None;
         }
         c.hits.fetch_add(1, Ordering::Relaxed);
         self.index.reference(key, &rec);
+        if sectors::worth(len as u64) {
+            self.index
+                .read_whole(key, &rec, || sectors::sums(&b.bytes()[..len]));
+        }
         let (buf, window) = b.into_window(len);
         Some(TierRead {
             data: LoadedBytes::window(buf, window),
             mfu: rec.mfu(),
             as_new: self.device_config.readback_as_new,
         })
+    }
+
+    /// Reads bytes `range` of `key`'s copy, verifying only the sectors
+    /// they meet (`sectors.rs`): `None` when the range is empty or past the
+    /// buffer, the tier has no copy or no sector checksums of it, the parts
+    /// read of it since its last whole read would pass half of it with this
+    /// one (a buffer read that much is worth bringing back whole), or the
+    /// read failed or did not verify (then counted as in `read`, and the
+    /// header dropped). Counts `hits` and `part_hits`; a `None` with a copy
+    /// on the device counts nothing (the caller reads it whole next).
+    pub(crate) fn read_part(&self, key: &K, range: Range<u64>) -> Option<Vec<u8>> {
+        if range.start >= range.end {
+            return None;
+        }
+        let part = self.index.part(key, &range)?;
+        let rec = part.rec;
+        let start = part.first as u64 * sectors::SECTOR;
+        let end = (start + part.sums.len() as u64 * sectors::SECTOR).min(rec.len() as u64);
+        let mut b = AlignedBuf::zeroed(units(end - start) as usize);
+        let outcome = self
+            .device
+            .read_at(&mut b, rec.unit() as u64 * UNIT + start);
+        let verified = outcome.is_ok()
+            && b.bytes()[..(end - start) as usize]
+                .chunks(sectors::SECTOR as usize)
+                .zip(&part.sums)
+                .all(|(sector, &sum)| checksum::checksum(sector) == sum);
+        if !verified {
+            self.failed(key, &rec, outcome.is_err());
+            return None;
+        }
+        let c = &self.counters;
+        c.hits.fetch_add(1, Ordering::Relaxed);
+        c.part_hits.fetch_add(1, Ordering::Relaxed);
+        self.index.reference(key, &rec);
+        let at = (range.start - start) as usize..(range.end - start) as usize;
+        Some(b.bytes()[at].to_vec())
+    }
+
+    /// A read of `key`'s copy `rec` failed (`io_error`) or did not verify:
+    /// if the record is still that copy, the copy is bad and is dropped (if
+    /// the hand took it meanwhile, this was a plain miss). Counts the miss.
+    fn failed(&self, key: &K, rec: &index::Rec, io_error: bool) {
+        let c = &self.counters;
+        if self.index.remove_if(key, rec) {
+            if io_error {
+                c.io_errors.fetch_add(1, Ordering::Relaxed);
+            } else {
+                c.cksum_bad.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        c.misses.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Forgets `key`'s copy (its buffer was written anew or removed), in
@@ -375,6 +426,7 @@ impl<K: Key> L2Arc<K> {
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         TierFigures {
             hits: get(&c.hits),
+            part_hits: get(&c.part_hits),
             misses: get(&c.misses),
             size: self.index.data_bytes(),
             writes: get(&c.writes),
@@ -444,6 +496,96 @@ mod tests {
         assert_eq!(tier.presence(&20), Presence::Absent);
         tier.set_faults(false, false);
         assert_eq!(tier.read(&4).unwrap().data, data(4, 4096));
+    }
+
+    #[test]
+    fn a_part_of_a_large_buffer_is_read_and_verified_alone() {
+        use sectors::SECTOR;
+        let p = path("parts");
+        let tier = L2Arc::open(config(&p, 8 << 20, 1 << 20), codec()).unwrap();
+        // Key 1: 256 KiB + 100 bytes (a short last sector); key 2: 32 KiB,
+        // too small to be read in parts.
+        let len = (256 << 10) + 100;
+        write(&tier, [(1, len), (2, 32 << 10)].into_iter());
+        let whole = data(1, len);
+        let ranges = [
+            0..8192,
+            SECTOR - 10..SECTOR + 10,
+            3 * SECTOR..3 * SECTOR + 8192,
+            len as u64 - 50..len as u64,
+        ];
+        for r in &ranges {
+            let got = tier.read_part(&1, r.clone()).expect("read in part");
+            assert_eq!(got, whole[r.start as usize..r.end as usize], "{r:?}");
+        }
+        let f = tier.figures();
+        assert_eq!((f.hits, f.part_hits, f.misses), (4, 4, 0));
+        // Not in parts: empty, past the end, a small buffer, an absent key.
+        assert!(tier.read_part(&1, 5..5).is_none());
+        assert!(tier.read_part(&1, 0..len as u64 + 1).is_none());
+        assert!(tier.read_part(&2, 0..4096).is_none());
+        assert!(tier.read_part(&3, 0..4096).is_none());
+        // Past half of it in parts, it is to be read whole; a whole read
+        // starts the count again.
+        let mut read = 8192 + 20 + 8192 + 50;
+        while read + 8192 <= len / 2 {
+            assert!(tier.read_part(&1, 0..8192).is_some());
+            read += 8192;
+        }
+        assert!(tier.read_part(&1, 0..8192).is_none(), "past half");
+        assert_eq!(tier.read(&1).unwrap().data, whole);
+        assert!(tier.read_part(&1, 0..8192).is_some(), "counted again");
+        assert_eq!(tier.figures().misses, 0);
+    }
+
+    #[test]
+    fn a_damaged_sector_drops_the_copy() {
+        use std::os::unix::fs::FileExt;
+        let p = path("parts-damaged");
+        let tier = L2Arc::open(config(&p, 8 << 20, 1 << 20), codec()).unwrap();
+        write(&tier, [(1, 256 << 10)].into_iter());
+        let at = tier.index.get(&1).unwrap().unit() as u64 * UNIT;
+        // Damage the third sector, as the disk would, behind the tier.
+        let file = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+        file.write_all_at(&[0xee; 64], at + 2 * sectors::SECTOR + 100)
+            .unwrap();
+        file.sync_all().unwrap();
+        let r = tier
+            .read_part(&1, 0..8192)
+            .expect("the first sector is sound");
+        assert_eq!(r, data(1, 8192));
+        // Key 2 on a device that fails its reads: a miss, counted, dropped.
+        write(&tier, [(2, 256 << 10)].into_iter());
+        tier.set_faults(true, false);
+        assert!(tier.read_part(&2, 0..8192).is_none());
+        tier.set_faults(false, false);
+        assert_eq!(tier.figures().io_errors, 1);
+        assert_eq!(
+            tier.presence(&2),
+            Presence::Absent,
+            "a failed copy is dropped"
+        );
+        assert!(tier
+            .read_part(&1, 2 * sectors::SECTOR..2 * sectors::SECTOR + 8192)
+            .is_none());
+        let f = tier.figures();
+        assert_eq!((f.cksum_bad, f.misses), (1, 2));
+        assert_eq!(tier.presence(&1), Presence::Absent, "a bad copy is dropped");
+    }
+
+    #[test]
+    fn after_a_restart_a_buffer_is_read_in_parts_once_read_whole() {
+        let p = path("parts-restart");
+        {
+            let tier = L2Arc::open(config(&p, 8 << 20, 1 << 20), codec()).unwrap();
+            write(&tier, [(1, 128 << 10)].into_iter());
+            tier.shutdown();
+        }
+        let tier = L2Arc::open(config(&p, 8 << 20, 1 << 20), codec()).unwrap();
+        tier.wait_rebuild();
+        assert!(tier.read_part(&1, 0..4096).is_none(), "no sums yet");
+        assert_eq!(tier.read(&1).unwrap().data, data(1, 128 << 10));
+        assert_eq!(tier.read_part(&1, 100..200).unwrap(), data(1, 200)[100..]);
     }
 
     #[test]

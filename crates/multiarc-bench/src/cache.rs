@@ -124,6 +124,15 @@ pub struct CacheArgs {
     /// max(CPUs, 4)); `multiarc-1list` always has one.
     #[arg(long, value_parser = count_arg)]
     sublists: Option<usize>,
+    /// The seed of the key hashers of the multiarc rows and quick_cache
+    /// (its own hasher, foldhash): a number, for runs whose caches place
+    /// every key alike, or `random` (the default: a new one per cache, as a
+    /// library user gets). The other peers keep their hashers (moka and
+    /// concread-arc: random keys). A fixed seed does not make the 1-thread
+    /// figure repeat: with seed 1, five processes gave 33.0-39.3 Mops/s
+    /// (docs/BENCHMARKS.md).
+    #[arg(long, value_parser = seed_arg, default_value = "random")]
+    seed: Seed,
     /// Record multiarc's lock statistics during each measurement and report
     /// the hottest lock instance's share of all acquisitions.
     #[arg(long)]
@@ -169,6 +178,19 @@ struct BenchResult {
     lock_table: Option<String>,
 }
 
+/// `--seed`: a fixed seed, or none (each cache draws its own).
+#[derive(Clone, Copy, Debug)]
+struct Seed(Option<u64>);
+
+fn seed_arg(s: &str) -> Result<Seed, String> {
+    if s == "random" {
+        return Ok(Seed(None));
+    }
+    s.parse::<u64>()
+        .map(|n| Seed(Some(n)))
+        .map_err(|_| format!("{s:?} is not a seed: give a number from 0 to 2^64 - 1, or random"))
+}
+
 #[derive(Serialize)]
 struct Config {
     threads: Vec<usize>,
@@ -181,6 +203,8 @@ struct Config {
     policies: Vec<(String, String)>,
     lockstat: bool,
     sublists: usize,
+    /// The key hashers' seed (`null`: random per cache).
+    seed: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -205,6 +229,7 @@ fn prepare(
     blocks: u64,
     block_size: u64,
     sublists: Option<usize>,
+    seed: Option<u64>,
 ) -> anyhow::Result<Prepared> {
     let block = block_size as usize;
     Ok(match row {
@@ -242,7 +267,7 @@ fn prepare(
             // Fully cached: capacity above the data set.
             let bytes = blocks * block_size * threads as u64;
             let capacity = bytes + bytes / 4 + (1 << 20);
-            let cache = peers::build_with(cache.name(), capacity, block, sublists)?;
+            let cache = peers::build_with(cache.name(), capacity, block, sublists, seed)?;
             load(&*cache, threads, blocks, block);
             Prepared::Cache(cache)
         }
@@ -480,7 +505,14 @@ pub fn run(args: CacheArgs) -> anyhow::Result<()> {
                             "{label}, {threads} threads: loading {} MiB",
                             bytes >> 20
                         ));
-                        prepare(row, threads, blocks, args.common.block_size, args.sublists)?
+                        prepare(
+                            row,
+                            threads,
+                            blocks,
+                            args.common.block_size,
+                            args.sublists,
+                            args.seed.0,
+                        )?
                     }
                 };
                 for &mode in &row_modes {
@@ -592,6 +624,7 @@ pub fn run(args: CacheArgs) -> anyhow::Result<()> {
                 policies,
                 lockstat: args.lockstat,
                 sublists: args.sublists.unwrap_or_else(multiarc::default_sublists),
+                seed: args.seed.0,
             },
             results,
         };

@@ -98,16 +98,22 @@ pub fn build(
     capacity_bytes: u64,
     value_size: usize,
 ) -> anyhow::Result<Box<dyn BenchCache>> {
-    build_with(name, capacity_bytes, value_size, None)
+    build_with(name, capacity_bytes, value_size, None, None)
 }
 
 /// Like [`build`]; `sublists` overrides the multiarc rows' sublist count
-/// (except `multiarc-1list`).
+/// (except `multiarc-1list`), and `seed` seeds the key hashers of the rows
+/// whose hasher takes a seed without changing (the multiarc rows, and
+/// quick_cache: its own hasher, foldhash, with a fixed seed): which keys
+/// share a table's probe run, a shard or a sublist then repeats from run to
+/// run. The others keep their own (moka and concread-arc: SipHash with
+/// random keys; tinyufo: random; foyer and mutex-lru: fixed already).
 pub fn build_with(
     name: &str,
     capacity_bytes: u64,
     value_size: usize,
     sublists: Option<usize>,
+    seed: Option<u64>,
 ) -> anyhow::Result<Box<dyn BenchCache>> {
     if is_missing_peer(name) {
         return Err(missing_peer_error(name));
@@ -127,19 +133,28 @@ pub fn build_with(
     let entries = entries as usize;
     Ok(match name {
         "multiarc" | "multiarc-eager" | "multiarc-lazy" | "multiarc-s3arc" => {
-            Box::new(Multiarc::new(capacity_bytes, sublists, name, None)?)
+            Box::new(Multiarc::new(capacity_bytes, sublists, name, seed, false)?)
         }
         // The design before OpenZFS 5497: one locked list per state, and
         // hits that take it (eager).
-        "multiarc-1list" => Box::new(Multiarc::new(capacity_bytes, Some(1), name, None)?),
+        "multiarc-1list" => Box::new(Multiarc::new(capacity_bytes, Some(1), name, seed, false)?),
         #[cfg(feature = "peers")]
         "moka" => Box::new(Moka(moka_builder(capacity_bytes).build())),
         #[cfg(feature = "peers")]
-        "quick_cache" => Box::new(QuickCache(quick_cache::sync::Cache::with_weighter(
-            entries,
-            capacity_bytes,
-            LenWeighter,
-        ))),
+        "quick_cache" => match seed {
+            None => Box::new(QuickCache(quick_cache::sync::Cache::with_weighter(
+                entries,
+                capacity_bytes,
+                LenWeighter,
+            ))),
+            Some(seed) => Box::new(QuickCache(quick_cache::sync::Cache::with(
+                entries,
+                capacity_bytes,
+                LenWeighter,
+                foldhash::fast::FixedState::with_seed(seed),
+                quick_cache::sync::DefaultLifecycle::default(),
+            ))),
+        },
         #[cfg(feature = "peers")]
         "foyer" => Box::new(Foyer(
             foyer::Cache::builder(capacity_bytes as usize)
@@ -174,12 +189,12 @@ pub fn build_with(
 /// values, a capacity of `blocks`, inline eviction (no evict thread) and
 /// its random choices drawn from `seed`, so that its hits repeat.
 pub fn build_replayed(name: &str, blocks: u64, seed: u64) -> anyhow::Result<Box<dyn BenchCache>> {
-    let replayed = Some(seed);
+    let seed = Some(seed);
     Ok(match name {
         "multiarc" | "multiarc-eager" | "multiarc-lazy" | "multiarc-s3arc" => {
-            Box::new(Multiarc::new(blocks, None, name, replayed)?)
+            Box::new(Multiarc::new(blocks, None, name, seed, true)?)
         }
-        "multiarc-1list" => Box::new(Multiarc::new(blocks, Some(1), name, replayed)?),
+        "multiarc-1list" => Box::new(Multiarc::new(blocks, Some(1), name, seed, true)?),
         other => bail!(
             "{other} is not a multiarc row ({})",
             MULTIARC_NAMES.join(", ")
@@ -241,16 +256,21 @@ pub fn multiarc_settings(name: &str) -> (HitMode, Policy) {
 }
 
 impl Multiarc {
-    /// Row `name` (one of [`MULTIARC_NAMES`]).
+    /// Row `name` (one of [`MULTIARC_NAMES`]), its random choices drawn
+    /// from `seed` if given, with inline eviction (no evict thread) if
+    /// `inline`.
     fn new(
         capacity: u64,
         sublists: Option<usize>,
         name: &str,
-        replayed: Option<u64>,
+        seed: Option<u64>,
+        inline: bool,
     ) -> anyhow::Result<Multiarc> {
-        let mut b = Cache::builder().max_bytes(capacity.max(1));
-        if let Some(seed) = replayed {
-            b = b.inline_eviction(true).seed(seed);
+        let mut b = Cache::builder()
+            .max_bytes(capacity.max(1))
+            .inline_eviction(inline);
+        if let Some(seed) = seed {
+            b = b.seed(seed);
         }
         if let Some(n) = sublists {
             b = b.sublists(n);

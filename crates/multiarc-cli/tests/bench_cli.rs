@@ -171,6 +171,7 @@ fn bad_arguments_fail_with_one_clear_line() {
             "--seconds must be a positive number",
         ),
         (vec!["bench", "--file-bytes", "1KiB"], "at least one block"),
+        (vec!["bench", "--seed", "0x10"], "is not a seed"),
         (
             vec!["bench", "--workload", "randrw", "--locking", "spin"],
             "unknown locking mode",
@@ -208,6 +209,24 @@ const QUICK_BENCH: [&str; 9] = [
     "--repeat",
     "1",
 ];
+
+/// `--seed` reaches the report: a number as given, `random` (the default)
+/// as null.
+#[test]
+fn the_seed_is_reported() {
+    for (extra, seed) in [
+        (&[][..], serde_json::Value::Null),
+        (&["--seed", "random"][..], serde_json::Value::Null),
+        (&["--seed", "18446744073709551615"][..], u64::MAX.into()),
+    ] {
+        let mut args = QUICK_BENCH.to_vec();
+        args.extend(["--caches", "multiarc", "--modes", "hold", "--json"]);
+        args.extend(extra);
+        let doc = multiarc_json(&args, "bench --seed");
+        assert_eq!(doc["config"]["seed"], seed, "{extra:?}");
+        assert!(doc["results"][0]["ops_per_sec"].as_f64().unwrap() > 0.0);
+    }
+}
 
 /// A peer row works in a build with the `peers` feature; in one without
 /// it (`--no-default-features`) it is refused in one line saying so.

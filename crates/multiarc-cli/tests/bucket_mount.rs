@@ -1065,7 +1065,12 @@ fn small_random_reads_of_blocks_on_the_l2_read_only_their_part() {
     // Read whole: memory holds a quarter of it, the feed copies the rest
     // to the L2 as the evict thread reaches it.
     assert!(fs::read(m.path("parts/big")).unwrap() == data);
-    let fed = wait_stat(&m, "l2_size", (SIZE as u64) * 3 / 4, Duration::from_secs(15));
+    let fed = wait_stat(
+        &m,
+        "l2_size",
+        (SIZE as u64) * 3 / 4,
+        Duration::from_secs(15),
+    );
     assert!(fed >= (SIZE as u64) * 3 / 4, "the L2 holds {fed} bytes");
     let (requests, parts) = (m.stat("block_requests"), m.stat("l2_part_hits"));
     // O_DIRECT, as a database or fio reads: each 8 KiB read reaches the
@@ -1083,10 +1088,17 @@ fn small_random_reads_of_blocks_on_the_l2_read_only_their_part() {
     for i in 0..64u64 {
         let at = (i * 7919 * 8192 + 4096) % (SIZE as u64 - 8192) / 4096 * 4096;
         f.read_exact_at(buf, at).unwrap();
-        assert!(*buf == data[at as usize..at as usize + 8192], "8 KiB at {at}");
+        assert!(
+            *buf == data[at as usize..at as usize + 8192],
+            "8 KiB at {at}"
+        );
     }
     let served = m.stat("l2_part_hits") - parts;
-    assert!(served >= 16, "{served} of 64 reads served in part from the L2: {}", m.log_text());
+    assert!(
+        served >= 16,
+        "{served} of 64 reads served in part from the L2: {}",
+        m.log_text()
+    );
     assert_eq!(m.stat("block_requests"), requests, "nothing from the store");
     assert_eq!(m.stat("l2_cksum_bad") + m.stat("l2_io_errors"), 0);
 }

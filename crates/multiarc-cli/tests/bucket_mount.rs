@@ -1034,7 +1034,6 @@ fn after_a_remount_or_a_sigkill_warm_reads_come_from_the_l2_and_rewritten_object
     );
 }
 
-/// The daemon's resident memory, KiB (`VmRSS`).
 /// Small random reads of blocks only the L2 holds are served by reading
 /// and verifying their part alone (`l2_part_hits`), with the right bytes
 /// and no request to the store; the blocks stay out of memory.
@@ -1103,6 +1102,7 @@ fn small_random_reads_of_blocks_on_the_l2_read_only_their_part() {
     assert_eq!(m.stat("l2_cksum_bad") + m.stat("l2_io_errors"), 0);
 }
 
+/// The daemon's resident memory, KiB (`VmRSS`).
 fn rss_kib(pid: u32) -> u64 {
     fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_default()

@@ -246,14 +246,20 @@ impl OpenObject {
                 });
         }
         Counters::add(&state.counters.memory_hits, last_block - first + 1);
-        state.readahead.advance(
-            &version.identity,
-            range,
-            false,
-            block_size,
-            version.size.div_ceil(block_size),
-        );
+        self.served_without_fetch(store, range);
         Some(bytes)
+    }
+
+    /// Tells the store's readahead that `range` was read without a fetch
+    /// (as a read through the store that missed nothing tells it).
+    fn served_without_fetch<S>(&self, store: &CachedStore<S>, range: Range<u64>) {
+        let block_size = store.state.config.block_size;
+        let (identity, size) = (&self.version.identity, self.version.size);
+        let blocks = size.div_ceil(block_size);
+        store
+            .state
+            .readahead
+            .advance(identity, range, false, block_size, blocks);
     }
 
     /// A small read within one block that memory does not hold, served
@@ -286,13 +292,7 @@ impl OpenObject {
         let bytes = cache.l2_read_part(&key, range.start - at..range.end - at)?;
         Counters::add(&state.counters.l2_hits, 1);
         Counters::add(&state.counters.l2_part_hits, 1);
-        state.readahead.advance(
-            &version.identity,
-            range,
-            false,
-            block_size,
-            version.size.div_ceil(block_size),
-        );
+        self.served_without_fetch(store, range);
         Some(Bytes::from(bytes))
     }
 

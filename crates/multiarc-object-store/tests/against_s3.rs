@@ -673,15 +673,15 @@ async fn small_reads_of_blocks_on_the_l2_read_only_their_part() {
             ranges.push(b * LARGE + at..b * LARGE + at + 8192);
         }
     }
+    let read = |r: Range<u64>| {
+        let (store, path) = (&store, &path);
+        async move {
+            let got = store.get_opts(path, GetOptions::new().with_range(Some(r)));
+            got.await.unwrap().bytes().await.unwrap().to_vec()
+        }
+    };
     for r in &ranges {
-        let got = store
-            .get_opts(&path, GetOptions::new().with_range(Some(r.clone())))
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap();
-        assert_eq!(got.to_vec(), bytes_of(r), "{r:?}");
+        assert_eq!(read(r.clone()).await, bytes_of(r), "{r:?}");
     }
     // Through an open object, on this thread.
     let open = OpenObject::new(&store, &meta, Duration::from_millis(100));
@@ -716,14 +716,7 @@ async fn small_reads_of_blocks_on_the_l2_read_only_their_part() {
     let b = on_l2_only[5];
     for i in 0..17 {
         let r = b * LARGE + i * 8192..b * LARGE + (i + 1) * 8192;
-        let got = store
-            .get_opts(&path, GetOptions::new().with_range(Some(r.clone())))
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap();
-        assert_eq!(got.to_vec(), bytes_of(&r));
+        assert_eq!(read(r.clone()).await, bytes_of(&r));
     }
     assert_eq!(store.stats().l2_part_hits, 13 + 16);
     let key = store.block_key(&path, &meta, b);

@@ -146,10 +146,47 @@ fn cache_reads(cache: &Option<Arc<CachedStore<CountingStore<AmazonS3>>>>) -> Opt
     Some((hits, hits + s.blocks_fetched))
 }
 
+impl Built {
+    /// Runs `sql` to its end: the answer's batches.
+    pub async fn collect(
+        &self,
+        sql: &str,
+    ) -> datafusion::error::Result<Vec<datafusion::arrow::record_batch::RecordBatch>> {
+        self.ctx.sql(sql).await?.collect().await
+    }
+
+    /// Requests and bytes this row has sent to the store so far.
+    pub fn traffic(&self) -> multiarc_store_tools::ReadTraffic {
+        self.counts.snapshot()
+    }
+
+    /// The row's cache, if it has one.
+    pub fn cache(&self) -> Option<&CachedStore<CountingStore<AmazonS3>>> {
+        self.cache.as_deref()
+    }
+}
+
+/// An answer's digest, as the passes compare answers.
+pub fn answer_digest(
+    batches: &[datafusion::arrow::record_batch::RecordBatch],
+) -> anyhow::Result<String> {
+    Ok(digest(&pretty_format_batches(batches)?.to_string()))
+}
+
 /// Builds `row` (over its disk in `setup.disk_dir/ROW`, kept across builds:
 /// a second build is a restart over it).
 pub async fn build(row: Row, setup: &Setup) -> anyhow::Result<Built> {
-    let counting = CountingStore::new(s3(setup)?, Duration::ZERO);
+    build_with_latency(row, setup, Duration::ZERO).await
+}
+
+/// [`build`], with `latency` added before every request to the store (as
+/// the benchmark's proxies add it).
+pub async fn build_with_latency(
+    row: Row,
+    setup: &Setup,
+    latency: Duration,
+) -> anyhow::Result<Built> {
+    let counting = CountingStore::new(s3(setup)?, latency);
     let counts = counting.counts();
     let disk = setup.disk_dir.join(row.name());
     if row.has_disk() {

@@ -548,6 +548,103 @@ fn loads_and_holds_race_the_feed_and_eviction() {
     }
 }
 
+/// Reads of parts of large buffers (`l2_read_part`) race loads, holds,
+/// removals and rewrites, the feed thread and the evict thread, on a device
+/// the hand wraps around while they read: every part returned is the bytes
+/// of its range in a version of its key that was current at some time
+/// during the read (never older than the last rewrite that had returned
+/// when it began), and the race finds parts to read.
+#[test]
+fn parts_read_from_the_l2_race_the_feed_eviction_and_rewrites() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    const KEYS: u64 = 400;
+    const LARGE: usize = 64 << 10;
+    let path = device("stress-parts");
+    // 16 buffers in memory, 128 on the device, 400 keys.
+    let cache = Cache::<u64>::builder()
+        .max_bytes(1 << 20)
+        .l2(&path, 8 << 20)
+        .l2_write_max(512 << 10)
+        .l2_feed_interval(Duration::from_millis(5))
+        .l2_feed_min_interval(Duration::from_millis(1))
+        .build()
+        .unwrap();
+    let stop = AtomicBool::new(false);
+    let store: Vec<AtomicU64> = (0..KEYS).map(|_| AtomicU64::new(0)).collect();
+    let acked: Vec<AtomicU64> = (0..KEYS).map(|_| AtomicU64::new(0)).collect();
+    let parts = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        let (cache, stop, store, acked, parts) = (&cache, &stop, &store, &acked, &parts);
+        // Loads (which feed memory, and so the device) and removals.
+        s.spawn(move || {
+            let mut rng = common::rng(7);
+            while !stop.load(Ordering::Relaxed) {
+                let x: u64 = rng.random();
+                let k = x % KEYS;
+                let h = cache
+                    .get_or_load(k, || {
+                        let v = store[k as usize].load(Ordering::Acquire);
+                        Ok::<_, std::io::Error>(data_of(k, v, LARGE))
+                    })
+                    .unwrap();
+                let v = u64::from_le_bytes(h[8..16].try_into().unwrap());
+                assert!(*h == data_of(k, v, LARGE)[..], "wrong bytes for {k}");
+                drop(h);
+                if x.is_multiple_of(53) {
+                    cache.remove(&k);
+                }
+            }
+        });
+        // Parts, checked against every version the read could have seen.
+        for t in 0..2u64 {
+            s.spawn(move || {
+                let mut rng = common::rng(20 + t);
+                while !stop.load(Ordering::Relaxed) {
+                    let k = rng.random::<u64>() % KEYS;
+                    let at = rng.random_range(0..LARGE - 4096) as u64;
+                    let lo = acked[k as usize].load(Ordering::Acquire);
+                    let Some(part) = cache.l2_read_part(&k, at..at + 4096) else {
+                        continue;
+                    };
+                    let hi = store[k as usize].load(Ordering::Acquire);
+                    let range = at as usize..at as usize + 4096;
+                    assert!(
+                        (lo..=hi).any(|v| part == data_of(k, v, LARGE)[range.clone()]),
+                        "wrong part of {k} at {at}: no version in {lo}..={hi}"
+                    );
+                    parts.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+        // Rewrites: the store first, then the cache.
+        s.spawn(move || {
+            let mut rng = common::rng(99);
+            while !stop.load(Ordering::Relaxed) {
+                let k = rng.random::<u64>() % KEYS;
+                let v = store[k as usize].load(Ordering::Relaxed) + 1;
+                store[k as usize].store(v, Ordering::Release);
+                drop(cache.insert(k, data_of(k, v, LARGE)));
+                acked[k as usize].store(v, Ordering::Release);
+                std::thread::sleep(Duration::from_micros(500));
+            }
+        });
+        std::thread::sleep(Duration::from_secs(stress_seconds()));
+        stop.store(true, Ordering::Relaxed);
+    });
+    let s = cache.stats();
+    let parts = parts.load(Ordering::Relaxed);
+    eprintln!(
+        "{} s: {parts} parts read and checked, {} L2 hits, {} batches, {} let go by the hand",
+        stress_seconds(),
+        s.l2_hits,
+        s.l2_writes,
+        s.l2_evictions
+    );
+    assert!(parts > 100 && s.l2_part_hits >= parts, "{s:?}");
+    assert!(s.l2_evictions > 0, "the hand never wrapped: {s:?}");
+    assert_eq!(s.l2_io_errors, 0, "{s:?}");
+}
+
 /// The child of the crash test: feeds as fast as it can until killed. It
 /// reads through the cache (a miss loads the key's one version), so it
 /// never invalidates a copy: a crash then never finds the header dirty

@@ -918,13 +918,16 @@ impl<S: ObjectStore> BucketFs<S> {
                     }
                     return Ok(bytes);
                 }
-                // A small random read of a block only the L2 holds: that
-                // part alone, from the L2.
-                None if !keep => match open.read_l2_part(&self.store, offset..end) {
-                    Some(bytes) => return Ok(bytes),
-                    None => reading.lock_unpoisoned().streams.missed(end),
-                },
-                None => reading.lock_unpoisoned().streams.missed(end),
+                None => {
+                    // A small random read of a block only the L2 holds:
+                    // that part alone, from the L2.
+                    if !keep {
+                        if let Some(bytes) = open.read_l2_part(&self.store, offset..end) {
+                            return Ok(bytes);
+                        }
+                    }
+                    reading.lock_unpoisoned().streams.missed(end)
+                }
             }
         } else if let Ok(true) = self.runtime.block_on(open.is_current(&self.store, path)) {
             // Checked with the store (a HEAD), and still the handle's

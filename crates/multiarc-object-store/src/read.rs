@@ -133,8 +133,7 @@ pub(crate) async fn read_ranges<S: ObjectStore>(
             // which is then read whole and cached in memory).
             if found == Found::SecondTier {
                 if let Some(bytes) = state.cache.l2_read_part_async(&key, span.clone()).await {
-                    Counters::add(&state.counters.l2_hits, 1);
-                    Counters::add(&state.counters.l2_part_hits, 1);
+                    state.counters.l2_part_hit();
                     return Ok(Some((block, (span.start, Bytes::from(bytes)))));
                 }
             }

@@ -96,4 +96,10 @@ impl Counters {
     pub(crate) fn add(counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Ordering::Relaxed);
     }
+
+    /// A block read served by reading part of it from the second tier.
+    pub(crate) fn l2_part_hit(&self) {
+        Counters::add(&self.l2_hits, 1);
+        Counters::add(&self.l2_part_hits, 1);
+    }
 }

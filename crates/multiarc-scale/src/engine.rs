@@ -117,8 +117,9 @@ pub struct QueryResult {
     pub error: Option<String>,
 }
 
-/// The S3 client every row starts from.
-fn s3(setup: &Setup) -> anyhow::Result<AmazonS3> {
+/// The S3 client every row starts from (path-style, plain HTTP allowed;
+/// credentials from `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY`).
+pub fn s3(setup: &Setup) -> anyhow::Result<AmazonS3> {
     let key = std::env::var("AWS_ACCESS_KEY_ID").context("AWS_ACCESS_KEY_ID")?;
     let secret = std::env::var("AWS_SECRET_ACCESS_KEY").context("AWS_SECRET_ACCESS_KEY")?;
     Ok(AmazonS3Builder::new()
@@ -273,12 +274,7 @@ async fn run_pass(row: Row, built: &Built, pass: &str, queries: &[usize]) -> Vec
         let before = built.counts.snapshot();
         let reads_before = cache_reads(&built.cache);
         let started = Instant::now();
-        let result = async {
-            let df = built.ctx.sql(&sql).await?;
-            let batches = df.collect().await?;
-            Ok::<_, datafusion::error::DataFusionError>(batches)
-        }
-        .await;
+        let result = built.collect(&sql).await;
         let latency = started.elapsed();
         let traffic = built.counts.snapshot().since(before);
         let hit_ratio = match (reads_before, cache_reads(&built.cache)) {
@@ -287,11 +283,11 @@ async fn run_pass(row: Row, built: &Built, pass: &str, queries: &[usize]) -> Vec
             }
             _ => None,
         };
-        let (answer, error) = match result {
-            Ok(batches) => match pretty_format_batches(&batches) {
-                Ok(text) => (digest(&text.to_string()), None),
-                Err(e) => (String::new(), Some(e.to_string())),
-            },
+        let (answer, error) = match result
+            .map_err(anyhow::Error::from)
+            .and_then(|b| answer_digest(&b))
+        {
+            Ok(answer) => (answer, None),
             Err(e) => (String::new(), Some(e.to_string())),
         };
         out.push(QueryResult {

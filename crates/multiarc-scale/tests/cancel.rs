@@ -7,70 +7,29 @@
 //! request. Skips (with the install command) where Garage is absent,
 //! unless CI is set.
 
-use multiarc_garage_harness::{ForTests, Garage};
-use multiarc_scale::engine::{self, answer_digest, Row, Setup};
+mod common;
+
+use multiarc_scale::engine::{self, answer_digest, Row};
 use multiarc_scale::tpch;
-use object_store::aws::AmazonS3Builder;
-use object_store::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[test]
 fn a_query_cancelled_halfway_leaves_the_cache_serving_right_answers() {
-    let garage = match Garage::start_for_tests(1) {
-        Ok(ForTests::Running(g)) => g,
-        Ok(ForTests::Skip { reason }) => {
-            eprintln!("skipped: {reason}");
-            return;
-        }
-        Err(e) => panic!("starting Garage: {e}"),
+    // Small blocks: a query's reads are many blocks, fetched over many
+    // round trips, so the cancel lands among them.
+    let Some(data) = common::tpch_on_garage(16 << 10) else {
+        return;
     };
-    // The rows' S3 clients read the credentials from the environment; this
-    // test is the binary's only one.
-    std::env::set_var("AWS_ACCESS_KEY_ID", &garage.access_key_id);
-    std::env::set_var("AWS_SECRET_ACCESS_KEY", &garage.secret_access_key);
-    let tmp = tempfile::tempdir().unwrap();
-    let endpoint = garage.endpoint(0);
-    let store = AmazonS3Builder::new()
-        .with_endpoint(&endpoint)
-        .with_bucket_name(&garage.bucket)
-        .with_region(&garage.region)
-        .with_access_key_id(&garage.access_key_id)
-        .with_secret_access_key(&garage.secret_access_key)
-        .with_allow_http(true)
-        .with_virtual_hosted_style_request(false)
-        .build()
-        .unwrap();
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    runtime
-        .block_on(tpch::generate(
-            Arc::new(store),
-            &Path::from("tpch/sf0.01"),
-            0.01,
-            tmp.path(),
-            |_| {},
-        ))
-        .unwrap();
-    let setup = Setup {
-        endpoint,
-        bucket: garage.bucket.clone(),
-        prefix: "tpch/sf0.01".into(),
-        region: garage.region.clone(),
-        memory: 64 << 20,
-        disk: 256 << 20,
-        disk_dir: tmp.path().join("disks"),
-        // Small blocks: a query's reads are many blocks, fetched over many
-        // round trips, so the cancel lands among them.
-        block_size: 16 << 10,
-    };
+    let (setup, runtime) = (&data.setup, &data.runtime);
     let sql = tpch::query(3);
     runtime.block_on(async {
-        let plain = engine::build(Row::Datafusion, &setup).await.unwrap();
+        let plain = engine::build(Row::Datafusion, setup).await.unwrap();
         let expected = answer_digest(&plain.collect(sql).await.unwrap()).unwrap();
         for row in [Row::Multiarc, Row::MultiarcL2] {
             let latency = Duration::from_millis(20);
             let built = Arc::new(
-                engine::build_with_latency(row, &setup, latency)
+                engine::build_with_latency(row, setup, latency)
                     .await
                     .unwrap(),
             );

@@ -461,6 +461,35 @@ fn stress_seconds() -> u64 {
         .unwrap_or(3)
 }
 
+/// The stress tests' one writer, until `stop`: rewrites random keys of
+/// `store` (the backing store's version of each key) with buffers of `len`
+/// bytes, the store first and then the cache, as a write-through user
+/// would, then records in `acked` the version whose insert has returned;
+/// one writer, so versions only grow. Pauses `pause` after each. Returns
+/// the rewrites.
+fn rewrite_until(
+    cache: &Cache<u64>,
+    stop: &std::sync::atomic::AtomicBool,
+    store: &[std::sync::atomic::AtomicU64],
+    acked: &[std::sync::atomic::AtomicU64],
+    len: usize,
+    pause: Duration,
+) -> u64 {
+    use std::sync::atomic::Ordering;
+    let mut rng = common::rng(99);
+    let mut rewrites = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let k = rng.random::<u64>() % store.len() as u64;
+        let v = store[k as usize].load(Ordering::Relaxed) + 1;
+        store[k as usize].store(v, Ordering::Release);
+        drop(cache.insert(k, data_of(k, v, len)));
+        acked[k as usize].store(v, Ordering::Release);
+        rewrites += 1;
+        std::thread::sleep(pause);
+    }
+    rewrites
+}
+
 /// Holds, loads and removals by three threads, and rewrites by a fourth,
 /// while the feed thread writes and the evict thread evicts, on a device
 /// small enough that the hand overwrites what readers are reading: every
@@ -479,7 +508,7 @@ fn loads_and_holds_race_the_feed_and_eviction() {
         // whose insert has returned.
         let store: Vec<AtomicU64> = (0..KEYS).map(|_| AtomicU64::new(0)).collect();
         let acked: Vec<AtomicU64> = (0..KEYS).map(|_| AtomicU64::new(0)).collect();
-        let rewrites = AtomicU64::new(0);
+        let mut rewrites = 0;
         std::thread::scope(|s| {
             for t in 0..3u64 {
                 let (cache, stop, store, acked) = (&cache, &stop, &store, &acked);
@@ -512,31 +541,20 @@ fn loads_and_holds_race_the_feed_and_eviction() {
                     }
                 });
             }
-            let (cache, stop, store, acked, rewrites) = (&cache, &stop, &store, &acked, &rewrites);
-            s.spawn(move || {
-                let mut rng = common::rng(99);
-                while !stop.load(Ordering::Relaxed) {
-                    let k = rng.random::<u64>() % KEYS;
-                    // The store first, then the cache, as a write-through
-                    // user would; one writer, so versions only grow.
-                    let v = store[k as usize].load(Ordering::Relaxed) + 1;
-                    store[k as usize].store(v, Ordering::Release);
-                    drop(cache.insert(k, data_of(k, v, BLOCK)));
-                    acked[k as usize].store(v, Ordering::Release);
-                    rewrites.fetch_add(1, Ordering::Relaxed);
-                    // Rewrites are a small share of the traffic.
-                    std::thread::sleep(Duration::from_micros(200));
-                }
-            });
+            // Rewrites are a small share of the traffic.
+            let pause = Duration::from_micros(200);
+            let (cache, stop, store, acked) = (&cache, &stop, &store, &acked);
+            let writer = s.spawn(move || rewrite_until(cache, stop, store, acked, BLOCK, pause));
             std::thread::sleep(Duration::from_secs(stress_seconds()));
             stop.store(true, Ordering::Relaxed);
+            rewrites = writer.join().unwrap();
         });
         let s: Stats = cache.stats();
         eprintln!(
             "{mode:?}: {} s, {} reads, {} rewrites, {} L2 hits, {} batches, {} copies kept by the hand, {} let go, {} evict_l2_skip, no wrong byte",
             stress_seconds(),
             s.hits + s.misses,
-            rewrites.load(Ordering::Relaxed),
+            rewrites,
             s.l2_hits,
             s.l2_writes,
             s.l2_kept,
@@ -616,17 +634,8 @@ fn parts_read_from_the_l2_race_the_feed_eviction_and_rewrites() {
                 }
             });
         }
-        // Rewrites: the store first, then the cache.
         s.spawn(move || {
-            let mut rng = common::rng(99);
-            while !stop.load(Ordering::Relaxed) {
-                let k = rng.random::<u64>() % KEYS;
-                let v = store[k as usize].load(Ordering::Relaxed) + 1;
-                store[k as usize].store(v, Ordering::Release);
-                drop(cache.insert(k, data_of(k, v, LARGE)));
-                acked[k as usize].store(v, Ordering::Release);
-                std::thread::sleep(Duration::from_micros(500));
-            }
+            rewrite_until(cache, stop, store, acked, LARGE, Duration::from_micros(500))
         });
         std::thread::sleep(Duration::from_secs(stress_seconds()));
         stop.store(true, Ordering::Relaxed);

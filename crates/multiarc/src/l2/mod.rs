@@ -343,11 +343,8 @@ impl<K: Key> L2Arc<K> {
         let outcome = self
             .device
             .read_at(&mut b, rec.unit() as u64 * UNIT + start);
-        let verified = outcome.is_ok()
-            && b.bytes()[..(end - start) as usize]
-                .chunks(sectors::SECTOR as usize)
-                .zip(&part.sums)
-                .all(|(sector, &sum)| checksum::checksum(sector) == sum);
+        let verified =
+            outcome.is_ok() && sectors::verify(&b.bytes()[..(end - start) as usize], &part.sums);
         if !verified {
             self.failed(key, &rec, outcome.is_err());
             return None;

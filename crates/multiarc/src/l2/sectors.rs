@@ -29,6 +29,13 @@ pub(super) fn sums(data: &[u8]) -> Box<[u64]> {
     data.chunks(SECTOR as usize).map(checksum).collect()
 }
 
+/// Whether `data`, the bytes of whole sectors read from the device (the
+/// last may be short), has the checksums `sums`, sector by sector.
+pub(super) fn verify(data: &[u8], sums: &[u64]) -> bool {
+    let sectors = data.chunks(SECTOR as usize);
+    sectors.len() == sums.len() && sectors.zip(sums).all(|(s, &sum)| checksum(s) == sum)
+}
+
 /// The sectors that bytes `range` of a buffer meet (`range` not empty).
 pub(super) fn covering(range: &Range<u64>) -> Range<usize> {
     (range.start / SECTOR) as usize..range.end.div_ceil(SECTOR) as usize
@@ -53,5 +60,12 @@ mod tests {
         assert_eq!(s.len(), 3);
         assert_eq!(s[2], checksum(&data[2 * SECTOR as usize..]));
         assert!(!worth((64 << 10) - 1) && worth(64 << 10));
+        // What `sums` took, `verify` accepts; one byte changed, or a
+        // sector missing, it refuses.
+        assert!(verify(&data, &s));
+        let mut damaged = data.clone();
+        damaged[SECTOR as usize + 7] ^= 1;
+        assert!(!verify(&damaged, &s));
+        assert!(!verify(&data[..2 * SECTOR as usize], &s));
     }
 }

@@ -142,12 +142,21 @@ pub struct CacheArgs {
     plot: Option<PathBuf>,
 }
 
-/// A read mode of `--modes`: hold the buffer (zero-copy) or copy it out.
+/// A read mode of `--modes`: hold the buffer (zero-copy) or copy it out;
+/// or `chase`, hold reads one after another.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum Mode {
     Hold,
     Copy,
+    /// Hold mode with dependent keys: the block each read asks for mixes in
+    /// the first 8 bytes of the block the read before it returned, so no
+    /// lookup starts before the last one's data has arrived. A thread's
+    /// reads then take the sum of their dependent memory accesses, not the
+    /// overlap an out-of-order CPU makes of independent ones: divided by the
+    /// time of one dependent DRAM access (`examples/pointer_chase.rs`), a
+    /// read's time bounds the cache misses it takes (issue 42).
+    Chase,
 }
 
 #[derive(Serialize, Clone, Debug)]
@@ -366,7 +375,16 @@ fn cache_op<'a>(
     blocks: u64,
 ) -> impl Fn(usize, u64, &mut [u8]) -> bool + Sync + 'a {
     move |t, r, buf| {
-        let key = key_of(t, r % blocks);
+        let key = match mode {
+            // `buf` carries the first word of this thread's last block (its
+            // key, or zeros before the first read): the load of it waits for
+            // that read's data.
+            Mode::Chase => {
+                let last = u64::from_le_bytes(buf[..8].try_into().expect("8 bytes"));
+                key_of(t, (r ^ last) % blocks)
+            }
+            Mode::Hold | Mode::Copy => key_of(t, r % blocks),
+        };
         let verify = (r >> 52) == 0; // about one read in 4096
         cache.with_value(key, &mut |v| match mode {
             Mode::Hold => {
@@ -379,6 +397,12 @@ fn cache_op<'a>(
                 buf.copy_from_slice(v);
                 if verify {
                     check_block(key, buf);
+                }
+            }
+            Mode::Chase => {
+                buf[..8].copy_from_slice(&v[..8]);
+                if verify {
+                    check_block(key, v);
                 }
             }
         })
@@ -417,6 +441,12 @@ pub fn run(args: CacheArgs) -> anyhow::Result<()> {
     if args.common.block_size == 0 || args.common.block_size > 16 << 20 {
         bail!(
             "--block-size must be between 1 byte and 16 MiB, got {}",
+            args.common.block_size
+        );
+    }
+    if args.modes.contains(&Mode::Chase) && args.common.block_size < 8 {
+        bail!(
+            "--modes chase reads the next key from a block's first 8 bytes: --block-size must be at least 8, got {}",
             args.common.block_size
         );
     }
@@ -742,6 +772,7 @@ fn print_tables(
         // Hold mode moves no bytes: its only table is reads per second.
         let tables: &[(&str, f64, &str)] = match mode {
             Mode::Hold => &[("Mops/s", 1e6, "reads")],
+            Mode::Chase => &[("Mops/s", 1e6, "dependent reads")],
             Mode::Copy => &[
                 ("Mops/s", 1e6, "reads"),
                 ("GB/s", 1e9 / args.common.block_size as f64, "bytes copied"),
@@ -796,6 +827,27 @@ fn print_tables(
             }
             println!("{}", table.trim_fmt());
         }
+        if mode == Mode::Chase {
+            // What a dependent read costs one thread: compare it with
+            // `examples/pointer_chase.rs`'s time of one dependent load.
+            println!(
+                "\nChase mode, nanoseconds per read in each thread (threads / aggregate rate):"
+            );
+            let mut header = vec!["threads".to_string()];
+            header.extend(cols.iter().map(|c| c.to_string()));
+            let mut table = text_table(header, 0);
+            for &t in &args.common.threads {
+                let mut row = vec![t.to_string()];
+                for c in &cols {
+                    row.push(match find(c, mode, t) {
+                        Some(r) => format!("{:.1}", t as f64 * 1e9 / r.ops_per_sec),
+                        None => "-".into(),
+                    });
+                }
+                table.add_row(row);
+            }
+            println!("{}", table.trim_fmt());
+        }
         if args.lockstat {
             println!("\n{mode:?} mode, multiarc lockstat: hottest lock instance's share of all acquisitions (and of contended ones):");
             let mut header = vec!["row".to_string()];
@@ -841,7 +893,7 @@ mod tests {
             .copied()
             .collect();
         assert_eq!(caches, peers);
-        assert_eq!(crate::cli::enum_names::<Mode>(), ["hold", "copy"]);
+        assert_eq!(crate::cli::enum_names::<Mode>(), ["hold", "copy", "chase"]);
     }
 
     #[test]

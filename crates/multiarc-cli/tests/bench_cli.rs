@@ -228,6 +228,52 @@ fn the_seed_is_reported() {
     }
 }
 
+/// `--modes chase` (dependent hits) runs every cache row with no misses and
+/// prints its per-read nanoseconds; a block too small to carry the next
+/// key is refused in one line.
+#[test]
+fn chase_mode_reads_dependent_blocks_and_refuses_blocks_under_8_bytes() {
+    let caches = if cfg!(feature = "peers") {
+        "multiarc,quick_cache"
+    } else {
+        "multiarc"
+    };
+    let mut args = QUICK_BENCH.to_vec();
+    args.extend(["--caches", caches, "--modes", "chase", "--json"]);
+    let doc = multiarc_json(&args, "bench --modes chase");
+    let results = doc["results"].as_array().unwrap();
+    assert_eq!(results.len(), caches.split(',').count(), "{doc}");
+    for r in results {
+        assert_eq!(r["mode"], "chase", "{r}");
+        assert_eq!(r["misses"], 0, "{r}");
+        assert!(r["ops_per_sec"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    let mut args = QUICK_BENCH.to_vec();
+    args.extend(["--caches", "multiarc", "--modes", "chase"]);
+    let out = multiarc(&args);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("nanoseconds per read"), "{text}");
+    let mut args = QUICK_BENCH.to_vec();
+    args.extend([
+        "--caches",
+        "multiarc",
+        "--modes",
+        "chase",
+        "--block-size",
+        "4",
+    ]);
+    let out = multiarc(&args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("--block-size must be at least 8"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
 /// A peer row works in a build with the `peers` feature; in one without
 /// it (`--no-default-features`) it is refused in one line saying so.
 #[test]

@@ -67,7 +67,8 @@
 //!    is dropped. Inside the tier: ring, then header, then the pending set;
 //!    the history after an index stripe or alone. The feed holds a stripe
 //!    (shared) while it copies a buffer into its batch and marks it
-//!    `Writing` in the index (an index stripe under it).
+//!    `Writing` in the index (an index stripe under it), and takes the
+//!    tier's spare batch buffer there, alone under the stripe.
 //! 4. **Leaf locks**, taken last and alone: a garbage bin of retired
 //!    entries (`core`), the evict handshake's progress (`evict_handshake`),
 //!    a load's outcome (`inflight`: its result, the wakers of waiting

@@ -155,6 +155,10 @@ pub(crate) struct L2Arc<K> {
     counters: Counters,
     /// Inline eviction: bytes inserted since the last (synchronous) feed.
     unfed: AtomicU64,
+    /// The last written batch's buffer, for the next batch (`batch.rs`):
+    /// kept while feeds keep writing, let go by a feed that copies nothing
+    /// (taken alone or under a hash stripe's lock; nothing under it).
+    spare_buf: Mutex<AlignedBuf>,
 }
 
 impl<K: Key> L2Arc<K> {
@@ -234,6 +238,7 @@ impl<K: Key> L2Arc<K> {
             }),
             ring: Mutex::new(ring),
             pending: Mutex::new(HashSet::default()),
+            spare_buf: Mutex::new(AlignedBuf::empty()),
             dirty: AtomicBool::new(false),
             max_tombstones,
             ring_start,

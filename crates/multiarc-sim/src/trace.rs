@@ -86,6 +86,8 @@ pub struct TraceReader<R> {
     bytes: Vec<u8>,
     /// Blocks of the current request still to hand out: next id, how many.
     pending: (u64, u64),
+    /// The current request's time, in a format that has one.
+    time: Option<u64>,
     produced: bool,
     done: bool,
 }
@@ -99,6 +101,7 @@ impl<R: BufRead> TraceReader<R> {
             line: 0,
             bytes: Vec::new(),
             pending: (0, 0),
+            time: None,
             produced: false,
             done: false,
         }
@@ -107,6 +110,13 @@ impl<R: BufRead> TraceReader<R> {
     /// The number of the last line read.
     pub fn line(&self) -> u64 {
         self.line
+    }
+
+    /// The time of the request the last block id came from, in the
+    /// trace's own unit, where its format has one (CloudPhysics' `time`
+    /// column); `None` for the others, whose order is their only clock.
+    pub fn time(&self) -> Option<u64> {
+        self.time
     }
 
     fn err(&self, reason: impl Into<String>) -> TraceError {
@@ -184,6 +194,9 @@ impl<R: BufRead> TraceReader<R> {
                             fields.len()
                         )));
                     }
+                    // Only the corpus's time windows read it: a time that
+                    // is not a whole number leaves the request without one.
+                    let time = fields[1].trim().parse::<u64>().ok();
                     let size = number(Some(fields[3]), "size")?;
                     let lbn = number(Some(fields[4]), "lbn")?;
                     let start = lbn
@@ -194,6 +207,7 @@ impl<R: BufRead> TraceReader<R> {
                         .ok_or_else(|| self.err("request end out of range"))?;
                     let first = start / block_size;
                     let last = (end - 1) / block_size;
+                    self.time = time;
                     return self.request(first, last - first + 1, || {
                         format!(
                             "size {size} ({} blocks of {block_size} bytes)",
@@ -311,6 +325,24 @@ mod tests {
 
     fn read(text: &str, format: TraceFormat) -> Result<Vec<u64>, TraceError> {
         format.reader(text.as_bytes())?.collect()
+    }
+
+    /// Each block id comes with its request's time where the format has
+    /// one (CloudPhysics), and none where it does not.
+    #[test]
+    fn requests_carry_their_time_in_cloudphysics_only() {
+        let text = "version,time,op,size,lbn\n1,7,2a,1024,0\n1,9,2a,512,8\n1,x,2a,512,9\n";
+        let mut r = TraceFormat::CloudPhysics { block_size: 512 }
+            .reader(text.as_bytes())
+            .unwrap();
+        let mut seen = Vec::new();
+        while let Some(id) = r.next() {
+            seen.push((id.unwrap(), r.time()));
+        }
+        assert_eq!(seen, [(0, Some(7)), (1, Some(7)), (8, Some(9)), (9, None)]);
+        let mut r = TraceFormat::Arc.reader("5 2 0 1\n".as_bytes()).unwrap();
+        assert_eq!(r.next().unwrap().unwrap(), 5);
+        assert_eq!(r.time(), None);
     }
 
     #[test]

@@ -13,6 +13,9 @@
 //! hits counted from the window's first request on (the second half is
 //! seen with the first half's history, as a cache running on would see
 //! it). Each trace names its cache sizes, chosen around its working sets.
+//! The halves are halves of time: CloudPhysics is cut at the middle of its
+//! `time` span; the ARC paper's traces carry no times, so their order is
+//! their clock and they are cut at half of their block accesses.
 
 mod families;
 mod held_out;
@@ -153,5 +156,32 @@ mod tests {
         let e = spec(Half::Second).load(&dir, None).unwrap_err();
         assert!(matches!(e, LoadError::Missing(_)), "{e}");
         assert!(e.to_string().contains("t.ids is absent"), "{e}");
+    }
+
+    /// A trace with request times (CloudPhysics) is cut at the middle of
+    /// its time span, not of its requests: here 6 of 8 requests come in
+    /// the first second of ten.
+    #[test]
+    fn a_timed_trace_is_cut_at_its_middle_time() {
+        let dir = std::env::temp_dir().join(format!("corpus-time-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut csv = String::from("version,time,op,size,lbn\n");
+        for (i, t) in [0, 0, 0, 0, 1, 1, 6, 10].iter().enumerate() {
+            csv.push_str(&format!("1,{t},2a,512,{}\n", i * 16));
+        }
+        std::fs::write(dir.join("t.csv"), csv).unwrap();
+        let spec = |half| Spec {
+            name: "w".into(),
+            source: Source::Window {
+                file: "t.csv",
+                half,
+            },
+            sizes: vec![Size::Blocks(2)],
+        };
+        let first = spec(Half::First).load(&dir, None).unwrap();
+        assert_eq!(first.requests.len(), 6, "the accesses before time 5");
+        let second = spec(Half::Second).load(&dir, None).unwrap();
+        assert_eq!((second.requests.len(), second.measured_from), (8, 6));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -4,8 +4,8 @@
 
 use super::families::Family;
 use crate::distinct::DistinctBlocks;
-use crate::pass::{Pass, PassError};
-use crate::source::{guess_format, TraceFile};
+use crate::pass::PassError;
+use crate::source::{guess_format, TraceFile, TraceSource};
 use std::path::Path;
 
 /// A cache size: blocks, or a share of the trace's distinct blocks.
@@ -20,7 +20,7 @@ pub enum Size {
 /// Which part of a real trace is measured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Half {
-    /// The first half of its requests (replayed alone).
+    /// The first half of its time (replayed alone).
     First,
     /// The second half (after the first, unmeasured).
     Second,
@@ -112,15 +112,31 @@ impl Spec {
                     TraceFile::new(&path).map_err(|e| LoadError::Read(PassError::Source(e)))?;
                 let format = guess_format(&source, 8192)
                     .map_err(|e| LoadError::Read(PassError::Source(e)))?;
+                let malformed = |error| {
+                    LoadError::Read(PassError::Malformed {
+                        name: source.name(),
+                        error,
+                    })
+                };
+                let input = source
+                    .open()
+                    .map_err(|e| LoadError::Read(PassError::Source(e)))?;
+                let mut reader = format.reader(input).map_err(malformed)?;
                 let mut all = Vec::new();
-                Pass::read(&source, format, |id| -> Result<(), PassError> {
+                // Each block access's request time, while every request
+                // so far has one.
+                let mut times = Some(Vec::new());
+                while let Some(id) = reader.next() {
+                    let id = id.map_err(malformed)?;
                     if (all.len() as u64) < limit {
                         all.push(id);
+                        times = times.and_then(|mut t| {
+                            t.push(reader.time()?);
+                            Some(t)
+                        });
                     }
-                    Ok(())
-                })
-                .map_err(LoadError::Read)?;
-                let middle = all.len() / 2;
+                }
+                let middle = middle(&all, times.as_deref());
                 match half {
                     Half::First => {
                         all.truncate(middle);
@@ -149,6 +165,20 @@ impl Spec {
             distinct,
             capacities,
         })
+    }
+}
+
+/// Where a real trace's two halves meet: the first access at or past the
+/// middle of its time span where every request has a time (CloudPhysics),
+/// else (the ARC paper's traces, whose order is their only clock) half of
+/// its block accesses.
+fn middle(all: &[u64], times: Option<&[u64]>) -> usize {
+    match times {
+        Some(t @ [first, .., last]) => {
+            let mid = first + (last - first) / 2;
+            t.partition_point(|&x| x < mid)
+        }
+        _ => all.len() / 2,
     }
 }
 

@@ -712,6 +712,19 @@ fn result(cache: &str, mode: Mode, threads: usize, run: Run, block: usize) -> Be
 /// ` (0.85-0.93x per repetition)`: the lowest and highest ratio of `a` to
 /// `b` within one repetition, which shows how much the median ratio moves
 /// from run to run; empty with fewer than two repetitions.
+/// How much a cell's repetitions vary: ` ±N%`, half their range against
+/// their median (empty for a single run).
+fn spread(r: &BenchResult) -> String {
+    let runs = &r.ops_per_sec_by_repetition;
+    if runs.len() < 2 || r.ops_per_sec <= 0.0 {
+        return String::new();
+    }
+    let (lo, hi) = runs
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+    format!(" ±{:.0}%", 50.0 * (hi - lo) / r.ops_per_sec)
+}
+
 fn ratio_range(a: &BenchResult, b: &BenchResult) -> String {
     let ratios: Vec<f64> = a
         .ops_per_sec_by_repetition
@@ -779,7 +792,7 @@ fn print_tables(
             ],
         };
         for &(unit, scale, what) in tables {
-            println!("\n{mode:?} mode, aggregate {what} per second ({unit}), median of {} interleaved runs:", args.common.repeat);
+            println!("\n{mode:?} mode, aggregate {what} per second ({unit}), median of {} interleaved runs (± half their range):", args.common.repeat);
             let ratios = unit == "Mops/s";
             let mut header = vec!["threads".to_string()];
             header.extend(cols.iter().map(|c| c.to_string()));
@@ -791,7 +804,7 @@ fn print_tables(
                 let mut row = vec![t.to_string()];
                 for c in &cols {
                     row.push(match find(c, mode, t) {
-                        Some(r) => format!("{:.2}", r.ops_per_sec / scale),
+                        Some(r) => format!("{:.2}{}", r.ops_per_sec / scale, spread(r)),
                         None => "-".into(),
                     });
                 }
@@ -930,6 +943,21 @@ mod tests {
         let b = with(&[10.0, 10.0, 10.0]);
         assert_eq!(ratio_range(&a, &b), " (0.50-2.00x per repetition)");
         assert_eq!(ratio_range(&with(&[5.0]), &with(&[10.0])), "");
+    }
+
+    #[test]
+    fn a_cell_says_how_much_its_repetitions_vary() {
+        let run = Run {
+            ops: 100,
+            misses: 0,
+            elapsed: std::time::Duration::from_secs(1),
+        };
+        let mut r = result("multiarc", Mode::Hold, 1, run, 8192);
+        r.ops_per_sec = 100.0;
+        r.ops_per_sec_by_repetition = vec![96.0, 100.0, 104.0];
+        assert_eq!(spread(&r), " ±4%");
+        r.ops_per_sec_by_repetition = vec![100.0];
+        assert_eq!(spread(&r), "");
     }
 
     #[test]

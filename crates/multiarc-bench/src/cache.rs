@@ -709,9 +709,6 @@ fn result(cache: &str, mode: Mode, threads: usize, run: Run, block: usize) -> Be
     }
 }
 
-/// ` (0.85-0.93x per repetition)`: the lowest and highest ratio of `a` to
-/// `b` within one repetition, which shows how much the median ratio moves
-/// from run to run; empty with fewer than two repetitions.
 /// How much a cell's repetitions vary: ` ±N%`, half their range against
 /// their median (empty for a single run).
 fn spread(r: &BenchResult) -> String {
@@ -725,6 +722,9 @@ fn spread(r: &BenchResult) -> String {
     format!(" ±{:.0}%", 50.0 * (hi - lo) / r.ops_per_sec)
 }
 
+/// ` (0.85-0.93x per repetition)`: the lowest and highest ratio of `a` to
+/// `b` within one repetition, which shows how much the median ratio moves
+/// from run to run; empty with fewer than two repetitions.
 fn ratio_range(a: &BenchResult, b: &BenchResult) -> String {
     let ratios: Vec<f64> = a
         .ops_per_sec_by_repetition
@@ -782,6 +782,13 @@ fn print_tables(
         if cols.is_empty() {
             continue;
         }
+        // A table row: the thread count, then each column's cell (`-`
+        // where that row did not run).
+        let cells = |t: usize, cell: &dyn Fn(&str) -> Option<String>| {
+            let mut row = vec![t.to_string()];
+            row.extend(cols.iter().map(|c| cell(c).unwrap_or_else(|| "-".into())));
+            row
+        };
         // Hold mode moves no bytes: its only table is reads per second.
         let tables: &[(&str, f64, &str)] = match mode {
             Mode::Hold => &[("Mops/s", 1e6, "reads")],
@@ -801,13 +808,9 @@ fn print_tables(
             }
             let mut table = text_table(header, 0);
             for &t in &args.common.threads {
-                let mut row = vec![t.to_string()];
-                for c in &cols {
-                    row.push(match find(c, mode, t) {
-                        Some(r) => format!("{:.2}{}", r.ops_per_sec / scale, spread(r)),
-                        None => "-".into(),
-                    });
-                }
+                let mut row = cells(t, &|c| {
+                    find(c, mode, t).map(|r| format!("{:.2}{}", r.ops_per_sec / scale, spread(r)))
+                });
                 if ratios {
                     let ours = find("multiarc", mode, t).map(|r| r.ops_per_sec);
                     let one = find("multiarc-1list", mode, t).map(|r| r.ops_per_sec);
@@ -850,14 +853,9 @@ fn print_tables(
             header.extend(cols.iter().map(|c| c.to_string()));
             let mut table = text_table(header, 0);
             for &t in &args.common.threads {
-                let mut row = vec![t.to_string()];
-                for c in &cols {
-                    row.push(match find(c, mode, t) {
-                        Some(r) => format!("{:.1}", t as f64 * 1e9 / r.ops_per_sec),
-                        None => "-".into(),
-                    });
-                }
-                table.add_row(row);
+                table.add_row(cells(t, &|c| {
+                    find(c, mode, t).map(|r| format!("{:.1}", t as f64 * 1e9 / r.ops_per_sec))
+                }));
             }
             println!("{}", table.trim_fmt());
         }

@@ -121,16 +121,28 @@ impl Pass {
         format: TraceFormat,
         mut f: impl FnMut(u64) -> Result<(), E>,
     ) -> Result<Pass, E> {
+        Pass::read_timed(source, format, |id, _| f(id))
+    }
+
+    /// [`read`](Pass::read), giving `f` each block id with its request's
+    /// time where the format has one ([`TraceReader::time`]).
+    ///
+    /// [`TraceReader::time`]: crate::trace::TraceReader::time
+    pub fn read_timed<E: From<PassError>>(
+        source: &dyn TraceSource,
+        format: TraceFormat,
+        mut f: impl FnMut(u64, Option<u64>) -> Result<(), E>,
+    ) -> Result<Pass, E> {
         let malformed = |error| PassError::Malformed {
             name: source.name(),
             error,
         };
         let input = source.open().map_err(PassError::from)?;
-        let reader = format.reader(input).map_err(malformed)?;
+        let mut reader = format.reader(input).map_err(malformed)?;
         let mut pass = Pass::START;
-        for id in reader {
+        while let Some(id) = reader.next() {
             let id = id.map_err(malformed)?;
-            f(id)?;
+            f(id, reader.time())?;
             pass.add(id);
         }
         Ok(pass)

@@ -130,20 +130,22 @@ mod tests {
         assert_eq!(short.requests, (0..10).collect::<Vec<u64>>());
     }
 
+    /// A window of `file` (under the test's directory) at one size.
+    fn window(file: &'static str, half: Half, size: Size) -> Spec {
+        Spec {
+            name: "w".into(),
+            source: Source::Window { file, half },
+            sizes: vec![size],
+        }
+    }
+
     #[test]
     fn a_window_splits_its_trace_and_a_missing_one_says_where() {
         let dir = std::env::temp_dir().join(format!("corpus-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let ids: String = (0..11).map(|i| format!("{i}\n")).collect();
         std::fs::write(dir.join("t.ids"), ids).unwrap();
-        let spec = |half| Spec {
-            name: "w".into(),
-            source: Source::Window {
-                file: "t.ids",
-                half,
-            },
-            sizes: vec![Size::Share(0.5)],
-        };
+        let spec = |half| window("t.ids", half, Size::Share(0.5));
         let first = spec(Half::First).load(&dir, None).unwrap();
         assert_eq!(first.requests, (0..5).collect::<Vec<u64>>());
         assert_eq!((first.measured_from, first.capacities[0]), (0, 3));
@@ -170,14 +172,7 @@ mod tests {
             csv.push_str(&format!("1,{t},2a,512,{}\n", i * 16));
         }
         std::fs::write(dir.join("t.csv"), csv).unwrap();
-        let spec = |half| Spec {
-            name: "w".into(),
-            source: Source::Window {
-                file: "t.csv",
-                half,
-            },
-            sizes: vec![Size::Blocks(2)],
-        };
+        let spec = |half| window("t.csv", half, Size::Blocks(2));
         let first = spec(Half::First).load(&dir, None).unwrap();
         assert_eq!(first.requests.len(), 6, "the accesses before time 5");
         let second = spec(Half::Second).load(&dir, None).unwrap();

@@ -4,8 +4,8 @@
 
 use super::families::Family;
 use crate::distinct::DistinctBlocks;
-use crate::pass::PassError;
-use crate::source::{guess_format, TraceFile, TraceSource};
+use crate::pass::{Pass, PassError};
+use crate::source::{guess_format, TraceFile};
 use std::path::Path;
 
 /// A cache size: blocks, or a share of the trace's distinct blocks.
@@ -112,30 +112,21 @@ impl Spec {
                     TraceFile::new(&path).map_err(|e| LoadError::Read(PassError::Source(e)))?;
                 let format = guess_format(&source, 8192)
                     .map_err(|e| LoadError::Read(PassError::Source(e)))?;
-                let malformed = |error| {
-                    LoadError::Read(PassError::Malformed {
-                        name: source.name(),
-                        error,
-                    })
-                };
-                let input = source
-                    .open()
-                    .map_err(|e| LoadError::Read(PassError::Source(e)))?;
-                let mut reader = format.reader(input).map_err(malformed)?;
                 let mut all = Vec::new();
                 // Each block access's request time, while every request
                 // so far has one.
                 let mut times = Some(Vec::new());
-                while let Some(id) = reader.next() {
-                    let id = id.map_err(malformed)?;
+                Pass::read_timed(&source, format, |id, time| -> Result<(), PassError> {
                     if (all.len() as u64) < limit {
                         all.push(id);
-                        times = times.and_then(|mut t| {
-                            t.push(reader.time()?);
+                        times = times.take().and_then(|mut t| {
+                            t.push(time?);
                             Some(t)
                         });
                     }
-                }
+                    Ok(())
+                })
+                .map_err(LoadError::Read)?;
                 let middle = middle(&all, times.as_deref());
                 match half {
                     Half::First => {

@@ -120,8 +120,7 @@ impl<K: Key> Batch<'_, K> {
         if at + size > self.buf.bytes().len() as u64 {
             self.grow(at + size);
         }
-        let (at_, end) = (at as usize, (at + size) as usize);
-        let slot = &mut self.buf.bytes_mut()[at_..end];
+        let slot = &mut self.buf.bytes_mut()[at as usize..(at + size) as usize];
         slot[..data.len()].copy_from_slice(data);
         // The padding to the unit: a reused buffer holds older bytes there.
         slot[data.len()..].fill(0);

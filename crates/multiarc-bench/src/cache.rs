@@ -37,6 +37,8 @@ enum RowName {
     Multiarc1List,
     #[value(name = "multiarc-s3arc")]
     MultiarcS3arc,
+    #[value(name = "multiarc-adaptive")]
+    MultiarcAdaptive,
     #[value(name = "moka")]
     Moka,
     #[value(name = "quick_cache")]
@@ -66,6 +68,7 @@ impl RowName {
             RowName::MultiarcLazy => "multiarc-lazy",
             RowName::Multiarc1List => "multiarc-1list",
             RowName::MultiarcS3arc => "multiarc-s3arc",
+            RowName::MultiarcAdaptive => "multiarc-adaptive",
             RowName::Moka => "moka",
             RowName::QuickCache => "quick_cache",
             RowName::Foyer => "foyer",
@@ -115,7 +118,8 @@ pub struct CacheArgs {
     pub(crate) modes: Vec<Mode>,
     /// Rows to run (default: all). multiarc rows: multiarc (default
     /// configuration), multiarc-eager, multiarc-lazy, multiarc-1list,
-    /// multiarc-s3arc (the S3ARC policy, lazy hits); peers:
+    /// multiarc-s3arc (the S3ARC policy, lazy hits), multiarc-adaptive (the
+    /// adaptive policy, lazy hits; only when named here); peers:
     /// moka, quick_cache, foyer, tinyufo, concread-arc, mutex-lru; baselines:
     /// pagecache, memcpy (copy mode only).
     #[arg(long, value_parser = enum_arg::<RowName>("cache"), value_delimiter = ',')]
@@ -473,6 +477,9 @@ pub fn run(args: CacheArgs) -> anyhow::Result<()> {
             .copied()
             .filter(|r| !peers::is_missing_peer(r.name()))
             .filter(|r| !is_default_under_another_name(*r))
+            // The adaptive policy's hits are the lazy mode's, as the
+            // default's and S3ARC's: a row on request only.
+            .filter(|r| *r != RowName::MultiarcAdaptive)
             .collect(),
     };
     let names: Vec<String> = rows.iter().map(|r| r.name().to_string()).collect();

@@ -48,6 +48,7 @@ pub const MULTIARC_NAMES: &[&str] = &[
     "multiarc-lazy",
     "multiarc-1list",
     "multiarc-s3arc",
+    "multiarc-adaptive",
 ];
 /// The peer rows.
 pub const PEER_NAMES: &[&str] = &[
@@ -132,7 +133,8 @@ pub fn build_with(
     #[cfg(feature = "peers")]
     let entries = entries as usize;
     Ok(match name {
-        "multiarc" | "multiarc-eager" | "multiarc-lazy" | "multiarc-s3arc" => {
+        "multiarc" | "multiarc-eager" | "multiarc-lazy" | "multiarc-s3arc"
+        | "multiarc-adaptive" => {
             Box::new(Multiarc::new(capacity_bytes, sublists, name, seed, false)?)
         }
         // The design before OpenZFS 5497: one locked list per state, and
@@ -191,9 +193,8 @@ pub fn build_with(
 pub fn build_replayed(name: &str, blocks: u64, seed: u64) -> anyhow::Result<Box<dyn BenchCache>> {
     let seed = Some(seed);
     Ok(match name {
-        "multiarc" | "multiarc-eager" | "multiarc-lazy" | "multiarc-s3arc" => {
-            Box::new(Multiarc::new(blocks, None, name, seed, true)?)
-        }
+        "multiarc" | "multiarc-eager" | "multiarc-lazy" | "multiarc-s3arc"
+        | "multiarc-adaptive" => Box::new(Multiarc::new(blocks, None, name, seed, true)?),
         "multiarc-1list" => Box::new(Multiarc::new(blocks, Some(1), name, seed, true)?),
         other => bail!(
             "{other} is not a multiarc row ({})",
@@ -251,6 +252,7 @@ pub fn multiarc_settings(name: &str) -> (HitMode, Policy) {
         "multiarc-eager" | "multiarc-1list" => (HitMode::Eager, Policy::Arc),
         "multiarc-lazy" => (HitMode::Lazy, Policy::Arc),
         "multiarc-s3arc" => (HitMode::Lazy, Policy::S3arc),
+        "multiarc-adaptive" => (HitMode::Lazy, Policy::Adaptive),
         _ => (HitMode::default(), Policy::default()),
     }
 }
@@ -280,6 +282,9 @@ impl Multiarc {
         let policy = match (mode, policy, sublists) {
             (_, Policy::S3arc, _) => {
                 "S3ARC: probationary FIFO, frequency clock, ARC's ghosts and adaptation; lazy hits"
+            }
+            (_, Policy::Adaptive, _) => {
+                "adaptive: ARC's and S3ARC's rules as experts, switched on regrets; lazy hits"
             }
             (HitMode::Eager, _, Some(1)) => "ARC, one locked list per state (before OpenZFS 5497)",
             (HitMode::Lazy, _, Some(1)) => "CAR, one locked list per state",

@@ -70,14 +70,15 @@ pub struct ReplayArgs {
     #[arg(long, value_parser = name_arg, value_delimiter = ',', default_value = "0.01,0.05,0.1,0.2")]
     capacity: Vec<String>,
     /// Policies: multiarc, multiarc-eager, multiarc-lazy, multiarc-s3arc
-    /// (the cache with its S3ARC policy), arc, car, lru, s3arc (S3ARC's
+    /// (the cache with its S3ARC policy), multiarc-adaptive (with its
+    /// adaptive policy), arc, car, lru, s3arc (S3ARC's
     /// page-based model), s3fifo (S3-FIFO), lirs (LIRS), opt, and the peers
     /// moka, quick_cache, foyer, tinyufo, concread-arc, mutex-lru. Default:
     /// multiarc, multiarc-s3arc, arc, lru, opt and the peers.
     #[arg(long, value_parser = name_arg, value_delimiter = ',')]
     policy: Option<Vec<String>>,
     /// Second-tier sizes for the multiarc policies (multiarc,
-    /// multiarc-eager, multiarc-lazy, multiarc-s3arc), comma-separated, in the syntax of
+    /// multiarc-eager, multiarc-lazy, multiarc-s3arc, multiarc-adaptive), comma-separated, in the syntax of
     /// --capacity: each multiarc policy runs with memory of each --capacity
     /// plus an L2 (OpenZFS's L2ARC) of each size, on a device file in
     /// --l2-dir, the feed driven synchronously. Other policies run as without it.
@@ -462,7 +463,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
     policies::check_names(&policy_names)?;
     let tier_sizes = args.l2.clone().unwrap_or_default();
     if !tier_sizes.is_empty() && !policy_names.iter().any(|p| can_have_tier(p)) {
-        bail!("--l2 applies to the multiarc policies (multiarc, multiarc-eager, multiarc-lazy, multiarc-s3arc), and --policy has none");
+        bail!("--l2 applies to the multiarc policies (multiarc, multiarc-eager, multiarc-lazy, multiarc-s3arc, multiarc-adaptive), and --policy has none");
     }
     if args.l2.is_none()
         && (args.l2_dir.is_some() || args.l2_mfu_only || args.l2_keep_ratio.is_some())

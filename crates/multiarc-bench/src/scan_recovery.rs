@@ -50,8 +50,9 @@ pub struct PoisonArgs {
     #[arg(long, value_parser = enum_arg::<HitModeArg>("hit mode"), default_value = "lazy")]
     hit_mode: HitModeArg,
     /// The cache's replacement policy: arc (default; CAR's clocks with lazy
-    /// hits) or s3arc (S3-FIFO's probationary queue with ARC's ghosts and
-    /// adaptation; lazy hits only).
+    /// hits), s3arc (S3-FIFO's probationary queue with ARC's ghosts and
+    /// adaptation; lazy hits only) or adaptive (the two as experts, switched
+    /// on regrets; lazy hits only).
     #[arg(long, value_parser = enum_arg::<PolicyArg>("policy"), default_value = "arc")]
     policy: PolicyArg,
     /// Print one JSON document on stdout instead of the report.
@@ -92,6 +93,8 @@ enum PolicyArg {
     Arc,
     /// [`Policy::S3arc`].
     S3arc,
+    /// [`Policy::Adaptive`].
+    Adaptive,
 }
 
 impl PolicyArg {
@@ -99,6 +102,7 @@ impl PolicyArg {
         match self {
             PolicyArg::Arc => Policy::Arc,
             PolicyArg::S3arc => Policy::S3arc,
+            PolicyArg::Adaptive => Policy::Adaptive,
         }
     }
 
@@ -107,6 +111,7 @@ impl PolicyArg {
         match self {
             PolicyArg::Arc => "arc",
             PolicyArg::S3arc => "s3arc",
+            PolicyArg::Adaptive => "adaptive",
         }
     }
 }

@@ -498,6 +498,7 @@ fn replay_rows_repeat_across_runs_and_policy_lists() {
         "multiarc-lazy",
         "multiarc-1list",
         "multiarc-s3arc",
+        "multiarc-adaptive",
         "arc",
         "car",
         "lru",

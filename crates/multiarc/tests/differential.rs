@@ -32,6 +32,9 @@ enum Under {
     Lazy,
     /// Lazy hits, `Policy::S3arc`: against `S3ArcPolicy`.
     S3arc,
+    /// Lazy hits, `Policy::Adaptive`: against `CarPolicy` until its first
+    /// switch of experts.
+    Adaptive,
 }
 
 impl From<HitMode> for Under {
@@ -48,6 +51,7 @@ fn reference(under: Under, capacity: usize) -> Box<dyn PagePolicy> {
         Under::Eager => Box::new(ArcPolicy::new(capacity)),
         Under::Lazy => Box::new(CarPolicy::new(capacity)),
         Under::S3arc => Box::new(S3ArcPolicy::new(capacity)),
+        Under::Adaptive => Box::new(CarPolicy::new(capacity)),
     }
 }
 
@@ -56,6 +60,7 @@ fn cache_with(under: Under, capacity: usize, sublists: usize, block: usize) -> C
         Under::Eager => (HitMode::Eager, Policy::Arc),
         Under::Lazy => (HitMode::Lazy, Policy::Arc),
         Under::S3arc => (HitMode::Lazy, Policy::S3arc),
+        Under::Adaptive => (HitMode::Lazy, Policy::Adaptive),
     };
     Builder::new()
         .max_bytes((capacity * block) as u64)
@@ -357,4 +362,40 @@ fn s3arc_default_sublists_within_a_fifth_of_a_point_of_the_model() {
             );
         }
     }
+}
+
+/// The adaptive policy starts with ARC's rules (CAR's, in the lazy mode):
+/// request by request it must be CAR until it switches experts. Its first
+/// outcome that differs from CAR's must come after a switch; and a switch
+/// must happen somewhere in these traces (else the check above is CAR's
+/// test again).
+#[test]
+fn adaptive_is_car_until_its_first_switch() {
+    let mut traces = s3arc_traces();
+    traces.extend(cloudphysics().map(|t| ("cloudphysics", t)));
+    let mut switched = Vec::new();
+    for (name, trace) in &traces {
+        for capacity in [10, 100, 500, 1000] {
+            let mut car = CarPolicy::new(capacity);
+            let cache = cache(Under::Adaptive, capacity, 1);
+            for (i, &key) in trace.iter().enumerate() {
+                let expected = car.access(key);
+                if request(&cache, key) != expected {
+                    let switches = cache.stats().policy_switches;
+                    assert!(
+                        switches > 0,
+                        "{name} @{capacity}: request {i} (block {key}) differs from CAR's \
+                         before any switch"
+                    );
+                    switched.push(format!("{name} @{capacity} (request {i})"));
+                    break;
+                }
+            }
+        }
+    }
+    eprintln!("adaptive: left CAR's decisions after a switch on {switched:?}");
+    assert!(
+        !switched.is_empty(),
+        "no trace made the adaptive policy switch experts"
+    );
 }

@@ -256,3 +256,38 @@ fn stress_s3arc_four_sublists() {
         assert!(s.mfu_bytes > 0 && s.mru_ghost_hits > 0, "{s:?}");
     });
 }
+
+/// The adaptive policy (`Policy::Adaptive`) with the evict thread over four
+/// sublists, on a skewed key space, with a target that moves (each expert's
+/// `p` rescaled): besides the common checks, its experts must have switched
+/// (regrets counted and `p` swapped while other threads miss, hit and
+/// evict), and `p` and the history stay within ARC's widest bounds.
+#[test]
+fn stress_adaptive_four_sublists() {
+    with_watchdog(Duration::from_secs(60), || {
+        let cache: Cache<u64> = Builder::new()
+            .max_bytes(256 << 10)
+            .min_bytes(64 << 10)
+            .sublists(4)
+            .policy(Policy::Adaptive)
+            .build()
+            .unwrap();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for i in 0..20 {
+                    std::thread::sleep(Duration::from_millis(50));
+                    cache
+                        .set_max_bytes(if i % 2 == 0 { 192 << 10 } else { 256 << 10 })
+                        .unwrap();
+                }
+            });
+            run_stress(&cache, 4, Duration::from_secs(1), skewed_key);
+        });
+        cache.wait_for_eviction();
+        let s = cache.stats();
+        eprintln!("adaptive stress: {} switches", s.policy_switches);
+        assert!(s.policy_switches > 0, "no switch of experts: {s:?}");
+        assert!(s.p <= s.c, "{s:?}");
+        assert!(s.mru_ghost_bytes + s.mfu_ghost_bytes <= 2 * s.c, "{s:?}");
+    });
+}

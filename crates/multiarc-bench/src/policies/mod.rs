@@ -9,7 +9,8 @@
 //! - The concurrent caches, built by [`peers::build`]: multiarc's rows
 //!   (`multiarc`, `multiarc-eager`, `multiarc-lazy`, `multiarc-1list`, and
 //!   `multiarc-s3arc`: the cache with `Policy::S3arc`, whose reference
-//!   model is the page-based `s3arc`) and
+//!   model is the page-based `s3arc`; `multiarc-adaptive`: the cache with
+//!   `Policy::Adaptive`, which has no page model) and
 //!   the peers (moka, quick_cache, foyer, tinyufo, concread-arc,
 //!   mutex-lru), each holding 1-byte values with a capacity counted in
 //!   blocks.
@@ -64,7 +65,7 @@ pub fn check_names(names: &[String]) -> anyhow::Result<()> {
 pub fn can_have_tier(name: &str) -> bool {
     matches!(
         name,
-        "multiarc" | "multiarc-eager" | "multiarc-lazy" | "multiarc-s3arc"
+        "multiarc" | "multiarc-eager" | "multiarc-lazy" | "multiarc-s3arc" | "multiarc-adaptive"
     )
 }
 
@@ -258,6 +259,7 @@ mod tests {
             "multiarc",
             "multiarc-eager",
             "multiarc-s3arc",
+            "multiarc-adaptive",
             "arc",
             "car",
             "lru",
@@ -315,6 +317,7 @@ mod tests {
             "multiarc-eager",
             "multiarc-lazy",
             "multiarc-s3arc",
+            "multiarc-adaptive",
         ] {
             assert!(can_have_tier(name), "{name}");
         }

@@ -173,10 +173,12 @@ impl<K> Builder<K> {
     }
 
     /// The replacement policy: [`Policy::Arc`] (default: ARC, with CAR's
-    /// clocks in the lazy hit mode) or [`Policy::S3arc`] (S3-FIFO's
-    /// probationary queue with ARC's ghost lists and adaptation; lazy hit
-    /// mode only, `build` refuses it with [`HitMode::Eager`]). The
-    /// policy changes what eviction does, never what a hit does.
+    /// clocks in the lazy hit mode), [`Policy::S3arc`] (S3-FIFO's
+    /// probationary queue with ARC's ghost lists and adaptation) or
+    /// [`Policy::Adaptive`] (the two as experts, chosen by regret). The
+    /// last two need the lazy hit mode: `build` refuses them with
+    /// [`HitMode::Eager`]. The policy changes what eviction does, never
+    /// what a hit does.
     ///
     /// ```
     /// use multiarc::{Cache, Policy};
@@ -254,11 +256,15 @@ impl<K> Builder<K> {
                 "hash_stripes ({hash_stripes}) must be between 1 and 16777216"
             )));
         }
-        if self.policy == Policy::S3arc && self.hit_mode == HitMode::Eager {
-            return Err(ConfigError::invalid(
-                "the S3ARC policy needs the lazy hit mode (it reads the hit counts \
-                 that lazy hits keep; eager hits move buffers instead)",
-            ));
+        if self.policy != Policy::Arc && self.hit_mode == HitMode::Eager {
+            let name = match self.policy {
+                Policy::S3arc => "S3ARC",
+                _ => "adaptive",
+            };
+            return Err(ConfigError::invalid(format!(
+                "the {name} policy needs the lazy hit mode (it reads the hit counts \
+                 that lazy hits keep; eager hits move buffers instead)"
+            )));
         }
         Ok(Config {
             max_bytes,

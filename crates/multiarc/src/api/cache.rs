@@ -752,6 +752,7 @@ impl<K: Key> Cache<K> {
                 hash_collisions: h.collisions,
                 hash_chain_max: h.chain_max,
                 sublists: core.config.sublists as u64,
+                policy_switches: core.replacement.switches(),
                 l2_hits: l2.hits,
                 l2_part_hits: l2.part_hits,
                 l2_misses: l2.misses,

@@ -57,6 +57,29 @@ pub enum Policy {
     /// inline eviction (`tests/differential.rs`). Hit ratios against ARC:
     /// docs/BENCHMARKS.md, "S3ARC in the cache".
     S3arc,
+    /// Adaptive: ARC's rules (CAR's clocks) and S3ARC's as two experts, one
+    /// of them deciding at a time, chosen by regret, after LeCaR (Vietri et
+    /// al., HotStorage '18). Lazy hit mode only. Where the experts would
+    /// have decided differently (the list to evict from, given each one's
+    /// own `p`; or an MRU buffer hit once, which CAR promotes and S3ARC
+    /// evicts), the evicted buffer's ghost is marked with the expert that
+    /// decided; a miss that finds such a ghost is a regret of that expert,
+    /// counted in the ghost's bytes (a regret of the expert not deciding
+    /// takes its bytes off). Once the deciding expert's regrets reach twice
+    /// the cache's target size, the other expert decides, with its own `p`
+    /// (each expert's `p` follows every ghost hit by its own rule). A switch
+    /// reshapes the lists (S3ARC keeps MRU within 10% of the cache) and
+    /// costs misses of its own, so switches are rare by design. It starts
+    /// with ARC's rules. A hit does the same as under any policy; only
+    /// misses and the evictor do more.
+    ///
+    /// It has no page-based reference model: its tests are unit tests of
+    /// the marks, regrets and switches (`arc/insert.rs`,
+    /// `arc/replacement.rs`), and request by request at one sublist it is
+    /// CAR until its first switch (`tests/differential.rs`). Hit ratios
+    /// against ARC:
+    /// docs/BENCHMARKS.md, "Held-out traces".
+    Adaptive,
 }
 
 /// The tunables, as the builder validated them (`api/builder.rs`).

@@ -34,7 +34,7 @@ type GarbageBin<K> = CachePadded<Mutex<Limbo<EntryPtr<K>>>>;
 /// Everything the cache's threads share.
 pub(crate) struct Core<K, M> {
     /// The replacement policy's rules, chosen once from `config.policy`.
-    pub(crate) replacement: &'static dyn Replacement,
+    pub(crate) replacement: Box<dyn Replacement>,
     pub(crate) config: Config,
     hasher: KeyHasher,
     pub(crate) table: HashTable<K, InFlight<K>>,
@@ -76,6 +76,7 @@ impl<K: Eq + Hash, M> Core<K, M> {
         let n = config.sublists;
         let expected = (config.max_bytes / 4096).min(1 << 26) as usize;
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let replacement = rules(config.policy, config.max_bytes);
         Core {
             hasher: key_hasher(config.seed),
             table: HashTable::new(
@@ -90,7 +91,7 @@ impl<K: Eq + Hash, M> Core<K, M> {
                 Multilist::new(n, "mfu_ghost.sublist"),
             ],
             c: AtomicU64::new(config.max_bytes),
-            p: AtomicU64::new(rules(config.policy).initial_p(config.max_bytes)),
+            p: AtomicU64::new(replacement.initial_p(config.max_bytes)),
             bytes: Striped::new(n),
             events: Events::new((cpus * 2).max(8)),
             handshake: EvictHandshake::default(),
@@ -101,7 +102,7 @@ impl<K: Eq + Hash, M> Core<K, M> {
                 .collect(),
             #[cfg(loom)]
             graveyard: Mutex::new(Vec::new()),
-            replacement: rules(config.policy),
+            replacement,
             config,
             mode: PhantomData,
         }
@@ -189,7 +190,8 @@ impl<K, M> Core<K, M> {
     /// `c`); returns the old `c`.
     pub(crate) fn set_target(&self, bytes: u64) -> u64 {
         let old = self.c.swap(bytes, Ordering::AcqRel);
-        let rules = self.replacement;
+        let rules = &*self.replacement;
+        rules.rescale_others(old, bytes);
         let _ = self
             .p
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| {
@@ -294,12 +296,20 @@ impl<K, M> Core<K, M> {
             GhostHit::Mru => s.mru_ghost += absent,
             GhostHit::Mfu => s.mfu_ghost += absent,
         }
-        let rules = self.replacement;
+        let rules = &*self.replacement;
         let _ = self
             .p
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| {
                 Some(rules.adapt(p, c, hit, size, &s))
             });
+        rules.adapt_others(c, hit, size, &s);
+    }
+
+    /// A miss found a ghost of `size` bytes that the policy marked `mark`
+    /// (`Header::policy_mark`): the adaptive policy counts the regret, and
+    /// may switch experts.
+    pub(crate) fn regret(&self, mark: u8, size: u64) {
+        self.replacement.regret(mark, size, self.c(), &self.p);
     }
 }
 

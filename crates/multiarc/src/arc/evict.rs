@@ -19,8 +19,10 @@ use super::evict_handshake::{EvictHandshake, IDLE_CHECK};
 use super::hit_mode::{HitModeImpl, Tail};
 use super::key::Key;
 use super::policy::Sizes;
+use super::replacement::MARK_NONE;
 use super::second_tier::{ArcTails, EvictedCopy, Presence};
 use super::stats::Event;
+use crate::mem::meta;
 use crate::mem::sync::unpoisoned;
 use crate::mem::sync::Ordering;
 use crate::mem::{EntryPtr, State};
@@ -349,7 +351,12 @@ fn evict_to_target_sparing<K: Key, M: HitModeImpl>(
         } else {
             usize::MAX
         };
-        let mut walk = evict_state(core, first, amount, candidates, spare_unfed);
+        // The adaptive policy marks the ghosts of this choice's evictions
+        // where its other expert would have chosen the other list.
+        let mark = core
+            .replacement
+            .list_mark(&s, b2_hit, M::evict_from_mru, from_mru);
+        let mut walk = evict_state(core, first, amount, candidates, spare_unfed, mark);
         if walk.waits_for_feed() {
             // Feed first (the caller does), then come back.
             outcome.spared_unfed = true;
@@ -358,7 +365,7 @@ fn evict_to_target_sparing<K: Key, M: HitModeImpl>(
         if walk.freed == 0 && walk.moved == 0 {
             // Nothing freed and no clock turned (empty, or all held): the
             // other list, as REPLACE does when its choice has nothing.
-            let other = evict_state(core, second, amount, candidates, spare_unfed);
+            let other = evict_state(core, second, amount, candidates, spare_unfed, MARK_NONE);
             if other.waits_for_feed() {
                 outcome.spared_unfed = true;
                 return outcome;
@@ -394,10 +401,10 @@ fn evict_from_mru<K, M: HitModeImpl>(core: &Core<K, M>, s: &Sizes, p: u64, b2_hi
 pub(crate) fn trim_ghosts<K: Key, M: HitModeImpl>(core: &Core<K, M>) {
     let (b1, b2) = core.ghost_excess(&core.sizes(), core.c());
     if b1 > 0 {
-        evict_state(core, State::MruGhost, b1, usize::MAX, false);
+        evict_state(core, State::MruGhost, b1, usize::MAX, false, MARK_NONE);
     }
     if b2 > 0 {
-        evict_state(core, State::MfuGhost, b2, usize::MAX, false);
+        evict_state(core, State::MfuGhost, b2, usize::MAX, false, MARK_NONE);
     }
 }
 
@@ -409,13 +416,15 @@ pub(crate) fn trim_ghosts<K: Key, M: HitModeImpl>(core: &Core<K, M>) {
 /// of are passed over, where they are (`evict_to_target_sparing`).
 /// What happens to a live buffer at the tail is the hit protocol's call
 /// (`HitModeImpl::at_tail`): evicted, passed over (held) or promoted
-/// (referenced).
+/// (referenced). `mark`: the policy's mark for the ghosts of the buffers
+/// it evicts (`Replacement::list_mark`).
 fn evict_state<K: Key, M: HitModeImpl>(
     core: &Core<K, M>,
     state: State,
     amount: u64,
     candidates: usize,
     spare_unfed: bool,
+    mark: u8,
 ) -> Walk {
     let list = &core.list(state);
     let n = list.len();
@@ -569,6 +578,14 @@ fn evict_state<K: Key, M: HitModeImpl>(
                     if unused {
                         core.events.count(Event::ReadAheadEvictedUnused);
                     }
+                    // The adaptive policy: an MRU buffer evicted with
+                    // hits (which CAR would have promoted) is S3ARC's call.
+                    let mark =
+                        if mark == MARK_NONE && state == State::Mru && meta::hits(e.word()) != 0 {
+                            core.replacement.referenced_mru_mark()
+                        } else {
+                            mark
+                        };
                     let ghost = EntryPtr::ghost(
                         e.key.clone(),
                         e.hash,
@@ -576,6 +593,7 @@ fn evict_state<K: Key, M: HitModeImpl>(
                         state.ghost(),
                         reused,
                         unused,
+                        mark,
                     );
                     // SAFETY: new; like every entry, it leaves the table and
                     // its list (under their locks) before it is freed.

@@ -8,6 +8,7 @@ use super::hit_mode::HitModeImpl;
 use super::inflight::Pending;
 use super::key::Key;
 use super::policy::GhostHit;
+use super::replacement::MARK_NONE;
 use super::stats::Event;
 use crate::mem::sync::Ordering;
 use crate::mem::{EntryPtr, State};
@@ -62,6 +63,8 @@ pub(crate) fn insert_entry_as<K: Key, M: HitModeImpl, V: Evictor>(
     let mut ghost_reused = false;
     // The MRU ghost of a buffer read ahead and evicted unused.
     let mut ghost_unused = false;
+    // The policy's mark on the ghost (the adaptive policy's regrets).
+    let mut ghost_mark = MARK_NONE;
     let mut reaccess = false;
     {
         let mut stripe = core.table.write(hash);
@@ -94,6 +97,7 @@ pub(crate) fn insert_entry_as<K: Key, M: HitModeImpl, V: Evictor>(
                 ghost_hit = Some((hit, e.bytes));
                 ghost_reused = e.reused_in_mfu();
                 ghost_unused = e.read_ahead();
+                ghost_mark = e.policy_mark();
                 // SAFETY: just out of the table under the stripe lock we
                 // hold; not used after.
                 unsafe { M::detach(core, ghost) };
@@ -126,6 +130,11 @@ pub(crate) fn insert_entry_as<K: Key, M: HitModeImpl, V: Evictor>(
         if let Some((hit, ghost_bytes)) = ghost_hit {
             core.adapt(hit, ghost_bytes, ghost_bytes);
         }
+    }
+    // After the REPLACE and the adaptation it was made for: a switch of
+    // experts applies from the next decision on.
+    if let Some((_, ghost_bytes)) = ghost_hit {
+        core.regret(ghost_mark, ghost_bytes);
     }
 
     // 3. Install.
@@ -243,9 +252,10 @@ pub(crate) fn remove_key<K: Key, M: HitModeImpl>(core: &Core<K, M>, key: &K) -> 
 mod tests {
     use super::super::hit_mode::{Eager, Lazy};
     use super::super::policy;
+    use super::super::replacement::{MARK_ARC, MARK_S3ARC};
     use super::super::test_support::{
-        core, count, data, hit, insert, insert_held, keys, release, s3arc_core, state_of, Peek,
-        BLOCK as B,
+        adaptive_core, core, count, data, hit, insert, insert_held, keys, mark_of, release,
+        s3arc_core, state_of, Peek, BLOCK as B,
     };
     use super::*;
     use crate::mem::meta;
@@ -632,6 +642,61 @@ mod tests {
         insert(&core, 0, 1);
         assert_eq!(state_of(&core, 0), Some(State::Mru));
     }
+    /// The adaptive policy at one sublist: CAR decides first, and marks
+    /// the ghost of a buffer it evicts from the list S3ARC would have left;
+    /// once its regrets make S3ARC decide, a once-hit MRU buffer that S3ARC
+    /// evicts (CAR would have promoted it) is marked S3ARC's, and a miss on
+    /// that ghost is S3ARC's regret.
+    #[test]
+    fn adaptive_marks_contested_evictions_and_counts_regrets_on_their_ghosts() {
+        let core = adaptive_core(100);
+        for k in 0..100 {
+            insert(&core, k, 1);
+        }
+        for k in 0..50 {
+            assert!(hit(&core, k));
+        }
+        // CAR at the MRU tail: the referenced 0..50 go to MFU, 50 is
+        // evicted. S3ARC (p = 10) would also take MRU: no mark.
+        insert(&core, 100, 1);
+        assert_eq!(state_of(&core, 50), Some(State::MruGhost));
+        assert_eq!(mark_of(&core, 50), Some(0), "both experts evict from MRU");
+        // CAR's p high: it takes MFU (0 is at its tail), where S3ARC, with
+        // MRU above its p, would take MRU.
+        core.set_p_for_test(100);
+        insert(&core, 101, 1);
+        assert_eq!(state_of(&core, 0), Some(State::MfuGhost));
+        assert_eq!(mark_of(&core, 0), Some(MARK_ARC), "ARC's contested call");
+        insert(&core, 0, 1);
+        assert_eq!(core.replacement.switches(), 0, "one regret is not enough");
+        // One-byte buffers in a cache of 100 bytes.
+        let bound = 100 * policy::ADAPTIVE_SWITCH_PERCENT / 100;
+        for _ in 1..bound {
+            core.regret(MARK_ARC, 1);
+        }
+        assert_eq!(core.replacement.switches(), 1, "S3ARC decides now");
+        // The MRU tail buffer, hit once: S3ARC evicts it, CAR would not.
+        let tail = *keys(&core, State::Mru).last().expect("MRU has buffers");
+        assert!(hit(&core, tail));
+        insert(&core, 102, 1);
+        assert_eq!(state_of(&core, tail), Some(State::MruGhost));
+        assert_eq!(
+            mark_of(&core, tail),
+            Some(MARK_S3ARC),
+            "S3ARC's contested call"
+        );
+        for _ in 1..bound {
+            core.regret(MARK_S3ARC, 1);
+        }
+        assert_eq!(core.replacement.switches(), 1);
+        insert(&core, tail, 1);
+        assert_eq!(
+            core.replacement.switches(),
+            2,
+            "the miss on S3ARC's marked ghost was its last regret: ARC decides"
+        );
+    }
+
     /// Inserts `key` as read ahead (`len` bytes) and drops the hold.
     fn insert_ahead<M: HitModeImpl>(core: &Core<u64, M>, key: u64, len: u64) {
         let e = insert_entry_as::<u64, M, super::super::evict::Inline>(

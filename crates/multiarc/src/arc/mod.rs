@@ -38,6 +38,14 @@
 //! first sublist (the fullest, not a random one: `evict`), the bounds of
 //! `p` (`core`), and where a ghost hit is admitted (`insert`). A hit, a
 //! release and the locking below are the lazy mode's, unchanged.
+//! `Policy::Adaptive` (lazy mode only) holds both rule sets as experts
+//! (`AdaptiveRules`), one deciding at a time: where the other would have
+//! chosen differently (the list, by its own `p`; or an MRU buffer hit once,
+//! which only S3ARC evicts), the evicted buffer's ghost carries the
+//! deciding expert's mark (the header's `policy_mark`), and a miss on a
+//! marked ghost is that expert's regret; enough regrets and the other
+//! expert decides. Hits are untouched: all of it happens on misses and in
+//! the evictor.
 //!
 //! # Locking model
 //!
@@ -72,7 +80,9 @@
 //! 4. **Leaf locks**, taken last and alone: a garbage bin of retired
 //!    entries (`core`), the evict handshake's progress (`evict_handshake`),
 //!    a load's outcome (`inflight`: its result, the wakers of waiting
-//!    tasks, and the count of tasks that left), lock statistics. The I/O
+//!    tasks, and the count of tasks that left), lock statistics, the
+//!    adaptive policy's switch (`replacement`: a miss that found a marked
+//!    ghost takes it, after its REPLACE, holding no other lock). The I/O
 //!    pool's queue and a job's completion slot (`io_pool`) are taken with
 //!    no cache lock held, and the pool's jobs (a [`SecondTier::read`]) run
 //!    holding none.

@@ -34,6 +34,9 @@
 //! no unit of size): with uniform `s`-byte buffers the rules are the page
 //! model's (`multiarc_sim::s3arc`) for a capacity of `c / s` pages.
 //!
+//! The adaptive policy (`Policy::Adaptive`) switches between ARC's rules
+//! and S3ARC's on a count of regrets (`adaptive_regret`).
+//!
 //! Nothing here touches a lock or an atomic; the cache reads its counters,
 //! calls these, and acts.
 
@@ -183,6 +186,38 @@ pub(crate) fn s3arc_ghost_excess(s: &Sizes, c: u64) -> (u64, u64) {
     )
 }
 
+/// The adaptive policy (`Policy::Adaptive`): how much the expert that
+/// decides may regret, in bytes, before the other one takes over, in
+/// percent of `c`. A regret is a miss on the ghost of a buffer that the
+/// other expert would have kept, counted in its bytes; a regret of the
+/// expert not deciding (its ghost came back after its turn ended) takes its
+/// bytes off. So the deciding expert keeps deciding until its contested
+/// evictions have cost twice a cache's worth of misses more than the
+/// other's: a switch reshapes the lists (S3ARC keeps MRU within 10% of `c`,
+/// ARC lets it grow), which costs misses of its own, so switches must be
+/// rare. Chosen on the tuning corpus only (`multiarc corpus --set tuning`,
+/// 29 rows; docs/history has the runs): a fixed count of 64 regrets at any
+/// size left a row 2.36 points below ARC, and 50% / 100% / 200% / 400% of
+/// `c` left the worst of 19 rows at -1.10 / -0.48 / -0.31 / -0.31 (the
+/// last two: CAR's own row) with means +0.52 / +0.49 / +0.58 / +0.54.
+pub(crate) const ADAPTIVE_SWITCH_PERCENT: u64 = 200;
+
+/// The adaptive policy's regretted bytes after a ghost hit of `size` bytes
+/// marked by the expert deciding (`by_deciding`) or by the other, in a
+/// cache of target `c`; and whether the other expert decides from now on
+/// (the count then starts again from 0).
+pub(crate) fn adaptive_regret(regrets: u64, by_deciding: bool, size: u64, c: u64) -> (u64, bool) {
+    if !by_deciding {
+        return (regrets.saturating_sub(size), false);
+    }
+    let n = regrets.saturating_add(size);
+    if n >= fraction(c, ADAPTIVE_SWITCH_PERCENT, 100).max(1) {
+        (0, true)
+    } else {
+        (n, false)
+    }
+}
+
 /// `p` rescaled when the target size changes from `old_c` to `new_c`, so the
 /// learned MRU/MFU split survives a resize (a one-byte change changes nothing).
 pub(crate) fn rescale_p(p: u64, old_c: u64, new_c: u64) -> u64 {
@@ -245,6 +280,32 @@ mod tests {
         assert!(!car_evict_from_mru(&sizes(3, 5, 0, 0), 4));
         assert!(car_evict_from_mru(&sizes(1, 5, 0, 0), 0));
         assert!(!car_evict_from_mru(&sizes(0, 5, 0, 0), 0));
+    }
+
+    #[test]
+    fn adaptive_regrets_count_bytes_up_to_a_share_of_c_and_the_others_count_down() {
+        let bound = fraction(1000, ADAPTIVE_SWITCH_PERCENT, 100);
+        assert_eq!(adaptive_regret(0, true, 10, 1000), (10, false));
+        assert_eq!(adaptive_regret(50, false, 10, 1000), (40, false));
+        assert_eq!(
+            adaptive_regret(5, false, 10, 1000),
+            (0, false),
+            "never below 0"
+        );
+        assert_eq!(
+            adaptive_regret(bound - 11, true, 10, 1000),
+            (bound - 1, false)
+        );
+        assert_eq!(
+            adaptive_regret(bound - 10, true, 10, 1000),
+            (0, true),
+            "reaching the bound switches and starts the count again"
+        );
+        assert_eq!(
+            adaptive_regret(0, true, 1, 0),
+            (0, true),
+            "a cache of target 0 switches on any regret"
+        );
     }
 
     #[test]

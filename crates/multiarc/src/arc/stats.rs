@@ -250,6 +250,9 @@ statistics! {
     /// Memory hits that were part of a use already counted
     /// (`Cache::get_in_memory_same_use`): not in `hits`, no access.
     same_use_hits: event(SameUseHit),
+    /// Times the adaptive policy's deciding expert changed (ARC's rules to
+    /// S3ARC's or back); 0 under the other policies.
+    policy_switches: counter,
 }
 
 /// Per-thread striped event counters.
@@ -355,6 +358,7 @@ mod tests {
                 "read_ahead_hits",
                 "read_ahead_evicted_unused",
                 "same_use_hits",
+                "policy_switches",
             ]
         );
     }
@@ -386,6 +390,7 @@ mod tests {
             hash_collisions: 16,
             hash_chain_max: 17,
             sublists: 18,
+            policy_switches: 33,
             l2_hits: 19,
             l2_misses: 20,
             l2_size: 21,

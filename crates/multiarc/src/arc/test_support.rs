@@ -42,6 +42,14 @@ pub(super) fn s3arc_core(max_bytes: u64) -> Core<u64, Lazy> {
     Core::new(config, None)
 }
 
+/// A core of `max_bytes` with `Policy::Adaptive` (lazy hits), no second
+/// tier.
+pub(super) fn adaptive_core(max_bytes: u64) -> Core<u64, Lazy> {
+    let mut config = config(max_bytes, HitMode::Lazy);
+    config.policy = Policy::Adaptive;
+    Core::new(config, None)
+}
+
 /// The bytes the tests cache under `key`.
 pub(super) fn data(key: u64, len: u64) -> Vec<u8> {
     (0..len).map(|i| (key * 31 + i * 7) as u8).collect()
@@ -87,6 +95,16 @@ pub(super) fn state_of<M>(core: &Core<u64, M>, key: u64) -> Option<State> {
     stripe
         .find(hash, &key)
         .map(|e| unsafe { e.header() }.state())
+}
+
+/// The policy's mark on `key`'s entry in the table, if any.
+pub(super) fn mark_of<M>(core: &Core<u64, M>, key: u64) -> Option<u8> {
+    let hash = core.hash(&key);
+    let stripe = core.table.write(hash);
+    // SAFETY: in the table, under its stripe lock.
+    stripe
+        .find(hash, &key)
+        .map(|e| unsafe { e.header() }.policy_mark())
 }
 
 /// The keys linked in `state`'s list, head (most recent) first.

@@ -177,6 +177,11 @@ pub(crate) struct Header<K> {
     /// 48 B). Written and read under the entry's stripe lock, held
     /// exclusively.
     read_ahead: AtomicBool,
+    /// A ghost's mark from the replacement policy, set when the ghost is
+    /// made and never changed (0 for live buffers): the adaptive policy's
+    /// record of which of its experts decided a contested eviction
+    /// (`arc::replacement`). In the header's padding (it stays 48 B).
+    policy_mark: u8,
     /// Under loom, retired entries are marked instead of freed (and freed
     /// with the cache), so a model in which a probe meets a "freed" entry
     /// fails an assertion instead of reading freed memory.
@@ -225,6 +230,11 @@ impl<K> Header<K> {
     /// lock exclusively.
     pub(crate) fn mark_reused_in_mfu(&self) {
         self.reused_in_mfu.store(true, Ordering::Relaxed);
+    }
+
+    /// The replacement policy's mark on a ghost (see the field).
+    pub(crate) fn policy_mark(&self) -> u8 {
+        self.policy_mark
     }
 
     /// Whether the entry was read ahead and not yet used (see the field).
@@ -352,6 +362,7 @@ impl<K> EntryPtr<K> {
                 ghost: false,
                 reused_in_mfu: AtomicBool::new(false),
                 read_ahead: AtomicBool::new(false),
+                policy_mark: 0,
                 #[cfg(loom)]
                 freed: AtomicBool::new(false),
             },
@@ -361,7 +372,7 @@ impl<K> EntryPtr<K> {
 
     /// A ghost of `bytes` bytes (no data); `reused_in_mfu` is the evicted
     /// buffer's mark (S3ARC), `read_ahead` whether it was read ahead and
-    /// evicted unused.
+    /// evicted unused, `policy_mark` the replacement policy's mark.
     pub(crate) fn ghost(
         key: K,
         hash: u64,
@@ -369,6 +380,7 @@ impl<K> EntryPtr<K> {
         state: State,
         reused_in_mfu: bool,
         read_ahead: bool,
+        policy_mark: u8,
     ) -> EntryPtr<K> {
         debug_assert!(state.is_ghost());
         Self::alloc(
@@ -381,6 +393,7 @@ impl<K> EntryPtr<K> {
                 ghost: true,
                 reused_in_mfu: AtomicBool::new(reused_in_mfu),
                 read_ahead: AtomicBool::new(read_ahead),
+                policy_mark,
                 #[cfg(loom)]
                 freed: AtomicBool::new(false),
             },
@@ -471,7 +484,7 @@ mod tests {
         assert_eq!(std::mem::size_of::<Header<crate::BlockKey>>(), 48);
         // SAFETY: created above, never shared, not used after.
         unsafe { p.free() };
-        let p = EntryPtr::ghost(String::from("k"), 1, 8192, State::MruGhost, false, false);
+        let p = EntryPtr::ghost(String::from("k"), 1, 8192, State::MruGhost, false, false, 0);
         // SAFETY: as above.
         let g = unsafe { p.header() };
         assert_eq!(g.data_len(), 0);

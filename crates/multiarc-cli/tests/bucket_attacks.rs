@@ -8,13 +8,15 @@
 //! - a Garage node killed mid-read (the others serve every object), then
 //!   the node the mount talks to: reads fail with EIO within the client's
 //!   retry time, never hang, and the error is not cached;
+//! - a DuckDB query cancelled halfway (Parquet on the mount; one node);
 //! - the daemon stopped (SIGTERM) while readers run, and a new mount over
 //!   the same L2 at once;
 //! - an L2 larger than its filesystem's free space (refused at mount with
 //!   one line), and an L2 on a filesystem that is full.
 //!
-//! Needs garage (`.ci/run` installs it; skipped where absent unless CI is
-//! set), /dev/fuse and fusermount3 (skipped where absent unless
+//! Needs garage and, for the DuckDB query, DuckDB in target/scale-venv
+//! (`.ci/run` installs both; skipped where absent unless CI is set),
+//! /dev/fuse and fusermount3 (skipped where absent unless
 //! MULTIARC_REQUIRE_FUSE=1). Only with the `bucket` feature (a default one).
 
 #![cfg(feature = "bucket")]
@@ -422,4 +424,180 @@ fn free_bytes(dir: &Path) -> u64 {
         .nth(1)
         .and_then(|l| l.trim().parse().ok())
         .unwrap_or(u64::MAX / 4)
+}
+
+/// DuckDB's side of the attack, in Python, as `scripts/scale-bench.sh` runs
+/// it: `gen PATH` writes a Parquet table (row groups of 100,000 rows);
+/// `query PATH` prints the query's answer; `cancel PATH` starts the query
+/// on one thread, prints `started`, and on SIGUSR1 interrupts it (DuckDB's
+/// `interrupt`, what Ctrl-C does in its shell), then prints `interrupted`,
+/// or `finished` if the query had already ended.
+const DUCKDB_SCRIPT: &str = r#"
+import signal, sys, threading
+import duckdb
+mode, path = sys.argv[1], sys.argv[2]
+query = f"SELECT count(*), sum(a), sum(b), min(c), max(c) FROM read_parquet('{path}')"
+con = duckdb.connect()
+con.execute("SET threads = 1")
+if mode == "gen":
+    con.execute(f"COPY (SELECT i AS a, i * 7 % 1000 AS b, md5(i::VARCHAR) AS c FROM range(2000000) t(i)) TO '{path}' (FORMAT parquet, ROW_GROUP_SIZE 100000)")
+elif mode == "query":
+    print(con.execute(query).fetchall(), flush=True)
+elif mode == "cancel":
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+    outcome = {}
+    def run():
+        try:
+            outcome["rows"] = con.execute(query).fetchall()
+        except duckdb.InterruptException:
+            outcome["interrupted"] = True
+    worker = threading.Thread(target=run)
+    worker.start()
+    print("started", flush=True)
+    signal.sigwait({signal.SIGUSR1})
+    con.interrupt()
+    worker.join()
+    print("interrupted" if outcome.get("interrupted") else "finished", flush=True)
+"#;
+
+/// The Python with DuckDB that `.ci/run` makes (`target/scale-venv`, as
+/// `scripts/scale-bench.sh` does), or `MULTIARC_PYTHON`; `None` (after
+/// saying why) where it has no DuckDB, unless CI is set.
+fn duckdb_python(test: &str) -> Option<PathBuf> {
+    let python = std::env::var_os("MULTIARC_PYTHON").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/scale-venv/bin/python"),
+        PathBuf::from,
+    );
+    let ok = Command::new(&python)
+        .args(["-c", "import duckdb"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if ok {
+        return Some(python);
+    }
+    let why = format!(
+        "{test}: no DuckDB at {} (.ci/run makes target/scale-venv: python3 -m venv, pip install duckdb)",
+        python.display()
+    );
+    assert!(std::env::var_os("CI").is_none(), "{why}");
+    eprintln!("skipped: {why}");
+    None
+}
+
+/// Runs the DuckDB script in `mode` on `path`, within 120 s: its stdout.
+fn duckdb(python: &Path, script: &Path, mode: &str, path: &Path) -> String {
+    let out = Command::new("timeout")
+        .arg("120")
+        .arg(python)
+        .arg(script)
+        .arg(mode)
+        .arg(path)
+        .output()
+        .expect("running python");
+    assert!(
+        out.status.success(),
+        "duckdb {mode} {}: {}\n{}",
+        path.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Issue 39's "a query cancelled halfway", through the mount with a real
+/// engine: DuckDB scans a Parquet table of about 70 MB on the mount (32 MiB
+/// of memory and an L2), and is interrupted once its first blocks have come
+/// from the store. Then the same query runs to its end with the answer
+/// DuckDB gives on a local copy (no load left waiting on the cancelled
+/// reads, nothing wrong cached), and once more warm, from memory and the L2
+/// without a request to the store; the mount is still there.
+#[test]
+fn a_duckdb_query_cancelled_halfway_leaves_the_mount_serving_right_answers() {
+    let test = "a_duckdb_query_cancelled_halfway_leaves_the_mount_serving_right_answers";
+    if !have_fuse(test) {
+        return;
+    }
+    let Some(python) = duckdb_python(test) else {
+        return;
+    };
+    let Some(garage) = start_garage(1) else {
+        return;
+    };
+    let target = S3Target::of(&garage, 0);
+    let dir = tempfile::Builder::new()
+        .prefix("multiarc-duckdb-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
+    let script = dir.path().join("duckdb_attack.py");
+    fs::write(&script, DUCKDB_SCRIPT).unwrap();
+    let local = dir.path().join("t.parquet");
+    duckdb(&python, &script, "gen", &local);
+    let table = fs::read(&local).unwrap();
+    assert!(table.len() > 48 << 20, "the table is {} bytes", table.len());
+    put_all(&target, &[("tables/t.parquet".to_string(), table)]);
+    let expected = duckdb(&python, &script, "query", &local);
+
+    let l2 = dir.path().join("cache.l2");
+    let l2_opts = ["--l2", l2.to_str().unwrap(), "--l2-bytes", "128MiB"];
+    let m = Mount::start(
+        &target,
+        &dir.path().join("mnt"),
+        &dir.path().join("mount.log"),
+        &l2_opts,
+    );
+    let on_mount = m.path("tables/t.parquet");
+
+    // Cancelled halfway.
+    let before = m.stat("store_requests");
+    let mut cancel = Command::new(&python)
+        .arg(&script)
+        .arg("cancel")
+        .arg(&on_mount)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = std::io::BufReader::new(cancel.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+    assert_eq!(line.trim(), "started");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while m.stat("store_requests") < before + 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let kill = Command::new("kill")
+        .args(["-USR1", &cancel.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    line.clear();
+    std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+    let status = cancel.wait().unwrap();
+    let at_cancel = m.stat("store_requests") - before;
+    assert!(status.success(), "the cancelled query's process: {status}");
+    assert_eq!(
+        line.trim(),
+        "interrupted",
+        "the query ended before it was cancelled ({at_cancel} store requests)"
+    );
+
+    // The same query to its end: the local answer.
+    let again = duckdb(&python, &script, "query", &on_mount);
+    assert_eq!(again, expected, "the query after the cancel");
+    let all = m.stat("store_requests") - before;
+    assert!(
+        at_cancel >= 2 && all > at_cancel,
+        "cancelled after {at_cancel} of {all} store requests: not halfway"
+    );
+    // Warm: the same answer, nothing from the store.
+    let warm_from = m.stat("store_requests");
+    assert_eq!(duckdb(&python, &script, "query", &on_mount), expected);
+    assert_eq!(
+        m.stat("store_requests"),
+        warm_from,
+        "the warm query sent requests to the store"
+    );
+    assert!(is_mounted(&m.mnt), "the mount is gone");
+    assert!(!m.log_text().contains("panicked"), "{}", m.log_text());
+    eprintln!("{test}: cancelled after {at_cancel} of {all} store requests");
 }

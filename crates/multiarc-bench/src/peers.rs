@@ -50,6 +50,12 @@ pub const MULTIARC_NAMES: &[&str] = &[
     "multiarc-s3arc",
     "multiarc-adaptive",
 ];
+/// Whether `name` is a multiarc row on the multilist (every one of
+/// [`MULTIARC_NAMES`] but `multiarc-1list`, the design before OpenZFS 5497).
+pub fn is_multilist_row(name: &str) -> bool {
+    name != "multiarc-1list" && MULTIARC_NAMES.contains(&name)
+}
+
 /// The peer rows.
 pub const PEER_NAMES: &[&str] = &[
     "moka",
@@ -133,8 +139,7 @@ pub fn build_with(
     #[cfg(feature = "peers")]
     let entries = entries as usize;
     Ok(match name {
-        "multiarc" | "multiarc-eager" | "multiarc-lazy" | "multiarc-s3arc"
-        | "multiarc-adaptive" => {
+        name if is_multilist_row(name) => {
             Box::new(Multiarc::new(capacity_bytes, sublists, name, seed, false)?)
         }
         // The design before OpenZFS 5497: one locked list per state, and
@@ -193,8 +198,7 @@ pub fn build_with(
 pub fn build_replayed(name: &str, blocks: u64, seed: u64) -> anyhow::Result<Box<dyn BenchCache>> {
     let seed = Some(seed);
     Ok(match name {
-        "multiarc" | "multiarc-eager" | "multiarc-lazy" | "multiarc-s3arc"
-        | "multiarc-adaptive" => Box::new(Multiarc::new(blocks, None, name, seed, true)?),
+        name if is_multilist_row(name) => Box::new(Multiarc::new(blocks, None, name, seed, true)?),
         "multiarc-1list" => Box::new(Multiarc::new(blocks, Some(1), name, seed, true)?),
         other => bail!(
             "{other} is not a multiarc row ({})",

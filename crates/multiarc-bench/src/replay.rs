@@ -28,6 +28,7 @@
 
 use crate::cli::{enum_arg, name_arg};
 use crate::harness::Bar;
+use crate::peers;
 use crate::plot;
 use crate::policies::{
     self, built_capacity, can_have_tier, check_room, Policy, TierOptions, MAX_TIER_BLOCKS,
@@ -463,7 +464,15 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
     policies::check_names(&policy_names)?;
     let tier_sizes = args.l2.clone().unwrap_or_default();
     if !tier_sizes.is_empty() && !policy_names.iter().any(|p| can_have_tier(p)) {
-        bail!("--l2 applies to the multiarc policies (multiarc, multiarc-eager, multiarc-lazy, multiarc-s3arc, multiarc-adaptive), and --policy has none");
+        let tiered: Vec<&str> = peers::MULTIARC_NAMES
+            .iter()
+            .copied()
+            .filter(|p| can_have_tier(p))
+            .collect();
+        bail!(
+            "--l2 applies to the multiarc policies ({}), and --policy has none",
+            tiered.join(", ")
+        );
     }
     if args.l2.is_none()
         && (args.l2_dir.is_some() || args.l2_mfu_only || args.l2_keep_ratio.is_some())

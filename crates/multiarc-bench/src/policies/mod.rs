@@ -61,12 +61,10 @@ pub fn check_names(names: &[String]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The multiarc policies, which can have a second tier.
+/// The multiarc policies, which can have a second tier: the multilist
+/// rows ([`peers::is_multilist_row`]).
 pub fn can_have_tier(name: &str) -> bool {
-    matches!(
-        name,
-        "multiarc" | "multiarc-eager" | "multiarc-lazy" | "multiarc-s3arc" | "multiarc-adaptive"
-    )
+    peers::is_multilist_row(name)
 }
 
 /// One policy being driven.

@@ -7,9 +7,9 @@
 //!
 //! Each rule is a pure function of sizes and counts (`policy` holds the
 //! arithmetic). ARC's and S3ARC's touch no lock and no atomic. The adaptive
-//! policy keeps which expert decides, the other's `p` and its count of
-//! regrets in atomics of its own, and switches under a leaf lock of its own
-//! (taken on a miss that finds a marked ghost, never on a hit).
+//! policy keeps which expert decides and the other's `p` in atomics of its
+//! own, and its count of regrets under a leaf lock of its own, where it
+//! switches (taken on a miss that finds a marked ghost, never on a hit).
 
 use super::config::Policy;
 use super::policy::{self, GhostHit, Sizes};
@@ -231,14 +231,12 @@ pub(crate) struct AdaptiveRules {
     /// The `p` of the expert not deciding, following every ghost hit by
     /// its own rule (the deciding one's is the core's `p`).
     other_p: AtomicU64,
-    /// Bytes the deciding expert regretted since it took over, less those
-    /// the other one did (`policy::adaptive_regret`); written under
-    /// `switch`.
-    regrets: AtomicU64,
     /// Times the deciding expert changed.
     switches: AtomicU64,
-    /// Serialises regrets, so a switch swaps both `p`s as one step.
-    switch: Mutex<()>,
+    /// Bytes the deciding expert regretted since it took over, less those
+    /// the other one did (`policy::adaptive_regret`). Its lock serialises
+    /// regrets, so a switch swaps both `p`s as one step.
+    regrets: Mutex<u64>,
 }
 
 impl AdaptiveRules {
@@ -247,9 +245,8 @@ impl AdaptiveRules {
             s3arc_decides: AtomicBool::new(false),
             // S3ARC's own start, for when it first decides.
             other_p: AtomicU64::new(S3arcRules.initial_p(c)),
-            regrets: AtomicU64::new(0),
             switches: AtomicU64::new(0),
-            switch: Mutex::new(()),
+            regrets: Mutex::new(0),
         }
     }
 
@@ -371,11 +368,10 @@ impl Replacement for AdaptiveRules {
         if mark == MARK_NONE {
             return;
         }
-        let _switch = self.switch.lock();
+        let mut regrets = self.regrets.lock();
         let by_deciding = mark == self.mark();
-        let (regrets, switch) =
-            policy::adaptive_regret(self.regrets.load(Ordering::Relaxed), by_deciding, size, c);
-        self.regrets.store(regrets, Ordering::Relaxed);
+        let switch;
+        (*regrets, switch) = policy::adaptive_regret(*regrets, by_deciding, size, c);
         if switch {
             let mine = p.swap(
                 self.other_p.load(Ordering::Relaxed),

@@ -9,7 +9,7 @@ use super::evict::Inline;
 use super::hit_mode::{HitModeImpl, Lazy};
 use super::insert::insert_entry;
 use super::stats::Event;
-use crate::mem::{EntryPtr, State};
+use crate::mem::{EntryPtr, Header, State};
 
 /// One block of the tests' caches.
 pub(super) const BLOCK: u64 = 4096;
@@ -87,24 +87,22 @@ pub(super) fn hit<M: HitModeImpl>(core: &Core<u64, M>, key: u64) -> bool {
     }
 }
 
-/// The state of `key`'s entry in the table (live or ghost), if any.
-pub(super) fn state_of<M>(core: &Core<u64, M>, key: u64) -> Option<State> {
+/// `f` of `key`'s entry in the table (live or ghost), if any.
+fn with_entry<M, T>(core: &Core<u64, M>, key: u64, f: impl Fn(&Header<u64>) -> T) -> Option<T> {
     let hash = core.hash(&key);
     let stripe = core.table.write(hash);
     // SAFETY: in the table, under its stripe lock.
-    stripe
-        .find(hash, &key)
-        .map(|e| unsafe { e.header() }.state())
+    stripe.find(hash, &key).map(|e| f(unsafe { e.header() }))
+}
+
+/// The state of `key`'s entry in the table (live or ghost), if any.
+pub(super) fn state_of<M>(core: &Core<u64, M>, key: u64) -> Option<State> {
+    with_entry(core, key, Header::state)
 }
 
 /// The policy's mark on `key`'s entry in the table, if any.
 pub(super) fn mark_of<M>(core: &Core<u64, M>, key: u64) -> Option<u8> {
-    let hash = core.hash(&key);
-    let stripe = core.table.write(hash);
-    // SAFETY: in the table, under its stripe lock.
-    stripe
-        .find(hash, &key)
-        .map(|e| unsafe { e.header() }.policy_mark())
+    with_entry(core, key, Header::policy_mark)
 }
 
 /// The keys linked in `state`'s list, head (most recent) first.

@@ -217,7 +217,10 @@ fn replay_reads_zstd_arc_traces_and_rejects_bad_lines() {
         &multiarc(&["replay", bad.to_str().unwrap(), "--policy", "magic"]).stderr,
     )
     .to_string();
-    assert!(err.contains("unknown cache"), "{err}");
+    assert!(
+        err.contains("unknown policy") && err.contains("lirs"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -681,7 +684,7 @@ fn replay_scan_and_poison_run_the_caches_s3arc_policy() {
         let out = replay(bad, &[]);
         assert!(!out.status.success(), "{bad}");
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains(bad) && err.contains("unknown cache"), "{err}");
+        assert!(err.contains(bad) && err.contains("unknown policy"), "{err}");
         assert_eq!(err.trim().lines().count(), 1, "{err}");
     }
 

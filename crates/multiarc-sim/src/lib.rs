@@ -12,6 +12,9 @@
 //! - [`s3arc`]: S3ARC ([`S3ArcPolicy`]), S3-FIFO's probationary and
 //!   main queues with ARC's ghost lists and self-tuning split: the
 //!   reference model of an adaptive policy for the cache.
+//! - [`adaptive`]: the adaptive policy ([`AdaptivePolicy`]): CAR's rules and
+//!   S3ARC's as two experts over one set of lists, switched on regretted
+//!   evictions; the reference model of the cache's `Policy::Adaptive`.
 //! - [`s3fifo`]: S3-FIFO ([`S3FifoPolicy`], Yang et al., SOSP '23): a small
 //!   and a main FIFO, a ghost FIFO and a 2-bit counter per page.
 //! - [`lirs`]: LIRS ([`LirsPolicy`], Jiang & Zhang, SIGMETRICS '02): the
@@ -46,6 +49,7 @@
 
 #![warn(missing_docs)]
 
+pub mod adaptive;
 pub mod corpus;
 pub mod distinct;
 pub mod lirs;
@@ -58,6 +62,7 @@ pub mod source;
 pub mod trace;
 pub mod workload;
 
+pub use adaptive::AdaptivePolicy;
 pub use distinct::DistinctBlocks;
 pub use lirs::LirsPolicy;
 pub use opt::OptPolicy;

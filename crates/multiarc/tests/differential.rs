@@ -4,8 +4,9 @@
 //! With one sublist and inline eviction (so eviction happens at the moment
 //! the papers' REPLACE does), every request's hit or miss must equal:
 //! ARC's (Megiddo & Modha, FAST '03) in the eager hit mode, CAR's
-//! (Bansal & Modha, FAST '04) in the lazy mode, and the S3ARC model's
-//! (`multiarc_sim::s3arc`) under `Policy::S3arc`. The cache counts
+//! (Bansal & Modha, FAST '04) in the lazy mode, the S3ARC model's
+//! (`multiarc_sim::s3arc`) under `Policy::S3arc`, and the adaptive
+//! model's (`multiarc_sim::adaptive`) under `Policy::Adaptive`. The cache counts
 //! bytes and the references count pages; every buffer here is one block
 //! (8 KiB unless a test says otherwise), so a cache of `c` blocks is a
 //! cache of `c * block` bytes.
@@ -18,6 +19,7 @@
 mod common;
 
 use multiarc::{Builder, Cache, HitMode, Policy};
+use multiarc_sim::adaptive::AdaptivePolicy;
 use multiarc_sim::reference::{ArcPolicy, CarPolicy, PagePolicy};
 use multiarc_sim::s3arc::S3ArcPolicy;
 
@@ -32,8 +34,7 @@ enum Under {
     Lazy,
     /// Lazy hits, `Policy::S3arc`: against `S3ArcPolicy`.
     S3arc,
-    /// Lazy hits, `Policy::Adaptive`: against `CarPolicy` until its first
-    /// switch of experts.
+    /// Lazy hits, `Policy::Adaptive`: against `AdaptivePolicy`.
     Adaptive,
 }
 
@@ -51,7 +52,7 @@ fn reference(under: Under, capacity: usize) -> Box<dyn PagePolicy> {
         Under::Eager => Box::new(ArcPolicy::new(capacity)),
         Under::Lazy => Box::new(CarPolicy::new(capacity)),
         Under::S3arc => Box::new(S3ArcPolicy::new(capacity)),
-        Under::Adaptive => Box::new(CarPolicy::new(capacity)),
+        Under::Adaptive => Box::new(AdaptivePolicy::new(capacity)),
     }
 }
 
@@ -364,36 +365,50 @@ fn s3arc_default_sublists_within_a_fifth_of_a_point_of_the_model() {
     }
 }
 
-/// The adaptive policy starts with ARC's rules (CAR's, in the lazy mode):
-/// request by request it must be CAR until it switches experts. Its first
-/// outcome that differs from CAR's must come after a switch; and a switch
-/// must happen somewhere in these traces (else the check above is CAR's
-/// test again).
+/// The adaptive policy, request by request, against its page model
+/// (`multiarc_sim::adaptive`), through its switches of experts. With
+/// 1-byte blocks the cache's byte bounds are the model's page bounds
+/// exactly (S3ARC's fractions of `c` round apart otherwise). Each run must
+/// end with as many switches as the model's, and the traces must make it
+/// switch somewhere (else this is CAR's test again).
 #[test]
-fn adaptive_is_car_until_its_first_switch() {
+fn adaptive_is_the_model_through_its_switches() {
     let mut traces = s3arc_traces();
     traces.extend(cloudphysics().map(|t| ("cloudphysics", t)));
+    match oltp_prefix(200_000) {
+        Some(t) => traces.push(("OLTP (first 200,000 requests)", t)),
+        None => eprintln!("skipping OLTP: ../shared/traces/arc/OLTP.lis.zst not found"),
+    }
     let mut switched = Vec::new();
     for (name, trace) in &traces {
-        for capacity in [10, 100, 500, 1000] {
-            let mut car = CarPolicy::new(capacity);
-            let cache = cache(Under::Adaptive, capacity, 1);
+        for capacity in [1, 10, 100, 500, 1000, 5000] {
+            let mut model = AdaptivePolicy::new(capacity);
+            let cache = cache_with(Under::Adaptive, capacity, 1, 1);
             for (i, &key) in trace.iter().enumerate() {
-                let expected = car.access(key);
-                if request(&cache, key) != expected {
-                    let switches = cache.stats().policy_switches;
-                    assert!(
-                        switches > 0,
-                        "{name} @{capacity}: request {i} (block {key}) differs from CAR's \
-                         before any switch"
-                    );
-                    switched.push(format!("{name} @{capacity} (request {i})"));
-                    break;
-                }
+                let expected = model.access(key);
+                let got = request_sized(&cache, key, 1);
+                assert_eq!(
+                    got,
+                    expected,
+                    "{name} @{capacity}: request {i} (block {key}): cache {} but the model {} \
+                     (switches: cache {}, model {})",
+                    if got { "hit" } else { "missed" },
+                    if expected { "hit" } else { "missed" },
+                    cache.stats().policy_switches,
+                    model.switches(),
+                );
+            }
+            assert_eq!(
+                cache.stats().policy_switches,
+                model.switches(),
+                "{name} @{capacity}: switches"
+            );
+            if model.switches() > 0 {
+                switched.push(format!("{name} @{capacity}: {}", model.switches()));
             }
         }
     }
-    eprintln!("adaptive: left CAR's decisions after a switch on {switched:?}");
+    eprintln!("adaptive: switches {switched:?}");
     assert!(
         !switched.is_empty(),
         "no trace made the adaptive policy switch experts"

@@ -3,6 +3,7 @@
 //!
 //! - The simulator's page-based policies: `arc`, `car`, `lru` (from
 //!   `multiarc_sim::reference`), `s3arc` (`multiarc_sim::s3arc`),
+//!   `adaptive` (`multiarc_sim::adaptive`),
 //!   `s3fifo` (`multiarc_sim::s3fifo`), `lirs` (`multiarc_sim::lirs`) and
 //!   Belady's `opt`, which needs each
 //!   request's next use (`multiarc_sim::opt::NextUses`).
@@ -10,7 +11,7 @@
 //!   (`multiarc`, `multiarc-eager`, `multiarc-lazy`, `multiarc-1list`, and
 //!   `multiarc-s3arc`: the cache with `Policy::S3arc`, whose reference
 //!   model is the page-based `s3arc`; `multiarc-adaptive`: the cache with
-//!   `Policy::Adaptive`, which has no page model) and
+//!   `Policy::Adaptive`, whose model is `adaptive`) and
 //!   the peers (moka, quick_cache, foyer, tinyufo, concread-arc,
 //!   mutex-lru), each holding 1-byte values with a capacity counted in
 //!   blocks.
@@ -22,6 +23,7 @@ pub use tiered::{check_room, TierOptions, TieredCache, MAX_TIER_BLOCKS};
 
 use crate::peers::{self, BenchCache};
 use anyhow::bail;
+use multiarc_sim::adaptive::AdaptivePolicy;
 use multiarc_sim::lirs::LirsPolicy;
 use multiarc_sim::opt::{NextUses, OptPolicy, NEVER};
 use multiarc_sim::reference::{ArcPolicy, CarPolicy, LruPolicy, PagePolicy};
@@ -185,14 +187,28 @@ pub fn build(name: &str, blocks: u64) -> anyhow::Result<Policy> {
         "car" => Policy::Page(Box::new(CarPolicy::new(blocks as usize))),
         "lru" => Policy::Page(Box::new(LruPolicy::new(blocks as usize))),
         "s3arc" => Policy::Page(Box::new(S3ArcPolicy::new(blocks as usize))),
+        "adaptive" => Policy::Page(Box::new(AdaptivePolicy::new(blocks as usize))),
         "s3fifo" => Policy::Page(Box::new(S3FifoPolicy::new(blocks as usize))),
         "lirs" => Policy::Page(Box::new(LirsPolicy::new(blocks as usize))),
         "opt" => Policy::Opt(OptPolicy::new(blocks as usize)),
         // Every other row is a concurrent cache holding 1-byte values with a
         // capacity of `blocks` bytes: capacity counted in blocks.
-        other => Policy::Cache(peers::build(other, blocks, 1)?),
+        other if peers::MULTIARC_NAMES.contains(&other) || peers::PEER_NAMES.contains(&other) => {
+            Policy::Cache(peers::build(other, blocks, 1)?)
+        }
+        other => bail!(
+            "unknown policy {other:?} (known: {}, {}, {})",
+            PAGE_NAMES.join(", "),
+            peers::MULTIARC_NAMES.join(", "),
+            peers::PEER_NAMES.join(", ")
+        ),
     })
 }
+
+/// The simulator's page-based policies, by name.
+pub const PAGE_NAMES: &[&str] = &[
+    "arc", "car", "lru", "s3arc", "adaptive", "s3fifo", "lirs", "opt",
+];
 
 /// Like [`build`], for `replay`: a multiarc row evicts inline (no evict
 /// thread whose timing would change the hits) and draws its random choices
@@ -262,6 +278,7 @@ mod tests {
             "car",
             "lru",
             "s3arc",
+            "adaptive",
             "s3fifo",
             "lirs",
             "opt",

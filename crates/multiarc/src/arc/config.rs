@@ -73,10 +73,11 @@ pub enum Policy {
     /// with ARC's rules. A hit does the same as under any policy; only
     /// misses and the evictor do more.
     ///
-    /// It has no page-based reference model: its tests are unit tests of
-    /// the marks, regrets and switches (`arc/insert.rs`,
-    /// `arc/replacement.rs`), and request by request at one sublist it is
-    /// CAR until its first switch (`tests/differential.rs`). Hit ratios
+    /// Its page-based reference model is `multiarc_sim::adaptive`: at one
+    /// sublist, with 1-byte blocks, the cache makes the model's hits and
+    /// misses request by request, through its switches
+    /// (`tests/differential.rs`); unit tests check the marks, regrets and
+    /// switches (`arc/insert.rs`, `arc/replacement.rs`). Hit ratios
     /// against ARC:
     /// docs/BENCHMARKS.md, "Held-out traces".
     Adaptive,

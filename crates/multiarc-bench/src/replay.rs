@@ -73,7 +73,9 @@ pub struct ReplayArgs {
     /// Policies: multiarc, multiarc-eager, multiarc-lazy, multiarc-s3arc
     /// (the cache with its S3ARC policy), multiarc-adaptive (with its
     /// adaptive policy), arc, car, lru, s3arc (S3ARC's
-    /// page-based model), adaptive (the adaptive policy's), s3fifo (S3-FIFO), lirs (LIRS), opt, and the peers
+    /// page-based model), adaptive (the adaptive policy's), car-eager-t1,
+    /// car-lru-t2, car-eager-t1-lru-t2 (CAR with its approximations of
+    /// ARC taken away), s3fifo (S3-FIFO), lirs (LIRS), opt, and the peers
     /// moka, quick_cache, foyer, tinyufo, concread-arc, mutex-lru. Default:
     /// multiarc, multiarc-s3arc, arc, lru, opt and the peers.
     #[arg(long, value_parser = name_arg, value_delimiter = ',')]

@@ -15,6 +15,8 @@
 //! - [`adaptive`]: the adaptive policy ([`AdaptivePolicy`]): CAR's rules and
 //!   S3ARC's as two experts over one set of lists, switched on regretted
 //!   evictions; the reference model of the cache's `Policy::Adaptive`.
+//! - [`car_parts`]: CAR with either of its approximations of ARC taken
+//!   away ([`CarParts`]): where its distance from ARC comes from.
 //! - [`s3fifo`]: S3-FIFO ([`S3FifoPolicy`], Yang et al., SOSP '23): a small
 //!   and a main FIFO, a ghost FIFO and a 2-bit counter per page.
 //! - [`lirs`]: LIRS ([`LirsPolicy`], Jiang & Zhang, SIGMETRICS '02): the
@@ -50,6 +52,7 @@
 #![warn(missing_docs)]
 
 pub mod adaptive;
+pub mod car_parts;
 pub mod corpus;
 pub mod distinct;
 pub mod lirs;
@@ -63,6 +66,7 @@ pub mod trace;
 pub mod workload;
 
 pub use adaptive::AdaptivePolicy;
+pub use car_parts::CarParts;
 pub use distinct::DistinctBlocks;
 pub use lirs::LirsPolicy;
 pub use opt::OptPolicy;

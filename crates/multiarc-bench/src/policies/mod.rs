@@ -3,7 +3,8 @@
 //!
 //! - The simulator's page-based policies: `arc`, `car`, `lru` (from
 //!   `multiarc_sim::reference`), `s3arc` (`multiarc_sim::s3arc`),
-//!   `adaptive` (`multiarc_sim::adaptive`),
+//!   `adaptive` (`multiarc_sim::adaptive`), `car-eager-t1`, `car-lru-t2`
+//!   and `car-eager-t1-lru-t2` (`multiarc_sim::car_parts`),
 //!   `s3fifo` (`multiarc_sim::s3fifo`), `lirs` (`multiarc_sim::lirs`) and
 //!   Belady's `opt`, which needs each
 //!   request's next use (`multiarc_sim::opt::NextUses`).
@@ -24,6 +25,7 @@ pub use tiered::{check_room, TierOptions, TieredCache, MAX_TIER_BLOCKS};
 use crate::peers::{self, BenchCache};
 use anyhow::bail;
 use multiarc_sim::adaptive::AdaptivePolicy;
+use multiarc_sim::car_parts::CarParts;
 use multiarc_sim::lirs::LirsPolicy;
 use multiarc_sim::opt::{NextUses, OptPolicy, NEVER};
 use multiarc_sim::reference::{ArcPolicy, CarPolicy, LruPolicy, PagePolicy};
@@ -188,6 +190,9 @@ pub fn build(name: &str, blocks: u64) -> anyhow::Result<Policy> {
         "lru" => Policy::Page(Box::new(LruPolicy::new(blocks as usize))),
         "s3arc" => Policy::Page(Box::new(S3ArcPolicy::new(blocks as usize))),
         "adaptive" => Policy::Page(Box::new(AdaptivePolicy::new(blocks as usize))),
+        "car-eager-t1" => Policy::Page(Box::new(CarParts::new(blocks as usize, true, false))),
+        "car-lru-t2" => Policy::Page(Box::new(CarParts::new(blocks as usize, false, true))),
+        "car-eager-t1-lru-t2" => Policy::Page(Box::new(CarParts::new(blocks as usize, true, true))),
         "s3fifo" => Policy::Page(Box::new(S3FifoPolicy::new(blocks as usize))),
         "lirs" => Policy::Page(Box::new(LirsPolicy::new(blocks as usize))),
         "opt" => Policy::Opt(OptPolicy::new(blocks as usize)),
@@ -207,7 +212,17 @@ pub fn build(name: &str, blocks: u64) -> anyhow::Result<Policy> {
 
 /// The simulator's page-based policies, by name.
 pub const PAGE_NAMES: &[&str] = &[
-    "arc", "car", "lru", "s3arc", "adaptive", "s3fifo", "lirs", "opt",
+    "arc",
+    "car",
+    "car-eager-t1",
+    "car-lru-t2",
+    "car-eager-t1-lru-t2",
+    "lru",
+    "s3arc",
+    "adaptive",
+    "s3fifo",
+    "lirs",
+    "opt",
 ];
 
 /// Like [`build`], for `replay`: a multiarc row evicts inline (no evict
@@ -279,6 +294,9 @@ mod tests {
             "lru",
             "s3arc",
             "adaptive",
+            "car-eager-t1",
+            "car-lru-t2",
+            "car-eager-t1-lru-t2",
             "s3fifo",
             "lirs",
             "opt",

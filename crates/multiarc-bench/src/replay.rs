@@ -73,7 +73,8 @@ pub struct ReplayArgs {
     /// Policies: multiarc, multiarc-eager, multiarc-lazy, multiarc-s3arc
     /// (the cache with its S3ARC policy), multiarc-adaptive (with its
     /// adaptive policy), arc, car, lru, s3arc (S3ARC's
-    /// page-based model), adaptive (the adaptive policy's), car-eager-t1,
+    /// page-based model), adaptive (the adaptive policy's), adaptive-mini
+    /// (its experts switched by miniature simulations), car-eager-t1,
     /// car-lru-t2, car-eager-t1-lru-t2 (CAR with its approximations of
     /// ARC taken away), s3fifo (S3-FIFO), lirs (LIRS), opt, and the peers
     /// moka, quick_cache, foyer, tinyufo, concread-arc, mutex-lru. Default:

@@ -3,7 +3,7 @@
 //!
 //! - The simulator's page-based policies: `arc`, `car`, `lru` (from
 //!   `multiarc_sim::reference`), `s3arc` (`multiarc_sim::s3arc`),
-//!   `adaptive` (`multiarc_sim::adaptive`), `car-eager-t1`, `car-lru-t2`
+//!   `adaptive` and `adaptive-mini` (`multiarc_sim::adaptive`), `car-eager-t1`, `car-lru-t2`
 //!   and `car-eager-t1-lru-t2` (`multiarc_sim::car_parts`),
 //!   `s3fifo` (`multiarc_sim::s3fifo`), `lirs` (`multiarc_sim::lirs`) and
 //!   Belady's `opt`, which needs each
@@ -190,6 +190,9 @@ pub fn build(name: &str, blocks: u64) -> anyhow::Result<Policy> {
         "lru" => Policy::Page(Box::new(LruPolicy::new(blocks as usize))),
         "s3arc" => Policy::Page(Box::new(S3ArcPolicy::new(blocks as usize))),
         "adaptive" => Policy::Page(Box::new(AdaptivePolicy::new(blocks as usize))),
+        "adaptive-mini" => Policy::Page(Box::new(AdaptivePolicy::with_mini_simulations(
+            blocks as usize,
+        ))),
         "car-eager-t1" => Policy::Page(Box::new(CarParts::new(blocks as usize, true, false))),
         "car-lru-t2" => Policy::Page(Box::new(CarParts::new(blocks as usize, false, true))),
         "car-eager-t1-lru-t2" => Policy::Page(Box::new(CarParts::new(blocks as usize, true, true))),
@@ -220,6 +223,7 @@ pub const PAGE_NAMES: &[&str] = &[
     "lru",
     "s3arc",
     "adaptive",
+    "adaptive-mini",
     "s3fifo",
     "lirs",
     "opt",
@@ -294,6 +298,7 @@ mod tests {
             "lru",
             "s3arc",
             "adaptive",
+            "adaptive-mini",
             "car-eager-t1",
             "car-lru-t2",
             "car-eager-t1-lru-t2",

@@ -61,7 +61,7 @@
 //! chosen on the tuning corpus only (`multiarc corpus --set tuning
 //! --policy adaptive,adaptive-mini`; docs/history has the runs).
 
-use crate::reference::{CarPolicy, PagePolicy};
+use crate::reference::{arc_step, CarPolicy, PagePolicy};
 use crate::s3arc::S3ArcPolicy;
 use std::collections::{HashMap, VecDeque};
 
@@ -262,14 +262,6 @@ fn fraction(c: usize, num: usize, den: usize) -> usize {
     c * num / den
 }
 
-fn s3arc_bounds(c: usize) -> (usize, usize) {
-    let min = fraction(c, crate::s3arc::MIN_TARGET_PERMILLE, 1000);
-    (
-        min,
-        fraction(c, crate::s3arc::MAX_TARGET_PERMILLE, 1000).max(min),
-    )
-}
-
 impl AdaptivePolicy {
     /// An empty cache of `capacity_pages` pages (at least 1), CAR deciding.
     pub fn new(capacity_pages: usize) -> AdaptivePolicy {
@@ -282,7 +274,7 @@ impl AdaptivePolicy {
             c,
             deciding: Expert::Car,
             p: 0,
-            other_p: s3arc_bounds(c).1,
+            other_p: crate::s3arc::target_bounds(c).1,
             regrets: 0,
             switches: 0,
             t1: VecDeque::new(),
@@ -352,15 +344,14 @@ impl AdaptivePolicy {
     fn adapt(expert: Expert, p: usize, c: usize, hit: GhostList, s: &Sizes) -> usize {
         // ARC's step: one page, or the ratio of the ghost lists when the
         // other is the longer.
-        let step = |num: usize, den: usize| if den == 0 || den >= num { 1 } else { num / den };
         let p = match hit {
-            GhostList::B1 => (p + step(s.b2, s.b1)).min(c),
-            GhostList::B2 => p.saturating_sub(step(s.b1, s.b2)),
+            GhostList::B1 => (p + arc_step(s.b1, s.b2)).min(c),
+            GhostList::B2 => p.saturating_sub(arc_step(s.b2, s.b1)),
         };
         match expert {
             Expert::Car => p,
             Expert::S3arc => {
-                let (min, max) = s3arc_bounds(c);
+                let (min, max) = crate::s3arc::target_bounds(c);
                 p.clamp(min, max)
             }
         }
@@ -500,10 +491,10 @@ impl AdaptivePolicy {
                 let total = s.t1 + s.t2 + (s.b1 - b1) + s.b2;
                 (b1, total.saturating_sub(2 * c).min(s.b2))
             }
-            Expert::S3arc => (
-                s.b1.saturating_sub(fraction(c, crate::s3arc::GHOST_SMALL_PERCENT, 100)),
-                s.b2.saturating_sub(fraction(c, crate::s3arc::GHOST_MAIN_PERCENT, 100)),
-            ),
+            Expert::S3arc => {
+                let (b1, b2) = crate::s3arc::ghost_caps(c);
+                (s.b1.saturating_sub(b1), s.b2.saturating_sub(b2))
+            }
         };
         for _ in 0..b1 {
             self.drop_oldest_ghost(GhostList::B1);
@@ -663,6 +654,16 @@ mod tests {
             .collect()
     }
 
+    /// `trace` through the miniatures' choice, CAR and S3ARC, each of
+    /// `c` pages: the first, and the hits of each.
+    fn mini_car_and_s3arc(c: usize, trace: &[u64]) -> (AdaptivePolicy, usize, usize, usize) {
+        let mut mini = AdaptivePolicy::with_mini_simulations(c);
+        let m = hits(&mut mini, trace);
+        let car = hits(&mut crate::CarPolicy::new(c), trace);
+        let s3arc = hits(&mut crate::S3ArcPolicy::new(c), trace);
+        (mini, m, car, s3arc)
+    }
+
     /// A loop of 1.5 times the cache: CAR keeps none of it, S3ARC part.
     fn loop_longer_than_the_cache(c: u64, rounds: u64) -> Vec<u64> {
         (0..rounds * c * 3 / 2).map(|i| i % (c * 3 / 2)).collect()
@@ -671,14 +672,7 @@ mod tests {
     #[test]
     fn miniatures_hand_a_loop_to_s3arc() {
         let trace = loop_longer_than_the_cache(1000, 40);
-        let mut mini = AdaptivePolicy::with_mini_simulations(1000);
-        let mut car = crate::CarPolicy::new(1000);
-        let mut s3arc = crate::S3ArcPolicy::new(1000);
-        let (m, c, s) = (
-            hits(&mut mini, &trace),
-            hits(&mut car, &trace),
-            hits(&mut s3arc, &trace),
-        );
+        let (mini, m, c, s) = mini_car_and_s3arc(1000, &trace);
         assert!(
             s > c + trace.len() / 10,
             "setup: S3ARC {s} far ahead of CAR {c}"
@@ -698,14 +692,7 @@ mod tests {
     #[test]
     fn miniatures_leave_car_where_it_wins() {
         let trace = shifting_working_set(1000, 30);
-        let mut mini = AdaptivePolicy::with_mini_simulations(1000);
-        let mut car = crate::CarPolicy::new(1000);
-        let mut s3arc = crate::S3ArcPolicy::new(1000);
-        let (m, c, s) = (
-            hits(&mut mini, &trace),
-            hits(&mut car, &trace),
-            hits(&mut s3arc, &trace),
-        );
+        let (mini, m, c, s) = mini_car_and_s3arc(1000, &trace);
         assert!(
             c > s + trace.len() / 50,
             "setup: CAR {c} ahead of S3ARC {s} by 2 points"

@@ -8,15 +8,15 @@
 //!   and failing on malformed input with the line number.
 //! - [`reference`](mod@reference): the papers' page-based replacement policies, written
 //!   from their pseudo-code: ARC (Megiddo & Modha), CAR (Bansal & Modha) and
-//!   LRU, behind the [`PagePolicy`] trait.
+//!   LRU, behind the [`PagePolicy`] trait; and CAR with either of its
+//!   approximations of ARC taken away ([`CarPolicy::with_parts`]), which
+//!   shows where its distance from ARC comes from.
 //! - [`s3arc`]: S3ARC ([`S3ArcPolicy`]), S3-FIFO's probationary and
 //!   main queues with ARC's ghost lists and self-tuning split: the
 //!   reference model of an adaptive policy for the cache.
 //! - [`adaptive`]: the adaptive policy ([`AdaptivePolicy`]): CAR's rules and
 //!   S3ARC's as two experts over one set of lists, switched on regretted
 //!   evictions; the reference model of the cache's `Policy::Adaptive`.
-//! - [`car_parts`]: CAR with either of its approximations of ARC taken
-//!   away ([`CarParts`]): where its distance from ARC comes from.
 //! - [`s3fifo`]: S3-FIFO ([`S3FifoPolicy`], Yang et al., SOSP '23): a small
 //!   and a main FIFO, a ghost FIFO and a 2-bit counter per page.
 //! - [`lirs`]: LIRS ([`LirsPolicy`], Jiang & Zhang, SIGMETRICS '02): the
@@ -52,7 +52,6 @@
 #![warn(missing_docs)]
 
 pub mod adaptive;
-pub mod car_parts;
 pub mod corpus;
 pub mod distinct;
 pub mod lirs;
@@ -66,7 +65,6 @@ pub mod trace;
 pub mod workload;
 
 pub use adaptive::AdaptivePolicy;
-pub use car_parts::CarParts;
 pub use distinct::DistinctBlocks;
 pub use lirs::LirsPolicy;
 pub use opt::OptPolicy;

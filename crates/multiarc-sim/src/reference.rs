@@ -40,6 +40,18 @@ pub(crate) struct Queue {
 /// Where a page is and the stamp of its queue entry.
 pub(crate) type Places<L> = HashMap<u64, (L, u64)>;
 
+/// ARC's adaptation step for a hit in a ghost list of `hit_len` pages (the
+/// hit page counted) when the other ghost list holds `other_len`: one
+/// page, or the ratio of the two when the other is the longer (the
+/// paper's delta1 and delta2, floored).
+pub(crate) fn arc_step(hit_len: usize, other_len: usize) -> usize {
+    if hit_len == 0 || hit_len >= other_len {
+        1
+    } else {
+        other_len / hit_len
+    }
+}
+
 impl Queue {
     pub(crate) fn push_mru<L: Copy>(
         &mut self,
@@ -243,16 +255,14 @@ impl PagePolicy for ArcPolicy {
             }
             // Case II: a ghost hit in B1 grows p.
             Some(ArcList::B1) => {
-                let delta = if b1 >= b2 { 1 } else { b2 / b1 };
-                self.p = (self.p + delta).min(self.c);
+                self.p = (self.p + arc_step(b1, b2)).min(self.c);
                 self.replace(false);
                 self.move_to(x, ArcList::B1, ArcList::T2);
                 false
             }
             // Case III: a ghost hit in B2 shrinks p.
             Some(ArcList::B2) => {
-                let delta = if b2 >= b1 { 1 } else { b1 / b2 };
-                self.p = self.p.saturating_sub(delta);
+                self.p = self.p.saturating_sub(arc_step(b2, b1));
                 self.replace(true);
                 self.move_to(x, ArcList::B2, ArcList::T2);
                 false
@@ -298,12 +308,34 @@ enum CarList {
 /// paper's "tail"). A hit only sets the page's reference bit; REPLACE moves
 /// referenced pages on (T1 to the tail of T2, T2 to the tail of T2), clearing
 /// their bits, until it finds an unreferenced page to demote to B1 or B2.
+///
+/// # Where CAR's distance from ARC comes from
+///
+/// CAR makes two approximations of ARC, and the cache's lazy hit mode (its
+/// default, one atomic add per hit) makes both. [`CarPolicy::with_parts`]
+/// takes either away, or both, to show which one a trace's distance from
+/// ARC is made of (`multiarc replay --policy
+/// car,car-eager-t1,car-lru-t2,car-eager-t1-lru-t2,arc`):
+///
+/// - **T1's late promotion.** A page hit in T1 stays there, counted in
+///   |T1|, until the hand finds it and moves it to T2; ARC moves it at the
+///   hit. Taken away (`eager_t1`): a hit in T1 moves the page to T2's most
+///   recent end at once.
+/// - **T2's clock.** A page hit in T2 gets another lap, whenever the hit
+///   was; ARC keeps T2 in LRU order. Taken away (`lru_t2`): a hit in T2
+///   moves the page to T2's most recent end at once.
+///
+/// With both taken away it is ARC's LRU lists under CAR's REPLACE rule and
+/// directory bounds. These take a lock per hit in a concurrent cache: they
+/// are measurements, not candidates for the lazy mode.
 #[derive(Debug)]
 pub struct CarPolicy {
     c: usize,
     p: usize,
-    t1: VecDeque<u64>,
-    t2: VecDeque<u64>,
+    eager_t1: bool,
+    lru_t2: bool,
+    t1: Queue,
+    t2: Queue,
     b1: Queue,
     b2: Queue,
     places: Places<CarList>,
@@ -314,6 +346,14 @@ pub struct CarPolicy {
 impl CarPolicy {
     /// An empty CAR cache of `capacity_pages` pages (at least 1).
     pub fn new(capacity_pages: usize) -> CarPolicy {
+        CarPolicy::with_parts(capacity_pages, false, false)
+    }
+
+    /// CAR with either of its approximations of ARC taken away (see the
+    /// type's documentation): `eager_t1`, a hit in T1 moves the page to T2
+    /// at once; `lru_t2`, a hit in T2 moves the page to T2's most recent
+    /// end at once.
+    pub fn with_parts(capacity_pages: usize, eager_t1: bool, lru_t2: bool) -> CarPolicy {
         assert!(
             capacity_pages > 0,
             "CAR needs a capacity of at least one page"
@@ -321,8 +361,10 @@ impl CarPolicy {
         CarPolicy {
             c: capacity_pages,
             p: 0,
-            t1: VecDeque::new(),
-            t2: VecDeque::new(),
+            eager_t1,
+            lru_t2,
+            t1: Queue::default(),
+            t2: Queue::default(),
             b1: Queue::default(),
             b2: Queue::default(),
             places: HashMap::new(),
@@ -338,40 +380,59 @@ impl CarPolicy {
 
     /// |T1|, |T2|, |B1|, |B2|.
     pub fn lens(&self) -> (usize, usize, usize, usize) {
-        (self.t1.len(), self.t2.len(), self.b1.len, self.b2.len)
+        (self.t1.len, self.t2.len, self.b1.len, self.b2.len)
     }
 
-    fn demote(&mut self, page: u64, ghost: CarList) {
-        self.referenced.remove(&page);
-        let q = if ghost == CarList::B1 {
-            &mut self.b1
-        } else {
-            &mut self.b2
-        };
-        q.push_mru(page, ghost, &mut self.stamp, &mut self.places);
+    fn queue(&mut self, list: CarList) -> &mut Queue {
+        match list {
+            CarList::T1 => &mut self.t1,
+            CarList::T2 => &mut self.t2,
+            CarList::B1 => &mut self.b1,
+            CarList::B2 => &mut self.b2,
+        }
     }
 
+    fn push(&mut self, page: u64, list: CarList) {
+        let mut places = std::mem::take(&mut self.places);
+        let mut stamp = self.stamp;
+        self.queue(list)
+            .push_mru(page, list, &mut stamp, &mut places);
+        self.places = places;
+        self.stamp = stamp;
+    }
+
+    fn pop(&mut self, list: CarList) -> u64 {
+        let mut places = std::mem::take(&mut self.places);
+        let page = self.queue(list).pop_lru(list, &mut places);
+        self.places = places;
+        page
+    }
+
+    /// Moves `page` from `from` to the most recent end of T2.
+    fn move_to_t2(&mut self, page: u64, from: CarList) {
+        let mut places = std::mem::take(&mut self.places);
+        self.queue(from).remove(page, from, &mut places);
+        self.places = places;
+        self.push(page, CarList::T2);
+    }
+
+    /// REPLACE: the hand moves referenced pages on until it demotes one to
+    /// B1 or B2.
     fn replace(&mut self) {
         loop {
-            if self.t1.len() >= self.p.max(1) {
-                let head = self.t1.pop_front().expect("T1 is not empty");
-                if self.referenced[&head] {
-                    self.referenced.insert(head, false);
-                    self.t2.push_back(head);
-                    self.places.insert(head, (CarList::T2, 0));
-                } else {
-                    self.demote(head, CarList::B1);
-                    return;
-                }
+            let (list, ghost) = if self.t1.len >= self.p.max(1) {
+                (CarList::T1, CarList::B1)
             } else {
-                let head = self.t2.pop_front().expect("T2 is not empty");
-                if self.referenced[&head] {
-                    self.referenced.insert(head, false);
-                    self.t2.push_back(head);
-                } else {
-                    self.demote(head, CarList::B2);
-                    return;
-                }
+                (CarList::T2, CarList::B2)
+            };
+            let head = self.pop(list);
+            if self.referenced[&head] {
+                self.referenced.insert(head, false);
+                self.push(head, CarList::T2);
+            } else {
+                self.referenced.remove(&head);
+                self.push(head, ghost);
+                return;
             }
         }
     }
@@ -380,50 +441,55 @@ impl CarPolicy {
 impl PagePolicy for CarPolicy {
     fn access(&mut self, x: u64) -> bool {
         let at = self.places.get(&x).map(|&(list, _)| list);
-        if matches!(at, Some(CarList::T1 | CarList::T2)) {
-            self.referenced.insert(x, true);
-            return true;
+        match at {
+            Some(CarList::T1) if self.eager_t1 => {
+                self.move_to_t2(x, CarList::T1);
+                return true;
+            }
+            Some(CarList::T2) if self.lru_t2 => {
+                self.move_to_t2(x, CarList::T2);
+                return true;
+            }
+            Some(CarList::T1 | CarList::T2) => {
+                self.referenced.insert(x, true);
+                return true;
+            }
+            _ => {}
         }
         let in_ghost = at.is_some();
-        if self.t1.len() + self.t2.len() == self.c {
+        if self.t1.len + self.t2.len == self.c {
             self.replace();
             // Cache directory replacement.
-            if !in_ghost && self.t1.len() + self.b1.len == self.c {
-                self.b1.pop_lru(CarList::B1, &mut self.places);
+            if !in_ghost && self.t1.len + self.b1.len == self.c {
+                self.pop(CarList::B1);
             } else if !in_ghost
-                && self.t1.len() + self.t2.len() + self.b1.len + self.b2.len == 2 * self.c
+                && self.t1.len + self.t2.len + self.b1.len + self.b2.len == 2 * self.c
             {
-                self.b2.pop_lru(CarList::B2, &mut self.places);
+                self.pop(CarList::B2);
             }
         }
-        let (b1, b2) = (self.b1.len, self.b2.len);
         match at {
-            None => {
-                self.t1.push_back(x);
-                self.places.insert(x, (CarList::T1, 0));
+            Some(CarList::B1) => {
+                self.p = (self.p + arc_step(self.b1.len, self.b2.len)).min(self.c);
+                self.move_to_t2(x, CarList::B1);
             }
-            Some(ghost) => {
-                if ghost == CarList::B1 {
-                    let delta = if b1 >= b2 { 1 } else { b2 / b1 };
-                    self.p = (self.p + delta).min(self.c);
-                    self.b1.forget();
-                    self.b1.compact(CarList::B1, &self.places);
-                } else {
-                    let delta = if b2 >= b1 { 1 } else { b1 / b2 };
-                    self.p = self.p.saturating_sub(delta);
-                    self.b2.forget();
-                    self.b2.compact(CarList::B2, &self.places);
-                }
-                self.t2.push_back(x);
-                self.places.insert(x, (CarList::T2, 0));
+            Some(CarList::B2) => {
+                self.p = self.p.saturating_sub(arc_step(self.b2.len, self.b1.len));
+                self.move_to_t2(x, CarList::B2);
             }
+            _ => self.push(x, CarList::T1),
         }
         self.referenced.insert(x, false);
         false
     }
 
     fn name(&self) -> &'static str {
-        "car"
+        match (self.eager_t1, self.lru_t2) {
+            (false, false) => "car",
+            (true, false) => "car-eager-t1",
+            (false, true) => "car-lru-t2",
+            (true, true) => "car-eager-t1-lru-t2",
+        }
     }
 }
 
@@ -536,6 +602,44 @@ mod tests {
                 assert!(car.p() <= c);
             }
         }
+    }
+
+    /// A mix that exercises both lists, both ghosts and `p` both ways.
+    fn mixed_trace() -> Vec<u64> {
+        let mut x = 7u64;
+        (0..60_000u64)
+            .map(|i| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                match (i / 4_000) % 3 {
+                    0 => (x >> 33) % 400,
+                    1 => 10_000 + i % 900,
+                    _ => (x >> 33) % 3_000,
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn each_approximation_of_car_changes_the_outcome_and_both_away_come_near_arc() {
+        let trace = mixed_trace();
+        let hits = |p: &mut dyn PagePolicy| trace.iter().filter(|&&k| p.access(k)).count();
+        let c = 500;
+        let car = hits(&mut CarPolicy::new(c));
+        let eager_t1 = hits(&mut CarPolicy::with_parts(c, true, false));
+        let lru_t2 = hits(&mut CarPolicy::with_parts(c, false, true));
+        let both = hits(&mut CarPolicy::with_parts(c, true, true));
+        let arc = hits(&mut ArcPolicy::new(c));
+        assert_ne!(eager_t1, car, "eager T1 made CAR's hits");
+        assert_ne!(lru_t2, car, "LRU T2 made CAR's hits");
+        let gap = |h: usize| (h as f64 - arc as f64).abs() / trace.len() as f64 * 100.0;
+        assert!(
+            gap(both) < gap(car) && gap(both) < 0.1,
+            "both taken away: {:.3} points from ARC (CAR {:.3})",
+            gap(both),
+            gap(car)
+        );
     }
 
     #[test]

@@ -54,7 +54,7 @@
 //! Small and main are plain queues (no page leaves from their middle); the
 //! ghost lists use lazy deletion, as the ARC reference does.
 
-use crate::reference::PagePolicy;
+use crate::reference::{arc_step, PagePolicy};
 use std::collections::{HashMap, VecDeque};
 
 /// The largest value of a page's frequency counter: a page hit four times
@@ -78,6 +78,19 @@ pub const GHOST_SMALL_PERCENT: usize = 80;
 
 /// How many pages ghost_main remembers, in percent of the capacity.
 pub const GHOST_MAIN_PERCENT: usize = 50;
+
+/// The bounds of the small queue's target for a capacity of `c` pages:
+/// (min, max), each its fraction of `c` rounded down.
+pub(crate) fn target_bounds(c: usize) -> (usize, usize) {
+    let min = c * MIN_TARGET_PERMILLE / 1000;
+    (min, (c * MAX_TARGET_PERMILLE / 1000).max(min))
+}
+
+/// How many pages ghost_small and ghost_main remember for a capacity of `c`
+/// pages.
+pub(crate) fn ghost_caps(c: usize) -> (usize, usize) {
+    (c * GHOST_SMALL_PERCENT / 100, c * GHOST_MAIN_PERCENT / 100)
+}
 
 /// Where a page is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -127,15 +140,15 @@ impl S3ArcPolicy {
             "S3ARC needs a capacity of at least one page"
         );
         let c = capacity_pages;
-        let min_target = c * MIN_TARGET_PERMILLE / 1000;
-        let max_target = (c * MAX_TARGET_PERMILLE / 1000).max(min_target);
+        let (min_target, max_target) = target_bounds(c);
+        let (ghost_small_cap, ghost_main_cap) = ghost_caps(c);
         S3ArcPolicy {
             c,
             target: max_target,
             min_target,
             max_target,
-            ghost_small_cap: c * GHOST_SMALL_PERCENT / 100,
-            ghost_main_cap: c * GHOST_MAIN_PERCENT / 100,
+            ghost_small_cap,
+            ghost_main_cap,
             small: VecDeque::new(),
             main: VecDeque::new(),
             ghost_small: Ghost::default(),
@@ -289,14 +302,15 @@ impl PagePolicy for S3ArcPolicy {
             }
             Some(Place::GhostSmall(_)) => {
                 let (gs, gm) = (self.ghost_small.len, self.ghost_main.len);
-                let delta = if gs >= gm { 1 } else { gm / gs };
-                self.target = (self.target + delta).min(self.max_target);
+                self.target = (self.target + arc_step(gs, gm)).min(self.max_target);
                 self.leave_ghost(true);
             }
             Some(Place::GhostMain(..)) => {
                 let (gs, gm) = (self.ghost_small.len, self.ghost_main.len);
-                let delta = if gm >= gs { 1 } else { gs / gm };
-                self.target = self.target.saturating_sub(delta).max(self.min_target);
+                self.target = self
+                    .target
+                    .saturating_sub(arc_step(gm, gs))
+                    .max(self.min_target);
                 self.leave_ghost(false);
             }
             None => {}

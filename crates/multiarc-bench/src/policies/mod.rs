@@ -4,7 +4,7 @@
 //! - The simulator's page-based policies: `arc`, `car`, `lru` (from
 //!   `multiarc_sim::reference`), `s3arc` (`multiarc_sim::s3arc`),
 //!   `adaptive` and `adaptive-mini` (`multiarc_sim::adaptive`), `car-eager-t1`, `car-lru-t2`
-//!   and `car-eager-t1-lru-t2` (`multiarc_sim::car_parts`),
+//!   and `car-eager-t1-lru-t2` (`CarPolicy::with_parts`),
 //!   `s3fifo` (`multiarc_sim::s3fifo`), `lirs` (`multiarc_sim::lirs`) and
 //!   Belady's `opt`, which needs each
 //!   request's next use (`multiarc_sim::opt::NextUses`).
@@ -25,7 +25,6 @@ pub use tiered::{check_room, TierOptions, TieredCache, MAX_TIER_BLOCKS};
 use crate::peers::{self, BenchCache};
 use anyhow::bail;
 use multiarc_sim::adaptive::AdaptivePolicy;
-use multiarc_sim::car_parts::CarParts;
 use multiarc_sim::lirs::LirsPolicy;
 use multiarc_sim::opt::{NextUses, OptPolicy, NEVER};
 use multiarc_sim::reference::{ArcPolicy, CarPolicy, LruPolicy, PagePolicy};
@@ -193,9 +192,19 @@ pub fn build(name: &str, blocks: u64) -> anyhow::Result<Policy> {
         "adaptive-mini" => Policy::Page(Box::new(AdaptivePolicy::with_mini_simulations(
             blocks as usize,
         ))),
-        "car-eager-t1" => Policy::Page(Box::new(CarParts::new(blocks as usize, true, false))),
-        "car-lru-t2" => Policy::Page(Box::new(CarParts::new(blocks as usize, false, true))),
-        "car-eager-t1-lru-t2" => Policy::Page(Box::new(CarParts::new(blocks as usize, true, true))),
+        "car-eager-t1" => Policy::Page(Box::new(CarPolicy::with_parts(
+            blocks as usize,
+            true,
+            false,
+        ))),
+        "car-lru-t2" => Policy::Page(Box::new(CarPolicy::with_parts(
+            blocks as usize,
+            false,
+            true,
+        ))),
+        "car-eager-t1-lru-t2" => {
+            Policy::Page(Box::new(CarPolicy::with_parts(blocks as usize, true, true)))
+        }
         "s3fifo" => Policy::Page(Box::new(S3FifoPolicy::new(blocks as usize))),
         "lirs" => Policy::Page(Box::new(LirsPolicy::new(blocks as usize))),
         "opt" => Policy::Opt(OptPolicy::new(blocks as usize)),

@@ -36,8 +36,8 @@ pub(crate) struct Core<K, M> {
     /// The replacement policy's rules, chosen once from `config.policy`.
     pub(crate) replacement: Box<dyn Replacement>,
     pub(crate) config: Config,
-    hasher: KeyHasher,
-    pub(crate) table: HashTable<K, InFlight<K>>,
+    /// The hash table, which also holds the key hasher (`hash`).
+    pub(crate) table: HashTable<K, InFlight<K>, KeyHasher>,
     /// Indexed by `State as usize`: MRU, MFU, MRU ghost, MFU ghost.
     lists: [Multilist<K>; 4],
     /// The target size `c` and the MRU target `p`, in bytes.
@@ -78,11 +78,11 @@ impl<K: Eq + Hash, M> Core<K, M> {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let replacement = rules(config.policy, config.max_bytes);
         Core {
-            hasher: key_hasher(config.seed),
             table: HashTable::new(
                 config.hash_stripes,
                 expected,
                 config.hit_mode == HitMode::Lazy,
+                key_hasher(config.seed),
             ),
             lists: [
                 Multilist::new(n, "mru.sublist"),
@@ -110,7 +110,7 @@ impl<K: Eq + Hash, M> Core<K, M> {
 
     #[inline]
     pub(crate) fn hash(&self, key: &K) -> u64 {
-        self.hasher.hash_one(key)
+        self.table.hash(key)
     }
 
     /// Frees what the garbage bins and the table's replaced slot arrays
@@ -223,9 +223,12 @@ impl<K, M> Core<K, M> {
     /// # Safety
     /// `e` is out of the table and every list, and unheld (`Dead`): the
     /// caller is its last user, retires it once and does not use it after.
-    pub(crate) unsafe fn retire(&self, e: EntryPtr<K>) {
+    pub(crate) unsafe fn retire(&self, e: EntryPtr<K>)
+    where
+        K: Eq + Hash,
+    {
         // SAFETY: ours until retired (this function's contract).
-        let hash = unsafe { e.header() }.hash;
+        let hash = self.hash(&unsafe { e.header() }.key);
         let mut bin = self.garbage[self.sublist_of(hash)].lock();
         bin.retire(e);
         // Every RETIRE_BATCH retirements, not every one past it: while a

@@ -127,7 +127,7 @@ impl<K: Key, M: HitModeImpl> ArcTails<K> for Core<K, M> {
             // SAFETY: linked in this sublist, whose lock we hold.
             let e = unsafe { e.header() };
             seen += e.bytes.max(1);
-            out.push((e.key.clone(), e.hash));
+            out.push((e.key.clone(), self.hash(&e.key)));
         }
         sl.remove_marker(marker);
         out
@@ -475,12 +475,13 @@ fn evict_state<K: Key, M: HitModeImpl>(
                 // its list, under our stripe lock, and unheld (the protocol
                 // said `Evict`) or a ghost, until `retire` after the loop.
                 let e = unsafe { entry.header() };
+                let hash = core.hash(&e.key);
                 // Its table slot, which taking it out changes below: fetched
                 // while the locks and the protocol's decision run.
-                core.table.prefetch(e.hash);
+                core.table.prefetch(hash);
                 looked += 1;
                 examined += 1;
-                let Some(mut stripe) = core.table.stripe(e.hash).try_write() else {
+                let Some(mut stripe) = core.table.stripe(hash).try_write() else {
                     // Someone is taking a hold on it (or working on a
                     // neighbour key) right now: pass over it. Not a
                     // decision: the walk looks further (inline eviction
@@ -525,7 +526,7 @@ fn evict_state<K: Key, M: HitModeImpl>(
                                 e.set_state(State::Mfu);
                                 // SAFETY: in the table, under the stripe lock
                                 // we hold; unlinked before it is freed.
-                                unsafe { core.list(State::Mfu).push_head(moving) };
+                                unsafe { core.list(State::Mfu).push_head(moving, hash) };
                                 core.move_bytes(i, State::Mru, State::Mfu, e.bytes);
                             } else {
                                 // SAFETY: as above.
@@ -588,7 +589,6 @@ fn evict_state<K: Key, M: HitModeImpl>(
                         };
                     let ghost = EntryPtr::ghost(
                         e.key.clone(),
-                        e.hash,
                         e.bytes,
                         state.ghost(),
                         reused,
@@ -598,14 +598,14 @@ fn evict_state<K: Key, M: HitModeImpl>(
                     // SAFETY: new; like every entry, it leaves the table and
                     // its list (under their locks) before it is freed.
                     unsafe {
-                        stripe.replace(ghost);
-                        core.list(state.ghost()).push_head(ghost);
+                        stripe.replace(ghost, hash);
+                        core.list(state.ghost()).push_head(ghost, hash);
                     }
                     core.move_bytes(i, state, state.ghost(), e.bytes);
                     core.events.count(Event::Eviction);
                     core.events.add(Event::EvictedBytes, e.bytes);
                 } else {
-                    stripe.remove(e.hash, &e.key);
+                    stripe.remove(hash, &e.key);
                     core.sub_bytes(i, state, e.bytes);
                     core.events.count(Event::GhostDropped);
                 }
@@ -621,8 +621,10 @@ fn evict_state<K: Key, M: HitModeImpl>(
                 // next tail entry is fetched for the next walk (an inline
                 // walk evicts one buffer a miss, and the tail entry's
                 // cache miss was its largest cost), with its table slot.
-                if let Some(hash) = sl.prefetch_next(marker) {
-                    core.table.prefetch(hash);
+                if let Some(next) = sl.prefetch_next(marker) {
+                    // SAFETY: linked in `sl`, whose lock we hold.
+                    core.table
+                        .prefetch(core.hash(&unsafe { next.header() }.key));
                 }
                 sl.remove_marker(marker);
                 markers[i] = None;

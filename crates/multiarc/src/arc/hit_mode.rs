@@ -95,12 +95,12 @@ pub(crate) trait HitModeImpl: Sized + Send + Sync + 'static {
     /// insert) and gives it up here: it does not use `e` after.
     unsafe fn release<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>);
 
-    /// New entry `e` (holding the inserter's holds) has just entered the
-    /// table in `state`.
+    /// New entry `e` (holding the inserter's holds), whose key hashes to
+    /// `hash`, has just entered the table in `state`.
     ///
     /// # Safety
     /// `e` is in the table, and the caller holds its stripe lock exclusively.
-    unsafe fn installed<K: Key>(core: &Core<K, Self>, state: State, e: EntryPtr<K>);
+    unsafe fn installed<K: Key>(core: &Core<K, Self>, state: State, e: EntryPtr<K>, hash: u64);
 
     /// `old` has just been taken out of the table (removed or replaced):
     /// takes it out of its state, and frees it unless it is held (then its
@@ -174,10 +174,10 @@ impl<K: Key> CoreRef<'_, K> {
 ///
 /// # Safety
 /// As [`EntryPtr::free`]: the caller is `e`'s last user.
-unsafe fn free_anon<K, M>(core: &Core<K, M>, e: EntryPtr<K>) {
+unsafe fn free_anon<K: Key, M>(core: &Core<K, M>, e: EntryPtr<K>) {
     // SAFETY: we are its last user (this function's contract).
     let h = unsafe { e.header() };
-    let idx = core.sublist_of(h.hash);
+    let idx = core.sublist_of(core.hash(&h.key));
     core.sub_bytes(idx, State::Anon, h.bytes);
     // SAFETY: per this function's contract; `h` is not used after.
     unsafe { e.free() };
@@ -198,7 +198,7 @@ unsafe fn detach_ghost<K: Key, M: HitModeImpl>(
     // SAFETY: out of the table under the stripe lock we hold, so nobody
     // else frees it (this function's contract).
     let h = unsafe { old.header() };
-    core.list(state).remove(h);
+    core.list(state).remove(h, core.hash(&h.key));
     core.sub_bytes(idx, state, h.bytes);
     // SAFETY: out of the table and now its list. Ghosts are never held (a
     // lazy probe that pins one lets go at once, and `retire` waits for such
@@ -247,8 +247,9 @@ impl HitModeImpl for Eager {
     unsafe fn hold_locked<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>) {
         // SAFETY: in the table, under the stripe lock the caller holds.
         let h = unsafe { e.header() };
-        let state = Self::take_hold(core, h);
-        Self::count_access(core, h, state);
+        let hash = core.hash(&h.key);
+        let state = Self::take_hold(core, h, hash);
+        Self::count_access(core, h, hash, state);
     }
 
     #[inline(never)]
@@ -271,7 +272,8 @@ impl HitModeImpl for Eager {
             }
         }
         // Possibly the last hold: 1 -> 0 happens only under the stripe lock.
-        let _stripe = core.table.write(h.hash);
+        let hash = core.hash(&h.key);
+        let _stripe = core.table.write(hash);
         let prev = h.meta.fetch_sub(HOLD, Ordering::AcqRel);
         if meta::holds(prev) != 1 {
             return;
@@ -281,7 +283,7 @@ impl HitModeImpl for Eager {
                 // SAFETY: in the table (live), under the stripe lock we
                 // hold; it leaves its list before it is freed (`detach`,
                 // the eviction walk).
-                unsafe { core.list(s).push_head(e) };
+                unsafe { core.list(s).push_head(e, hash) };
             }
             // SAFETY: out of the table and every list (Anon), and this was
             // its last hold; new holds are only taken on entries in the
@@ -291,7 +293,7 @@ impl HitModeImpl for Eager {
         }
     }
 
-    unsafe fn installed<K: Key>(_: &Core<K, Self>, _: State, _: EntryPtr<K>) {
+    unsafe fn installed<K: Key>(_: &Core<K, Self>, _: State, _: EntryPtr<K>, _: u64) {
         // Born held (the inserter's hold): off the lists until released.
     }
 
@@ -299,13 +301,14 @@ impl HitModeImpl for Eager {
         // SAFETY: just out of the table under the stripe lock the caller
         // holds: only we (now) or its last release (under that lock) free it.
         let h = unsafe { old.header() };
-        let idx = core.sublist_of(h.hash);
+        let hash = core.hash(&h.key);
+        let idx = core.sublist_of(hash);
         let state = h.state();
         match state {
             State::Mru | State::Mfu => {
                 core.events.count(Event::Remove);
                 if meta::holds(h.word()) == 0 {
-                    core.list(state).remove(h);
+                    core.list(state).remove(h, hash);
                     core.sub_bytes(idx, state, h.bytes);
                     // SAFETY: unheld (and no hold can start: it is out of the
                     // table, under the stripe lock), now on no list; `h` is
@@ -375,9 +378,9 @@ impl Eager {
         if !h.state().is_live() {
             return None;
         }
-        let state = Self::take_hold(core, h);
+        let state = Self::take_hold(core, h, hash);
         if access {
-            Self::count_access(core, h, state);
+            Self::count_access(core, h, hash, state);
         }
         Some((e, len))
     }
@@ -385,21 +388,21 @@ impl Eager {
     /// Takes a hold on live `h` (its stripe lock held exclusively): at its
     /// first hold the buffer leaves its list (see the module comment).
     /// Returns its state.
-    fn take_hold<K>(core: &Core<K, Self>, h: &Header<K>) -> State {
+    fn take_hold<K>(core: &Core<K, Self>, h: &Header<K>, hash: u64) -> State {
         let prev = h.meta.fetch_add(HOLD, Ordering::Acquire);
         if meta::holds(prev) >= HOLD_LIMIT {
             too_many_holds();
         }
         let state = meta::state(prev);
         if meta::holds(prev) == 0 {
-            core.list(state).remove(h);
+            core.list(state).remove(h, hash);
         }
         state
     }
 
     /// An access to held `h`, found in `state`: the hit counted, and an MRU
     /// buffer's second access promotes it (its first use, if read ahead).
-    fn count_access<K>(core: &Core<K, Self>, h: &Header<K>, state: State) {
+    fn count_access<K>(core: &Core<K, Self>, h: &Header<K>, hash: u64, state: State) {
         if state == State::Mru && h.read_ahead() {
             // The first use of a buffer read ahead (OpenZFS: a demand hit
             // on a prefetched buffer clears the flag and stays in MRU; the
@@ -412,7 +415,7 @@ impl Eager {
             // Second access: MRU -> MFU (the paper's case I). The entry is
             // held, so it is on no list: only the state and the bytes move.
             h.set_state(State::Mfu);
-            core.move_bytes(core.sublist_of(h.hash), State::Mru, State::Mfu, h.bytes);
+            core.move_bytes(core.sublist_of(hash), State::Mru, State::Mfu, h.bytes);
         } else {
             core.events.count(Event::MfuHit);
         }
@@ -572,7 +575,7 @@ impl Lazy {
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
                 Some(meta::with_state(w, State::Dead))
             });
-        core.sub_bytes(core.sublist_of(h.hash), State::Anon, h.bytes);
+        core.sub_bytes(core.sublist_of(core.hash(&h.key)), State::Anon, h.bytes);
         // SAFETY: out of the table and every list, no handle holds it, and
         // we alone retire it; `h` is not used after.
         unsafe { core.retire(e) };
@@ -601,14 +604,6 @@ impl Lazy {
             Self::hit_slow(core, h, prev);
         }
         Some((e, len))
-    }
-
-    /// A slot's length that disagrees with its entry (the slot was reused
-    /// while we read it): the entry's own.
-    #[cold]
-    #[inline(never)]
-    fn entry_len<K>(h: &Header<K>) -> usize {
-        h.data_len()
     }
 
     /// The rare cases of a hit: too many holds, or a hit count that reached
@@ -653,9 +648,8 @@ impl HitModeImpl for Lazy {
     /// statistics counter (the hit is counted by step 1), no fence (pinning
     /// is one plain store to this thread's own record, `mem/epoch.rs`). Reads:
     /// this thread's record, the stripe line (sequence count, slot array,
-    /// mask), the slot (tag, length, entry pointer), the entry line (key,
-    /// meta word); the slot's length lets the data's last line be fetched
-    /// without waiting for the entry's.
+    /// mask), the slot (one word: tag, entry address), the entry line (key,
+    /// meta word, length).
     #[inline]
     fn lookup<K: Key>(core: &Core<K, Self>, hash: u64, key: &K) -> Option<(EntryPtr<K>, usize)> {
         let stripe = core.table.stripe(hash);
@@ -666,7 +660,7 @@ impl HitModeImpl for Lazy {
             let Some(seq) = stripe.begin_probe() else {
                 break;
             };
-            let Probe::Found(e, len) = stripe.probe(&pinned, hash, key) else {
+            let Probe::Found(e) = stripe.probe(&pinned, hash, key) else {
                 if stripe.unchanged(seq) {
                     return None;
                 }
@@ -685,15 +679,8 @@ impl HitModeImpl for Lazy {
                     Self::hit_slow(core, h, prev);
                 }
                 // Live when pinned: it was in the table when the probe read
-                // its slot, and a hold keeps it from being freed. The slot's
-                // length is the entry's unless the slot was reused between
-                // our two loads of it.
-                let len = if len == h.data_len() {
-                    len
-                } else {
-                    Self::entry_len(h)
-                };
-                return Some((e, len));
+                // its slot, and a hold keeps it from being freed.
+                return Some((e, h.buffer_len()));
             }
             // A ghost, or an entry on its way out: let go; a ghost with the
             // stripe unchanged is a miss, anything else is looked up again.
@@ -750,11 +737,11 @@ impl HitModeImpl for Lazy {
         }
     }
 
-    unsafe fn installed<K: Key>(core: &Core<K, Self>, state: State, e: EntryPtr<K>) {
+    unsafe fn installed<K: Key>(core: &Core<K, Self>, state: State, e: EntryPtr<K>, hash: u64) {
         // Buffers are linked even while held.
         // SAFETY: in the table, under the stripe lock the caller holds; it
         // leaves its list before it is freed (`detach`, the eviction walk).
-        unsafe { core.list(state).push_head(e) };
+        unsafe { core.list(state).push_head(e, hash) };
     }
 
     unsafe fn detach<K: Key>(core: &Core<K, Self>, old: EntryPtr<K>) {
@@ -763,12 +750,13 @@ impl HitModeImpl for Lazy {
         // `Anon` below (releases retire `Anon` entries only); after it, we
         // use it only if it was unheld (`retire_unheld`).
         let h = unsafe { old.header() };
-        let idx = core.sublist_of(h.hash);
+        let hash = core.hash(&h.key);
+        let idx = core.sublist_of(hash);
         let state = h.state();
         match state {
             State::Mru | State::Mfu => {
                 core.events.count(Event::Remove);
-                core.list(state).remove(h);
+                core.list(state).remove(h, hash);
                 core.move_bytes(idx, state, State::Anon, h.bytes);
                 // One step: to Anon, hits folded out. Releases, and holds of
                 // probes that read its slot before it left, may race with it.
@@ -1047,7 +1035,7 @@ mod tests {
     fn lazy_at_tail_promotes_referenced_skips_held_and_evicts_the_rest() {
         let core = core::<Lazy>(16 * B);
         let entry = |state: State, holds: u64, hits: u64| {
-            let e = EntryPtr::new(7u64, 0, &[0; 10], state, holds);
+            let e = EntryPtr::new(7u64, &[0; 10], state, holds);
             e.peek().meta.fetch_add(hits * HIT, Ordering::Relaxed);
             e
         };
@@ -1246,7 +1234,7 @@ mod tests {
     fn s3arc_at_tail_reads_the_hit_count_as_a_frequency() {
         let core = s3arc_core(16 * B);
         let entry = |state: State, holds: u64, hits: u64| {
-            let e = EntryPtr::new(7u64, 0, &[0; 10], state, holds);
+            let e = EntryPtr::new(7u64, &[0; 10], state, holds);
             e.peek().meta.fetch_add(hits * HIT, Ordering::Relaxed);
             e
         };

@@ -156,7 +156,7 @@ pub(crate) fn insert_entry_as<K: Key, M: HitModeImpl, V: Evictor>(
                     // hand the bytes to the loader and its waiters only,
                     // as an anonymous buffer freed by the last handle.
                     core.events.count(Event::LoadSuperseded);
-                    return EntryPtr::new(key, hash, data, State::Anon, holds);
+                    return EntryPtr::new(key, data, State::Anon, holds);
                 }
             }
             None => {
@@ -186,7 +186,7 @@ pub(crate) fn insert_entry_as<K: Key, M: HitModeImpl, V: Evictor>(
         } else {
             State::Mru
         };
-        entry = EntryPtr::new(key, hash, data, state, holds);
+        entry = EntryPtr::new(key, data, state, holds);
         if read_ahead {
             core.events.count(Event::ReadAheadInsert);
             if demanded {
@@ -203,12 +203,12 @@ pub(crate) fn insert_entry_as<K: Key, M: HitModeImpl, V: Evictor>(
         // and not used after.
         unsafe {
             if old_live.is_some() {
-                let old = stripe.replace(entry);
+                let old = stripe.replace(entry, hash);
                 M::detach(core, old);
             } else {
-                stripe.insert(entry);
+                stripe.insert(entry, hash);
             }
-            M::installed(core, state, entry);
+            M::installed(core, state, entry, hash);
         }
         core.move_bytes(idx, State::Anon, state, size);
         core.events.count(Event::Insert);

@@ -158,7 +158,7 @@ pub(super) fn at_tail<M: HitModeImpl>(
     e: EntryPtr<u64>,
     state: State,
 ) -> super::hit_mode::Tail {
-    let hash = e.peek().hash;
+    let hash = core.hash(&e.peek().key);
     let _stripe = core.table.write(hash);
     let _sublist = core.list(state).lock_sublist(core.sublist_of(hash));
     // SAFETY: linked in `state`'s list (the test's own core, used by this

@@ -3,12 +3,15 @@
 //!
 //! ```text
 //!  16-byte aligned allocation
-//!  +------+------+---------+-------+------+----------------------------+
-//!  | meta | hash | key ... | bytes | slot | data bytes ...             |
-//!  +------+------+---------+-------+------+----------------------------+
-//!  \______ header (48 B for BlockKey) ___/ ^ data: its length is also in
-//!                                            the table's slot (table.rs)
+//!  +------+---------+-------+------+-------+----------------------------+
+//!  | meta | key ... | bytes | slot | flags | data bytes ...             |
+//!  +------+---------+-------+------+-------+----------------------------+
+//!  \___ header (40 B for BlockKey) ______/
 //! ```
+//!
+//! The header does not keep the key's hash: whoever needs it (to find the
+//! entry's stripe or sublist) hashes the key (`Core::hash`), which costs a
+//! few nanoseconds where keeping it cost 8 bytes a buffer (issue 42).
 //!
 //! The hash table and the sublists point at entries with plain [`EntryPtr`]s
 //! (no reference counting); handles do too, with their hold counted in the
@@ -147,6 +150,9 @@ pub(crate) fn with_state(word: u64, s: State) -> u64 {
     (word & !STATE_MASK) | ((s as u64) << STATE_SHIFT)
 }
 
+/// [`EntryPtr::last_data_line`] for "none, or too far".
+pub(crate) const NO_LAST_LINE: u8 = u8::MAX;
+
 /// Sentinel for "not linked in any sublist".
 pub(crate) const NO_SLOT: u32 = u32::MAX;
 
@@ -155,7 +161,6 @@ pub(crate) const NO_SLOT: u32 = u32::MAX;
 pub(crate) struct Header<K> {
     /// Holds, state and hits (see the module comment).
     pub(crate) meta: AtomicU64,
-    pub(crate) hash: u64,
     pub(crate) key: K,
     /// Bytes charged to the cache: the data's length, or the evicted size
     /// for ghosts.
@@ -174,13 +179,13 @@ pub(crate) struct Header<K> {
     /// `ARC_FLAG_PREFETCH`), or the MRU ghost of one evicted unread. Its
     /// first demand use is its first use, not a second: it keeps it in MRU
     /// (see `arc/hit_mode.rs`). In the header's padding (the header stays
-    /// 48 B). Written and read under the entry's stripe lock, held
+    /// 40 B for `BlockKey`). Written and read under the entry's stripe lock, held
     /// exclusively.
     read_ahead: AtomicBool,
     /// A ghost's mark from the replacement policy, set when the ghost is
     /// made and never changed (0 for live buffers): the adaptive policy's
     /// record of which of its experts decided a contested eviction
-    /// (`arc::replacement`). In the header's padding (it stays 48 B).
+    /// (`arc::replacement`). In the header's padding (it stays 40 B for `BlockKey`).
     policy_mark: u8,
     /// Under loom, retired entries are marked instead of freed (and freed
     /// with the cache), so a model in which a probe meets a "freed" entry
@@ -248,6 +253,15 @@ impl<K> Header<K> {
         self.read_ahead.store(on, Ordering::Relaxed);
     }
 
+    /// The data's length, for an entry known to be a buffer (live, or
+    /// `Anon`), not a ghost: `data_len` without reading the ghost flag,
+    /// which may sit on the header's second cache line.
+    #[inline]
+    pub(crate) fn buffer_len(&self) -> usize {
+        debug_assert!(!self.ghost);
+        self.bytes as usize
+    }
+
     pub(crate) fn data_len(&self) -> usize {
         if self.ghost {
             0
@@ -262,8 +276,8 @@ impl<K> Header<K> {
 /// whole header and the first data bytes in one line) sends glibc through
 /// `posix_memalign`, which spreads the buffers out: 1-thread hits were
 /// 5-10% slower with it (docs/history/core-v2-second-design.md).
-/// The meta word, hash and key are the header's first bytes, so a probe's
-/// key comparison and its hold still touch one line in all but a few cases.
+/// The meta word and key are the header's first bytes, so a probe's key
+/// comparison and its hold still touch one line in all but a few cases.
 const ALIGN: usize = 16;
 
 fn layout<K>(data_len: usize) -> Layout {
@@ -315,6 +329,33 @@ impl<K> EntryPtr<K> {
         super::sync::prefetch(self.0.as_ptr());
     }
 
+    /// Which cache line holds the data's last byte, counted from the line of
+    /// the entry's first byte (the header's), for a buffer of `len` bytes:
+    /// the table keeps it in the slot (up to [`NO_LAST_LINE`] - 1), so that a
+    /// probe can fetch that line at once, beside the header's
+    /// ([`EntryPtr::prefetch_line`]). [`NO_LAST_LINE`] for no data, or a
+    /// line too far to say.
+    #[inline]
+    pub(crate) fn last_data_line(self, len: usize) -> u8 {
+        if len == 0 {
+            return NO_LAST_LINE;
+        }
+        let offset = (self.0.as_ptr() as usize & 63) + std::mem::size_of::<Header<K>>() + len - 1;
+        u8::try_from(offset / 64)
+            .ok()
+            .filter(|&l| l != NO_LAST_LINE)
+            .unwrap_or(NO_LAST_LINE)
+    }
+
+    /// Starts fetching line `line` of the entry, counted as
+    /// [`EntryPtr::last_data_line`] counts (a hint: any pointer will do,
+    /// even a freed one; a prefetch never faults).
+    #[inline]
+    pub(crate) fn prefetch_line(self, line: u8) {
+        let first = (self.0.as_ptr() as usize) & !63;
+        super::sync::prefetch((first + usize::from(line) * 64) as *const u8);
+    }
+
     /// The pointer as the table's slots store it.
     #[inline]
     pub(crate) fn as_raw(self) -> *mut Header<K> {
@@ -335,6 +376,15 @@ impl<K> EntryPtr<K> {
         let Some(p) = NonNull::new(p) else {
             alloc::handle_alloc_error(layout)
         };
+        // The table's slots keep an entry's address in 44 bits (`table.rs`):
+        // 16-byte aligned (the layout's), and below 2^48, as every
+        // allocation is on the 48-bit address spaces of x86-64 and aarch64
+        // unless a program maps memory higher on purpose.
+        assert!(
+            (p.as_ptr() as usize) >> 48 == 0,
+            "an entry allocated at {:p}, above the 48-bit addresses the hash table can hold",
+            p.as_ptr()
+        );
         // SAFETY: `p` is a fresh allocation of `layout`, which starts with
         // room for a `Header<K>` (suitably aligned) followed by `data.len()`
         // bytes; nothing else can see it yet.
@@ -350,12 +400,11 @@ impl<K> EntryPtr<K> {
     }
 
     /// A new buffer entry holding a copy of `data`, with `holds` holds.
-    pub(crate) fn new(key: K, hash: u64, data: &[u8], state: State, holds: u64) -> EntryPtr<K> {
+    pub(crate) fn new(key: K, data: &[u8], state: State, holds: u64) -> EntryPtr<K> {
         assert!(holds < HOLD_LIMIT);
         Self::alloc(
             Header {
                 meta: AtomicU64::new(with_state(holds, state)),
-                hash,
                 key,
                 bytes: data.len() as u64,
                 slot: AtomicU32::new(NO_SLOT),
@@ -375,7 +424,6 @@ impl<K> EntryPtr<K> {
     /// evicted unused, `policy_mark` the replacement policy's mark.
     pub(crate) fn ghost(
         key: K,
-        hash: u64,
         bytes: u64,
         state: State,
         reused_in_mfu: bool,
@@ -386,7 +434,6 @@ impl<K> EntryPtr<K> {
         Self::alloc(
             Header {
                 meta: AtomicU64::new(with_state(0, state)),
-                hash,
                 key,
                 bytes,
                 slot: AtomicU32::new(NO_SLOT),
@@ -467,7 +514,7 @@ mod tests {
 
     #[test]
     fn meta_word_fields_and_layout() {
-        let p = EntryPtr::new(7u64, 9, &[1, 2, 3], State::Mfu, 2);
+        let p = EntryPtr::new(7u64, &[1, 2, 3], State::Mfu, 2);
         // SAFETY: created here, never shared, freed below after its last use.
         let (e, data) = unsafe { (p.header(), p.data_prefix(3)) };
         assert_eq!(data, &[1, 2, 3]);
@@ -481,10 +528,10 @@ mod tests {
         assert_eq!(holds(e.word()), 3);
         // The top bit is the 2^36th hit.
         assert_eq!(hits(HITS_FOLD_BIT), 1 << 36);
-        assert_eq!(std::mem::size_of::<Header<crate::BlockKey>>(), 48);
+        assert_eq!(std::mem::size_of::<Header<crate::BlockKey>>(), 40);
         // SAFETY: created above, never shared, not used after.
         unsafe { p.free() };
-        let p = EntryPtr::ghost(String::from("k"), 1, 8192, State::MruGhost, false, false, 0);
+        let p = EntryPtr::ghost(String::from("k"), 8192, State::MruGhost, false, false, 0);
         // SAFETY: as above.
         let g = unsafe { p.header() };
         assert_eq!(g.data_len(), 0);

@@ -203,12 +203,13 @@ impl<K> SublistList<K> {
     }
 
     /// Starts fetching what the next walks from `marker` will touch, and
-    /// returns the hash of the entry the next one will meet first (for its
-    /// caller to fetch that entry's table slot). A pipeline over the walks
-    /// of this sublist, which take its tail entries one after another:
+    /// returns the entry the next one will meet first (for its caller to
+    /// fetch that entry's table slot; it is linked here, so alive while the
+    /// caller holds this sublist's lock). A pipeline over the walks of this
+    /// sublist, which take its tail entries one after another:
     /// - the next entry: its node is in cache (stepping to the marker's
     ///   place touched it), and its header was fetched by the walk before
-    ///   (as the second entry), so its hash is read at once;
+    ///   (as the second entry), so its key is read at once;
     /// - the second entry: its node was fetched by the walk before (as the
     ///   third node); its header is fetched now;
     /// - the third entry's node (which the walk after next relinks) is
@@ -217,7 +218,7 @@ impl<K> SublistList<K> {
     /// Where a walk went otherwise (a promotion, a marker in the way), a
     /// read here waits for its line, as the next walk would have. Nothing
     /// changes.
-    pub(crate) fn prefetch_next(&self, marker: u32) -> Option<u64> {
+    pub(crate) fn prefetch_next(&self, marker: u32) -> Option<EntryPtr<K>> {
         let next = self.nodes[marker as usize].prev;
         if next == NIL {
             return None;
@@ -234,10 +235,7 @@ impl<K> SublistList<K> {
                 sync::prefetch(self.nodes.as_ptr().wrapping_add(second.prev as usize));
             }
         }
-        let e = node.entry?;
-        // SAFETY: linked in this sublist, whose lock we hold (`&self` of
-        // the guarded list), so alive (`push_head`).
-        Some(unsafe { e.header() }.hash)
+        node.entry
     }
 
     /// Unlinks the entry in `slot` (as returned by `step_marker`).
@@ -305,20 +303,20 @@ impl<K> Multilist<K> {
         self.sublists[i].lock()
     }
 
-    /// Links `entry` at the head of its sublist.
+    /// Links `entry`, whose key hashes to `hash`, at the head of its
+    /// sublist.
     ///
     /// # Safety
     /// As [`SublistList::push_head`].
-    pub(crate) unsafe fn push_head(&self, entry: EntryPtr<K>) {
-        // SAFETY: alive (this function's contract).
-        let hash = unsafe { entry.header() }.hash;
+    pub(crate) unsafe fn push_head(&self, entry: EntryPtr<K>, hash: u64) {
         // SAFETY: this function's contract.
         unsafe { self.lock_sublist(self.index_of(hash)).push_head(entry) };
     }
 
-    /// Unlinks `entry`, which is linked in its sublist.
-    pub(crate) fn remove(&self, entry: &Header<K>) {
-        self.lock_sublist(self.index_of(entry.hash)).remove(entry);
+    /// Unlinks `entry`, whose key hashes to `hash`, which is linked in its
+    /// sublist.
+    pub(crate) fn remove(&self, entry: &Header<K>, hash: u64) {
+        self.lock_sublist(self.index_of(hash)).remove(entry);
     }
 
     /// Total linked (evictable) bytes and entries, summed over sublists
@@ -361,7 +359,7 @@ mod tests {
 
     /// Test entries are leaked (a few hundred bytes per test).
     fn entry(k: u32) -> EntryPtr<u32> {
-        EntryPtr::new(k, k as u64, &[0; 10], State::Mru, 0)
+        EntryPtr::new(k, &[0; 10], State::Mru, 0)
     }
 
     /// A test entry's header.
@@ -375,8 +373,8 @@ mod tests {
         unsafe { l.push_head(e) }
     }
 
-    /// A walk's prefetch names the entry the next walk meets first (by its
-    /// hash), and nothing at the head; the list is unchanged.
+    /// A walk's prefetch names the entry the next walk meets first, and
+    /// nothing at the head; the list is unchanged.
     #[test]
     fn prefetch_next_names_the_next_tail_entry() {
         let mut l = SublistList::new();
@@ -385,13 +383,13 @@ mod tests {
         }
         let marker = l.insert_marker_at_tail();
         let other = l.insert_marker_at_tail();
-        assert_eq!(l.prefetch_next(marker), Some(7));
+        assert_eq!(l.prefetch_next(marker).map(|e| header(&e).key), Some(7));
         let (slot, e) = l.step_marker(other).unwrap();
         assert_eq!(header(&e).key, 7);
         l.take(slot);
-        assert_eq!(l.prefetch_next(other), Some(8));
+        assert_eq!(l.prefetch_next(other).map(|e| header(&e).key), Some(8));
         while l.step_marker(other).is_some() {}
-        assert_eq!(l.prefetch_next(other), None);
+        assert!(l.prefetch_next(other).is_none());
         assert_eq!(l.keys_from_head(), vec![9, 8]);
     }
 

@@ -5,13 +5,14 @@
 //! and in the eager mode their 0 <-> 1 hold transitions), so lookups of keys
 //! in different stripes share no lock and no written cache line.
 //!
-//! Each stripe is an open-addressed table with linear probing. A slot holds
-//! the entry pointer, the high half of the key's hash and the length of the
-//! entry's data (see [`Slot`]). Removal shifts later slots of the probe run
-//! back (no tombstones), so probes stay short under churn; the table starts
-//! small and doubles at 3/4 full. We report the figures ZFS does for its
-//! table: elements, collisions (inserts whose home slot was taken) and the
-//! longest probe run seen (ZFS's longest chain).
+//! Each stripe is an open-addressed table with linear probing. A slot is
+//! one 8-byte word: the entry's address, the distance from its home slot,
+//! the line of its data's last byte and 8 bits of its key's hash (see
+//! [`Slot`]). Removal shifts later slots
+//! of the probe run back (no tombstones), so probes stay short under churn;
+//! the table starts small and doubles at 3/4 full. We report the figures ZFS
+//! does for its table: elements, collisions (inserts whose home slot was
+//! taken) and the longest probe run seen (ZFS's longest chain).
 //!
 //! # Probes without the lock
 //!
@@ -30,8 +31,12 @@
 //! mask first never indexes past the array it reads.
 //!
 //! Bits of the key's hash: the low bits pick the stripe, the high 32 bits
-//! pick the home slot inside it (the sublist uses a third range, see
-//! `multilist.rs`).
+//! pick the home slot inside it, and the top 8 are the slot's tag (the
+//! sublist uses a third range, see `multilist.rs`). Entries do not keep
+//! their hash: where the table needs one it has no caller's for (doubling
+//! a stripe; a backward shift past a slot too far from home to say how
+//! far), it hashes the entry's key with the table's hasher, which is also
+//! the cache's ([`HashTable::hash`]).
 //!
 //! The table stores [`EntryPtr`]s and does not own what they point to: the
 //! cache frees an entry after taking it out (see `entry.rs`). Besides its
@@ -39,79 +44,136 @@
 //! by the same lock (the cache keeps its loads in flight there); the table
 //! itself knows nothing about it.
 
-use super::entry::{EntryPtr, Header};
+use super::entry::{EntryPtr, Header, NO_LAST_LINE};
 use super::epoch::{Guard, Limbo};
 use super::sync::{self, fence, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use crate::lock::CachePadded;
 use crate::lock::{LockId, LockstatExt, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::hash::{BuildHasher, Hash};
+use std::marker::PhantomData;
 use std::ptr;
 
-/// A slot: empty (null `entry`), or an entry, the high half of its key's
-/// hash (the home slot and the probe's first comparison) and the length of
-/// its data, packed as `tag << 32 | len`. 16 bytes: four slots per line.
+/// A slot: one word, 0 when empty, else
 ///
-/// The length is here, not only in the entry, so that a hit knows where its
-/// bytes end before the entry's cache line arrives: the CPU can then fetch
-/// the first and the last line of a buffer at once, where reading the
-/// length from the entry would make the second fetch wait for the first.
+/// ```text
+///  63     56 55       48 47  44 43                                      0
+///  +--------+-----------+------+-----------------------------------------+
+///  | tag    | last line | disp | entry address >> 4                      |
+///  +--------+-----------+------+-----------------------------------------+
+/// ```
+///
+/// - the address: entries are 16-byte aligned and below 2^48
+///   ([`EntryPtr`]'s allocation checks both), so 44 bits say it;
+/// - the displacement: how far the slot is past the entry's home slot,
+///   saturating at [`FAR`] (then the home is found by hashing the key);
+/// - the last line: which line of the entry holds its data's last byte
+///   ([`EntryPtr::last_data_line`]), so that a probe that matches the tag
+///   fetches it at once, beside the header's line, instead of after it
+///   (the length is in the header). A hit that reads its buffer's first and
+///   last bytes then waits for one DRAM round trip, not two;
+/// - the tag: the hash's top 8 bits, compared before the key, so a probe
+///   reads the header of another key about once in 256 slots it passes.
+///
+/// 8 bytes: eight slots per line. The slot used to carry the data's exact
+/// length and the high half of the hash (16 bytes, issue 42): that was 17
+/// bytes per cached buffer at a million buffers, more than a quarter of
+/// what the cache spent on each.
 struct Slot<K> {
-    tag_len: AtomicU64,
-    entry: AtomicPtr<Header<K>>,
+    word: AtomicU64,
+    entry: PhantomData<fn() -> K>,
 }
 
-/// A slot's length for buffers too long to say in 32 bits.
-const LEN_IN_ENTRY: u32 = u32::MAX;
+const ADDR_BITS: u32 = 44;
+const ADDR_MASK: u64 = (1 << ADDR_BITS) - 1;
+const DISP_SHIFT: u32 = ADDR_BITS;
+const LINE_SHIFT: u32 = 48;
+const TAG_SHIFT: u32 = 56;
+/// The saturated displacement: "far, hash the key to find the home".
+const FAR: usize = 0xf;
 
-/// The slot tag (and home-slot bits) of a hash.
+/// The tag of a hash, or of a slot word (the top 8 bits).
 #[inline]
-fn tag_of(hash: u64) -> u32 {
-    (hash >> 32) as u32
+fn tag_of(hash: u64) -> u64 {
+    hash >> TAG_SHIFT
+}
+
+/// The home slot of a hash, before masking: its high 32 bits.
+#[inline]
+fn home_of(hash: u64) -> usize {
+    (hash >> 32) as usize
+}
+
+/// A slot word for `entry`, `disp` slots past its home, with `hash`'s tag.
+///
+/// # Safety
+/// `entry` is alive (its header is read: the data's length).
+#[inline]
+unsafe fn pack<K>(entry: EntryPtr<K>, disp: usize, hash: u64) -> u64 {
+    let addr = entry.as_raw() as u64;
+    debug_assert!(
+        addr & 0xf == 0 && addr >> 48 == 0,
+        "entry address {addr:#x}"
+    );
+    // SAFETY: alive (this function's contract).
+    let line = entry.last_data_line(unsafe { entry.header() }.data_len());
+    (tag_of(hash) << TAG_SHIFT)
+        | (u64::from(line) << LINE_SHIFT)
+        | ((disp.min(FAR) as u64) << DISP_SHIFT)
+        | (addr >> 4)
+}
+
+/// The last-line field of a slot word (`NO_LAST_LINE`: none).
+#[inline]
+fn line_of(word: u64) -> u8 {
+    (word >> LINE_SHIFT) as u8
+}
+
+/// The entry of a slot word (`None` for an empty slot).
+#[inline]
+fn entry_of<K>(word: u64) -> Option<EntryPtr<K>> {
+    EntryPtr::from_raw(((word & ADDR_MASK) << 4) as *mut Header<K>)
+}
+
+/// `word` with its displacement set to `disp` (saturating).
+#[inline]
+fn with_disp(word: u64, disp: usize) -> u64 {
+    (word & !((FAR as u64) << DISP_SHIFT)) | ((disp.min(FAR) as u64) << DISP_SHIFT)
+}
+
+/// The displacement of a slot word (`FAR`: unknown, at least that).
+#[inline]
+fn disp_of(word: u64) -> usize {
+    ((word >> DISP_SHIFT) & FAR as u64) as usize
 }
 
 impl<K> Slot<K> {
     fn empty() -> Slot<K> {
         Slot {
-            tag_len: AtomicU64::new(0),
-            entry: AtomicPtr::new(ptr::null_mut()),
+            word: AtomicU64::new(0),
+            entry: PhantomData,
         }
     }
 
+    /// The slot's word (Acquire: a reader that sees an entry's address sees
+    /// the entry's contents).
     #[inline]
-    fn tag(&self) -> u32 {
-        (self.tag_len.load(Ordering::Relaxed) >> 32) as u32
+    fn load(&self) -> u64 {
+        self.word.load(Ordering::Acquire)
     }
 
     #[inline]
     fn get(&self) -> Option<EntryPtr<K>> {
-        EntryPtr::from_raw(self.entry.load(Ordering::Acquire))
+        entry_of(self.load())
     }
 
-    /// Writer side: `tag_len` first, then the pointer (Release: a reader
-    /// that sees the pointer sees the entry's contents and the tag).
-    ///
-    /// # Safety
-    /// `entry` is alive (see [`StripeWrite::insert`]).
-    unsafe fn set(&self, entry: EntryPtr<K>) {
-        // SAFETY: alive (this function's contract).
-        let e = unsafe { entry.header() };
-        let len = u32::try_from(e.data_len()).unwrap_or(LEN_IN_ENTRY);
-        self.tag_len.store(
-            (u64::from(tag_of(e.hash)) << 32) | u64::from(len),
-            Ordering::Relaxed,
-        );
-        self.entry.store(entry.as_raw(), Ordering::Release);
+    /// Writer side: stores a word made by [`pack`] (Release: see `load`).
+    fn set(&self, word: u64) {
+        self.word.store(word, Ordering::Release);
     }
 
     /// Writer side: empties the slot.
     fn clear(&self) {
-        self.entry.store(ptr::null_mut(), Ordering::Release);
-    }
-
-    fn copy_from(&self, other: &Slot<K>) {
-        self.tag_len
-            .store(other.tag_len.load(Ordering::Relaxed), Ordering::Relaxed);
-        self.entry
-            .store(other.entry.load(Ordering::Relaxed), Ordering::Release);
+        self.word.store(0, Ordering::Release);
     }
 }
 
@@ -183,10 +245,12 @@ pub(crate) struct Inner<K, S> {
     per_stripe: S,
 }
 
-/// One stripe: its lock-free part and its locked part.
-pub(crate) struct Stripe<K, S> {
+/// One stripe: its lock-free part, its locked part, and the key hasher
+/// (the table's, for the rare slot whose home it must recompute).
+pub(crate) struct Stripe<K, S, H> {
     published: Published<K>,
     lock: RwLock<Inner<K, S>>,
+    hasher: H,
     /// Readers probe without the lock: retire replaced arrays instead of
     /// freeing them.
     lock_free_readers: bool,
@@ -203,17 +267,16 @@ const MAX_INITIAL_ENTRIES: usize = 12;
 
 /// What a probe without the lock found.
 pub(crate) enum Probe<K> {
-    /// An entry with this key (not yet pinned) and its data length as the
-    /// slot told it.
-    Found(EntryPtr<K>, usize),
+    /// An entry with this key (not yet pinned).
+    Found(EntryPtr<K>),
     /// No entry with this key.
     Absent,
 }
 
-impl<K: Eq, S: Default> Stripe<K, S> {
+impl<K: Eq, S: Default, H> Stripe<K, S, H> {
     /// A stripe with room for `expected` entries (at most
     /// `MAX_INITIAL_ENTRIES`) before it first grows.
-    fn new(expected: usize, lock_free_readers: bool) -> Self {
+    fn new(expected: usize, lock_free_readers: bool, hasher: H) -> Self {
         let expected = expected.min(MAX_INITIAL_ENTRIES);
         let n = (expected.max(3) * 4 / 3 + 1).next_power_of_two();
         let array = SlotArray::new(n);
@@ -230,13 +293,14 @@ impl<K: Eq, S: Default> Stripe<K, S> {
                 retired: Limbo::default(),
                 per_stripe: S::default(),
             }),
+            hasher,
             lock_free_readers,
             retired_arrays: AtomicUsize::new(0),
         }
     }
 }
 
-impl<K: Eq, S> Stripe<K, S> {
+impl<K: Eq, S, H> Stripe<K, S, H> {
     /// The sequence count to validate a probe with, or `None` while a
     /// writer is at work.
     #[inline]
@@ -261,48 +325,52 @@ impl<K: Eq, S> Stripe<K, S> {
     pub(crate) fn probe(&self, _pinned: &Guard, hash: u64, key: &K) -> Probe<K> {
         // SAFETY: pinned (the guard).
         match unsafe { self.search(hash, key) } {
-            Some((_, e, len)) => Probe::Found(e, len),
+            Some((_, e)) => Probe::Found(e),
             None => Probe::Absent,
         }
     }
 
     /// The probe loop, for readers without the lock ([`Stripe::probe`]) and
-    /// for writers (who also need the slot index): the slot index, entry and
-    /// data length of `key`, if its run holds it.
+    /// for writers (who also need the slot index): the slot index and entry
+    /// of `key`, if its run holds it.
     ///
     /// # Safety
     /// The caller is pinned or holds the stripe's lock (shared or
     /// exclusive), so the slot arrays and entries it may meet stay alive.
     #[inline]
-    unsafe fn search(&self, hash: u64, key: &K) -> Option<(usize, EntryPtr<K>, usize)> {
+    unsafe fn search(&self, hash: u64, key: &K) -> Option<(usize, EntryPtr<K>)> {
         let p = &self.published;
         let mask = p.mask.load(Ordering::Acquire);
         let base = p.slots.load(Ordering::Acquire);
         let tag = tag_of(hash);
-        let mut i = tag as usize;
+        let mut i = home_of(hash);
         // At most one pass over the array: writers racing with us could
         // otherwise keep us going round.
         for _ in 0..=mask {
             // SAFETY: `mask` read before `base` (see the module comment);
             // the caller is pinned or holds the lock.
-            let slot = unsafe { Published::slot(base, mask, i) };
-            let found = slot.get()?;
+            let word = unsafe { Published::slot(base, mask, i) }.load();
+            let found = entry_of::<K>(word)?;
             // SAFETY: in the table when its slot was read, and the caller is
             // pinned or locked, so it is not freed meanwhile (entries leave
             // the table before they are freed: `StripeWrite::insert`).
-            let e = unsafe { found.header() };
             #[cfg(loom)]
             assert!(
-                !e.freed.load(Ordering::Relaxed),
+                !unsafe { found.header() }.freed.load(Ordering::Relaxed),
                 "a probe reached an entry whose grace period had passed"
             );
-            let tl = slot.tag_len.load(Ordering::Relaxed);
-            if (tl >> 32) as u32 == tag && e.key == *key {
-                let len = match tl as u32 {
-                    LEN_IN_ENTRY => e.data_len(),
-                    n => n as usize,
-                };
-                return Some((i & mask, found, len));
+            if tag_of(word) == tag {
+                // Most likely the key: its data's last line is fetched now,
+                // while the header's (compared next) is on its way.
+                let line = line_of(word);
+                if line != NO_LAST_LINE {
+                    found.prefetch_line(line);
+                }
+                // SAFETY: as above.
+                let e = unsafe { found.header() };
+                if e.key == *key {
+                    return Some((i & mask, found));
+                }
             }
             i = i.wrapping_add(1);
         }
@@ -311,7 +379,7 @@ impl<K: Eq, S> Stripe<K, S> {
 
     /// Locks the stripe exclusively.
     #[inline]
-    pub(crate) fn write(&self) -> StripeWrite<'_, K, S> {
+    pub(crate) fn write(&self) -> StripeWrite<'_, K, S, H> {
         StripeWrite {
             inner: self.lock.write(),
             stripe: self,
@@ -320,7 +388,7 @@ impl<K: Eq, S> Stripe<K, S> {
 
     /// Locks the stripe exclusively if it is free.
     #[inline]
-    pub(crate) fn try_write(&self) -> Option<StripeWrite<'_, K, S>> {
+    pub(crate) fn try_write(&self) -> Option<StripeWrite<'_, K, S, H>> {
         Some(StripeWrite {
             inner: self.lock.try_write()?,
             stripe: self,
@@ -329,7 +397,7 @@ impl<K: Eq, S> Stripe<K, S> {
 
     /// Locks the stripe shared: probes then see a stable table.
     #[inline]
-    pub(crate) fn read(&self) -> StripeRead<'_, K, S> {
+    pub(crate) fn read(&self) -> StripeRead<'_, K, S, H> {
         StripeRead {
             _inner: self.lock.read(),
             stripe: self,
@@ -337,7 +405,7 @@ impl<K: Eq, S> Stripe<K, S> {
     }
 }
 
-impl<K, S> Drop for Stripe<K, S> {
+impl<K, S, H> Drop for Stripe<K, S, H> {
     fn drop(&mut self) {
         let inner = self.lock.get_mut();
         for a in inner.retired.drain() {
@@ -354,27 +422,28 @@ impl<K, S> Drop for Stripe<K, S> {
 }
 
 /// A stripe locked shared.
-pub(crate) struct StripeRead<'a, K, S> {
+pub(crate) struct StripeRead<'a, K, S, H> {
     _inner: RwLockReadGuard<'a, Inner<K, S>>,
-    stripe: &'a Stripe<K, S>,
+    stripe: &'a Stripe<K, S, H>,
 }
 
-impl<K: Eq, S> StripeRead<'_, K, S> {
+impl<K: Eq, S, H> StripeRead<'_, K, S, H> {
     /// The entry for `key`, if any, and its data length.
     #[inline]
     pub(crate) fn find_with_len(&self, hash: u64, key: &K) -> Option<(EntryPtr<K>, usize)> {
-        // SAFETY: we hold the stripe's lock (shared).
-        unsafe { self.stripe.search(hash, key) }.map(|(_, e, len)| (e, len))
+        // SAFETY: we hold the stripe's lock (shared), under which the entry
+        // stays in the table, so alive.
+        unsafe { self.stripe.search(hash, key) }.map(|(_, e)| (e, unsafe { e.header() }.data_len()))
     }
 }
 
 /// A stripe locked exclusively: the table's writers.
-pub(crate) struct StripeWrite<'a, K, S> {
+pub(crate) struct StripeWrite<'a, K, S, H> {
     inner: RwLockWriteGuard<'a, Inner<K, S>>,
-    stripe: &'a Stripe<K, S>,
+    stripe: &'a Stripe<K, S, H>,
 }
 
-impl<K: Eq, S> StripeWrite<'_, K, S> {
+impl<K: Eq + Hash, S, H: BuildHasher> StripeWrite<'_, K, S, H> {
     /// The cache's per-stripe value.
     #[inline]
     pub(crate) fn per_stripe(&mut self) -> &mut S {
@@ -407,25 +476,27 @@ impl<K: Eq, S> StripeWrite<'_, K, S> {
     /// The slot index of `key`, if present.
     fn position(&self, hash: u64, key: &K) -> Option<usize> {
         // SAFETY: we hold the stripe's lock (exclusive).
-        unsafe { self.stripe.search(hash, key) }.map(|(i, _, _)| i)
+        unsafe { self.stripe.search(hash, key) }.map(|(i, _)| i)
     }
 
     /// The entry for `key`, if any.
     pub(crate) fn find(&self, hash: u64, key: &K) -> Option<EntryPtr<K>> {
         // SAFETY: we hold the stripe's lock (exclusive).
-        unsafe { self.stripe.search(hash, key) }.map(|(_, e, _)| e)
+        unsafe { self.stripe.search(hash, key) }.map(|(_, e)| e)
     }
 
     /// The entry for `key`, if any, and its data length.
     pub(crate) fn find_with_len(&self, hash: u64, key: &K) -> Option<(EntryPtr<K>, usize)> {
-        // SAFETY: we hold the stripe's lock (exclusive).
-        unsafe { self.stripe.search(hash, key) }.map(|(_, e, len)| (e, len))
+        // SAFETY: we hold the stripe's lock (exclusive), under which the
+        // entry stays in the table, so alive.
+        unsafe { self.stripe.search(hash, key) }.map(|(_, e)| (e, unsafe { e.header() }.data_len()))
     }
 
-    /// The first empty slot of `tag`'s probe run, and the slots examined.
-    fn free_slot(&self, tag: u32) -> (usize, u32) {
+    /// The first empty slot of the probe run from `home`, and the slots
+    /// examined.
+    fn free_slot(&self, home: usize) -> (usize, u32) {
         let mask = self.mask();
-        let mut i = tag as usize & mask;
+        let mut i = home & mask;
         let mut probes = 1;
         while self.slot(i).get().is_some() {
             i = (i + 1) & mask;
@@ -434,7 +505,21 @@ impl<K: Eq, S> StripeWrite<'_, K, S> {
         (i, probes)
     }
 
-    /// Adds `entry`, whose key must not be present.
+    /// The home slot (unmasked, as [`home_of`]) of the entry whose slot
+    /// word is `word`, found in slot `at`: from its displacement, or, for a
+    /// slot too far from home to say, from its key's hash.
+    fn home_in(&self, at: usize, word: u64) -> usize {
+        match disp_of(word) {
+            FAR => {
+                let e = entry_of::<K>(word).expect("an occupied slot");
+                // SAFETY: in the table, whose lock we hold (exclusive).
+                home_of(self.stripe.hasher.hash_one(&unsafe { e.header() }.key))
+            }
+            d => at.wrapping_sub(d),
+        }
+    }
+
+    /// Adds `entry`, whose key (of hash `hash`) must not be present.
     ///
     /// # Safety
     /// `entry` is alive, and stays so while it is in the table: whoever
@@ -442,13 +527,11 @@ impl<K: Eq, S> StripeWrite<'_, K, S> {
     /// [`HashTable::drain`]) frees it only after that, and, in a table with
     /// lock-free readers, only once every probe that could have seen it has
     /// ended (a grace period of `epoch`).
-    pub(crate) unsafe fn insert(&mut self, entry: EntryPtr<K>) {
+    pub(crate) unsafe fn insert(&mut self, entry: EntryPtr<K>, hash: u64) {
         if (self.inner.len + 1) * 4 > (self.mask() + 1) * 3 {
             self.grow();
         }
-        // SAFETY: alive (this function's contract).
-        let hash = unsafe { entry.header() }.hash;
-        let (i, probes) = self.free_slot(tag_of(hash));
+        let (i, probes) = self.free_slot(home_of(hash));
         if probes > 1 {
             self.inner.collisions += 1;
         }
@@ -456,7 +539,8 @@ impl<K: Eq, S> StripeWrite<'_, K, S> {
         // A new entry in an empty slot moves nothing: no probe can miss a
         // key because of it, so no sequence write.
         // SAFETY: alive (this function's contract).
-        unsafe { self.slot(i).set(entry) };
+        self.slot(i)
+            .set(unsafe { pack(entry, probes as usize - 1, hash) });
         self.inner.len += 1;
     }
 
@@ -473,10 +557,15 @@ impl<K: Eq, S> StripeWrite<'_, K, S> {
             let mask = w.mask();
             let mut hole = at;
             let mut j = (at + 1) & mask;
-            while w.slot(j).get().is_some() {
-                let home = w.slot(j).tag() as usize & mask;
+            loop {
+                let word = w.slot(j).load();
+                if word == 0 {
+                    break;
+                }
+                let home = w.home_in(j, word) & mask;
                 if (j.wrapping_sub(home) & mask) >= (j.wrapping_sub(hole) & mask) {
-                    w.slot(hole).copy_from(w.slot(j));
+                    w.slot(hole)
+                        .set(with_disp(word, hole.wrapping_sub(home) & mask));
                     w.slot(j).clear();
                     hole = j;
                 }
@@ -486,34 +575,40 @@ impl<K: Eq, S> StripeWrite<'_, K, S> {
         removed
     }
 
-    /// Replaces the entry for `entry.key` (which must be present) by `entry`,
-    /// returning the old one.
+    /// Replaces the entry for `key` (of hash `hash`; it must be present) by
+    /// `entry`, with the same key, returning the old one.
     ///
     /// # Safety
     /// As [`StripeWrite::insert`], for `entry`.
-    pub(crate) unsafe fn replace(&mut self, entry: EntryPtr<K>) -> EntryPtr<K> {
+    pub(crate) unsafe fn replace(&mut self, entry: EntryPtr<K>, hash: u64) -> EntryPtr<K> {
         // SAFETY: alive (this function's contract).
         let e = unsafe { entry.header() };
         let at = self
-            .position(e.hash, &e.key)
+            .position(hash, &e.key)
             .expect("replace of a key that is not in the table");
-        let old = self.slot(at).get().expect("a found slot holds an entry");
-        // SAFETY: as above.
-        self.changing(|w| unsafe { w.slot(at).set(entry) });
+        let word = self.slot(at).load();
+        let old = entry_of(word).expect("a found slot holds an entry");
+        // SAFETY: alive (this function's contract).
+        self.changing(|w| w.slot(at).set(unsafe { pack(entry, disp_of(word), hash) }));
         old
     }
 
+    /// Doubles the stripe. Each entry's new home takes one more bit of its
+    /// hash than the slot keeps, so this hashes every key again (reading
+    /// each header): a stripe doubles rarely, and holds a small share of
+    /// the cache (about a thousand entries at a million, by default).
     fn grow(&mut self) {
         let old_len = self.mask() + 1;
         let bigger = SlotArray::<K>::new(old_len * 2);
         let new_mask = old_len * 2 - 1;
         let mut chain_max = self.inner.chain_max;
         for i in 0..old_len {
-            let from = self.slot(i);
-            if from.get().is_none() {
+            let Some(e) = self.slot(i).get() else {
                 continue;
-            }
-            let mut j = from.tag() as usize & new_mask;
+            };
+            // SAFETY: in the table, whose lock we hold (exclusive).
+            let hash = self.stripe.hasher.hash_one(&unsafe { e.header() }.key);
+            let mut j = home_of(hash) & new_mask;
             let mut probes = 1;
             // SAFETY: `bigger` is ours alone until published below.
             while unsafe { Published::slot(bigger.ptr, new_mask, j) }
@@ -525,7 +620,10 @@ impl<K: Eq, S> StripeWrite<'_, K, S> {
             }
             chain_max = chain_max.max(probes);
             // SAFETY: as above.
-            unsafe { Published::slot(bigger.ptr, new_mask, j) }.copy_from(from);
+            // SAFETY: as above; `e` is in the table, whose lock we hold.
+            unsafe {
+                Published::slot(bigger.ptr, new_mask, j).set(pack(e, probes as usize - 1, hash))
+            };
         }
         self.inner.chain_max = chain_max;
         let old = self.changing(|w| {
@@ -568,8 +666,8 @@ impl<K, S> Inner<K, S> {
             .filter_map(|i| {
                 // SAFETY: exclusive access (`&mut` of the stripe's data).
                 let slot = unsafe { Published::slot(base, mask, i) };
-                let e = EntryPtr::from_raw(slot.entry.load(Ordering::Relaxed));
-                slot.entry.store(ptr::null_mut(), Ordering::Relaxed);
+                let e = slot.get();
+                slot.clear();
                 e
             })
             .collect()
@@ -584,12 +682,13 @@ pub(crate) struct HashFigures {
     pub(crate) chain_max: u64,
 }
 
-/// The striped table.
-pub(crate) struct HashTable<K, S> {
-    stripes: Box<[CachePadded<Stripe<K, S>>]>,
+/// The striped table, and the hasher of its keys.
+pub(crate) struct HashTable<K, S, H> {
+    stripes: Box<[CachePadded<Stripe<K, S, H>>]>,
+    hasher: H,
 }
 
-impl<K, S> HashTable<K, S> {
+impl<K, S, H> HashTable<K, S, H> {
     /// Every entry, taken out of the table.
     pub(crate) fn drain(&mut self) -> Vec<EntryPtr<K>> {
         let mut all = Vec::new();
@@ -601,25 +700,37 @@ impl<K, S> HashTable<K, S> {
     }
 }
 
-impl<K: Eq, S: Default> HashTable<K, S> {
+impl<K: Eq, S: Default, H: Clone> HashTable<K, S, H> {
     /// `stripes` (a power of two) stripes for about `expected` entries in
     /// all; each starts with room for its share, but for no more than
     /// `MAX_INITIAL_ENTRIES`, and grows from there. `lock_free_readers`:
     /// some lookups probe without the stripe lock ([`Stripe::probe`]).
-    pub(crate) fn new(stripes: usize, expected: usize, lock_free_readers: bool) -> Self {
+    /// `hasher` hashes the keys ([`HashTable::hash`]).
+    pub(crate) fn new(stripes: usize, expected: usize, lock_free_readers: bool, hasher: H) -> Self {
         let per_stripe = expected / stripes + 1;
         HashTable {
             stripes: (0..stripes)
-                .map(|_| CachePadded::new(Stripe::new(per_stripe, lock_free_readers)))
+                .map(|_| {
+                    CachePadded::new(Stripe::new(per_stripe, lock_free_readers, hasher.clone()))
+                })
                 .collect(),
+            hasher,
         }
     }
 }
 
-impl<K: Eq, S> HashTable<K, S> {
+impl<K: Hash, S, H: BuildHasher> HashTable<K, S, H> {
+    /// The hash of `key`: what every method taking a `hash` expects.
+    #[inline]
+    pub(crate) fn hash(&self, key: &K) -> u64 {
+        self.hasher.hash_one(key)
+    }
+}
+
+impl<K: Eq, S, H> HashTable<K, S, H> {
     /// The stripe of `hash`.
     #[inline]
-    pub(crate) fn stripe(&self, hash: u64) -> &Stripe<K, S> {
+    pub(crate) fn stripe(&self, hash: u64) -> &Stripe<K, S, H> {
         &self.stripes[(hash as usize) & (self.stripes.len() - 1)]
     }
 
@@ -634,13 +745,13 @@ impl<K: Eq, S> HashTable<K, S> {
         let base = p.slots.load(Ordering::Relaxed);
         // An address only (never dereferenced here): `wrapping_add` keeps
         // it safe whatever the array is by now.
-        sync::prefetch(base.wrapping_add(tag_of(hash) as usize & mask));
+        sync::prefetch(base.wrapping_add(home_of(hash) & mask));
     }
 
     /// Locks the stripe of `hash` exclusively (to change the table or the
     /// state of its entries).
     #[inline]
-    pub(crate) fn write(&self, hash: u64) -> StripeWrite<'_, K, S> {
+    pub(crate) fn write(&self, hash: u64) -> StripeWrite<'_, K, S, H> {
         self.stripe(hash).write()
     }
 
@@ -687,10 +798,31 @@ mod tests {
     use super::*;
     use crate::mem as reclaim;
     use crate::mem::State;
+    use std::hash::{BuildHasherDefault, Hasher};
+
+    /// Hashes a `u64` key to itself: a test key is its own hash, so tests
+    /// choose home slots, tags and collisions.
+    #[derive(Default)]
+    struct KeyIsHash(u64);
+
+    impl Hasher for KeyIsHash {
+        fn finish(&self) -> u64 {
+            self.0
+        }
+        fn write(&mut self, _: &[u8]) {
+            unreachable!("test keys are u64")
+        }
+        fn write_u64(&mut self, k: u64) {
+            self.0 = k;
+        }
+    }
+
+    type TestStripe = Stripe<u64, (), BuildHasherDefault<KeyIsHash>>;
+    type TestWrite<'a> = StripeWrite<'a, u64, (), BuildHasherDefault<KeyIsHash>>;
 
     /// Test entries are leaked: a few hundred bytes per test.
-    fn e(k: u64, hash: u64) -> EntryPtr<u64> {
-        EntryPtr::new(k, hash, &[], State::Mru, 0)
+    fn e(k: u64) -> EntryPtr<u64> {
+        EntryPtr::new(k, &[], State::Mru, 0)
     }
 
     /// The key of a test entry.
@@ -699,93 +831,174 @@ mod tests {
         unsafe { e.header() }.key
     }
 
-    /// Inserts a test entry.
-    fn insert(w: &mut StripeWrite<'_, u64, ()>, entry: EntryPtr<u64>) {
+    /// Inserts a test entry (its key is its hash).
+    fn insert(w: &mut TestWrite<'_>, entry: EntryPtr<u64>) {
         // SAFETY: test entries are never freed.
-        unsafe { w.insert(entry) }
+        unsafe { w.insert(entry, key(entry)) }
     }
 
-    fn stripe() -> Stripe<u64, ()> {
-        Stripe::new(4, true)
+    fn stripe_for(expected: usize) -> TestStripe {
+        Stripe::new(expected, true, BuildHasherDefault::default())
     }
 
-    fn probe(s: &Stripe<u64, ()>, hash: u64, key: u64) -> Option<u64> {
+    fn probe(s: &TestStripe, key: u64) -> Option<u64> {
         let g = reclaim::pin();
-        match s.probe(&g, hash, &key) {
-            Probe::Found(e, _) => Some(self::key(e)),
+        match s.probe(&g, key, &key) {
+            Probe::Found(e) => Some(self::key(e)),
             Probe::Absent => None,
         }
     }
 
     #[test]
     fn insert_find_remove_grow_and_collisions() {
-        let s = stripe();
+        let s = stripe_for(4);
         let mut w = s.write();
-        // Same home slot (same high bits): one probe run.
-        insert(&mut w, e(1, 7 << 32));
-        insert(&mut w, e(2, 7 << 32));
-        insert(&mut w, e(3, 7 << 32));
+        // Same home slot (same high bits), other keys: one probe run.
+        let [a, b, c] = [1, 2, 3].map(|k| (7u64 << 32) | k);
+        for k in [a, b, c] {
+            insert(&mut w, e(k));
+        }
         assert_eq!(w.inner.collisions, 2);
         assert_eq!(w.inner.chain_max, 3);
+        let spread = |k: u64| k.wrapping_mul(0x9E37_79B9_7F4A_7C15);
         for k in 10..100u64 {
-            insert(&mut w, e(k, k.wrapping_mul(0x9E37_79B9_7F4A_7C15)));
+            insert(&mut w, e(spread(k)));
         }
         assert!(w.mask() + 1 >= 128);
-        assert_eq!(key(w.find(7 << 32, &2).unwrap()), 2);
-        assert!(w.find(7 << 32, &4).is_none());
-        assert_eq!(key(w.remove(7 << 32, &2).unwrap()), 2);
-        assert!(w.find(7 << 32, &2).is_none());
-        assert_eq!(key(w.find(7 << 32, &3).unwrap()), 3);
+        assert_eq!(key(w.find(b, &b).unwrap()), b);
+        let absent = (7 << 32) | 4;
+        assert!(w.find(absent, &absent).is_none());
+        assert_eq!(key(w.remove(b, &b).unwrap()), b);
+        assert!(w.find(b, &b).is_none());
+        assert_eq!(key(w.find(c, &c).unwrap()), c);
+        let new_c = e(c);
         // SAFETY: test entries are never freed.
-        let old = unsafe { w.replace(e(3, 7 << 32)) };
-        assert_eq!(key(old), 3);
+        let old = unsafe { w.replace(new_c, c) };
+        assert!(old != new_c && key(old) == c);
+        assert!(w.find(c, &c) == Some(new_c));
         for k in 10..100u64 {
-            let h = k.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-            assert_eq!(key(w.remove(h, &k).unwrap()), k);
+            let k = spread(k);
+            assert_eq!(key(w.remove(k, &k).unwrap()), k);
         }
         assert_eq!(w.inner.len, 2);
         drop(w);
-        assert_eq!(probe(&s, 7 << 32, 3), Some(3));
-        assert_eq!(probe(&s, 7 << 32, 2), None);
+        assert_eq!(probe(&s, c), Some(c));
+        assert_eq!(probe(&s, b), None);
+    }
+
+    /// A slot word gives back the entry, its tag and its displacement,
+    /// saturating at `FAR`.
+    #[test]
+    fn slot_words_round_trip() {
+        let header = std::mem::size_of::<Header<u64>>();
+        for len in [0usize, 1, 8192, 20_000] {
+            let entry = EntryPtr::new(1u64, &vec![0; len], State::Mru, 0);
+            let in_line = entry.as_raw() as usize & 63;
+            let line = match len {
+                0 => NO_LAST_LINE,
+                n if (in_line + header + n - 1) / 64 >= usize::from(NO_LAST_LINE) => NO_LAST_LINE,
+                n => ((in_line + header + n - 1) / 64) as u8,
+            };
+            for (disp, hash) in [
+                (0, 0),
+                (3, u64::MAX),
+                (14, 0xab << 56),
+                (15, 1),
+                (10_000, 2),
+            ] {
+                // SAFETY: test entries are never freed.
+                let w = unsafe { pack(entry, disp, hash) };
+                assert!(entry_of::<u64>(w) == Some(entry));
+                assert_eq!(tag_of(w), tag_of(hash));
+                assert_eq!(disp_of(w), disp.min(FAR));
+                assert_eq!(line_of(w), line, "len {len}");
+                let moved = with_disp(w, 7);
+                assert!(entry_of::<u64>(moved) == Some(entry));
+                assert_eq!(
+                    (tag_of(moved), disp_of(moved), line_of(moved)),
+                    (tag_of(hash), 7, line)
+                );
+            }
+        }
+        assert!(entry_of::<u64>(0).is_none());
     }
 
     /// Random inserts and removes with few distinct home slots (long,
-    /// wrapping, interleaved probe runs) agree with a `HashMap`, and every
+    /// wrapping, interleaved probe runs) agree with a set, and every
     /// present key stays reachable, locked and lock-free, after each
     /// backward shift.
     #[test]
     fn probe_runs_survive_removal_like_a_map() {
-        use std::collections::HashMap;
-        let s = Stripe::<u64, ()>::new(8, true);
-        let mut model: HashMap<u64, u64> = HashMap::new();
+        use std::collections::HashSet;
+        let s = stripe_for(8);
+        let mut model = HashSet::new();
         use rand::Rng;
         let mut rng = multiarc_sim::workload::rng(0x2545_F491_4F6C_DD1D);
         for step in 0..20_000 {
             let x = rng.next_u64();
             let k = x % 64;
             // Only 8 home slots, some near the table's end: many keys share
-            // a run, and runs wrap around to the start.
-            let hash = (((k % 8) * 13 + 120) << 32) | k;
+            // a run, and runs wrap around to the start. Half the keys share
+            // a tag too.
+            let k = ((k % 2) << 60) | (((k % 8) * 13 + 120) << 32) | k;
             let mut w = s.write();
-            if x & 1 == 0 && !model.contains_key(&k) {
-                insert(&mut w, e(k, hash));
-                model.insert(k, hash);
-            } else if let Some(h) = model.remove(&k) {
-                assert_eq!(w.remove(h, &k).map(key), Some(k), "step {step}");
+            if x & 1 == 0 && !model.contains(&k) {
+                insert(&mut w, e(k));
+                model.insert(k);
+            } else if model.remove(&k) {
+                assert_eq!(w.remove(k, &k).map(key), Some(k), "step {step}");
             } else {
-                assert!(w.remove(hash, &k).is_none(), "step {step}");
+                assert!(w.remove(k, &k).is_none(), "step {step}");
             }
             if step % 97 == 0 {
-                for (&k, &h) in &model {
-                    assert_eq!(w.find(h, &k).map(key), Some(k), "step {step}");
+                for &k in &model {
+                    assert_eq!(w.find(k, &k).map(key), Some(k), "step {step}");
                 }
                 assert_eq!(w.inner.len, model.len());
                 drop(w);
-                for (&k, &h) in &model {
-                    assert_eq!(probe(&s, h, k), Some(k), "step {step}");
+                for &k in &model {
+                    assert_eq!(probe(&s, k), Some(k), "step {step}");
                 }
             }
         }
+    }
+
+    /// A run longer than a slot can say (displacements past `FAR`): its
+    /// entries stay reachable through growth and backward shifts, which
+    /// then find homes by hashing keys.
+    #[test]
+    fn runs_longer_than_a_slot_can_say() {
+        use std::collections::HashSet;
+        let s = stripe_for(8);
+        let mut w = s.write();
+        // 700 keys of one home slot, then keys of the next homes, which
+        // sit past the run.
+        let run: Vec<u64> = (0..700u64)
+            .map(|i| ((i % 4) << 60) | (9 << 32) | i)
+            .collect();
+        let after: Vec<u64> = (0..50u64)
+            .map(|i| ((10 + i % 3) << 32) | (1 << 20) | i)
+            .collect();
+        for &k in run.iter().chain(&after) {
+            insert(&mut w, e(k));
+        }
+        assert!(w.inner.chain_max as usize > FAR);
+        let mut present: HashSet<u64> = run.iter().chain(&after).copied().collect();
+        use rand::Rng;
+        let mut rng = multiarc_sim::workload::rng(7);
+        let mut order: Vec<u64> = present.iter().copied().collect();
+        order.sort_unstable();
+        for step in 0..order.len() {
+            let k = order.swap_remove(rng.next_u64() as usize % order.len());
+            assert_eq!(w.remove(k, &k).map(key), Some(k), "step {step}");
+            present.remove(&k);
+            if step % 37 == 0 {
+                for &k in &present {
+                    assert_eq!(w.find(k, &k).map(key), Some(k), "step {step}");
+                }
+            }
+        }
+        assert_eq!(w.inner.len, 0);
     }
 
     /// A probe racing a writer that shifts and grows the stripe never reads
@@ -795,13 +1008,13 @@ mod tests {
     #[test]
     fn lock_free_probes_racing_writers_never_miss_a_resident_key() {
         use std::sync::atomic::AtomicBool;
-        let s = Stripe::<u64, ()>::new(4, true);
-        let resident_hash = 5u64 << 32;
-        insert(&mut s.write(), e(1_000_000, resident_hash));
+        let s = stripe_for(4);
+        let resident = (5u64 << 32) | 1_000_000;
+        insert(&mut s.write(), e(resident));
         // Keys sharing the resident key's run: removing them shifts it, and
         // inserting them grows the stripe. The same entries each time (they
         // are never freed, so a probe may read them at any time).
-        let others: Vec<_> = (0..64u64).map(|j| e(j, ((5 + j % 3) << 32) | j)).collect();
+        let others: Vec<_> = (0..64u64).map(|j| e(((5 + j % 3) << 32) | j)).collect();
         let stop = AtomicBool::new(false);
         std::thread::scope(|scope| {
             scope.spawn(|| {
@@ -810,10 +1023,8 @@ mod tests {
                     for &o in &others {
                         insert(&mut w, o);
                     }
-                    for o in &others {
-                        // SAFETY: test entries are never freed.
-                        let o = unsafe { o.header() };
-                        w.remove(o.hash, &o.key);
+                    for &o in &others {
+                        w.remove(key(o), &key(o));
                     }
                 }
             });
@@ -824,8 +1035,8 @@ mod tests {
                 let Some(seq) = st.begin_probe() else {
                     continue;
                 };
-                match st.probe(&g, resident_hash, &1_000_000) {
-                    Probe::Found(e, _) => assert_eq!(key(e), 1_000_000),
+                match st.probe(&g, resident, &resident) {
+                    Probe::Found(e) => assert_eq!(key(e), resident),
                     Probe::Absent => {
                         assert!(!st.unchanged(seq), "a resident key reported absent");
                     }

@@ -64,7 +64,13 @@ fn metadata_per_cached_buffer() {
         "lazy mode metadata ({lazy:.1} B) exceeds eager ({eager:.1} B)"
     );
     evicted_buffers_are_freed_while_the_cache_runs();
-    peers();
+    let quick_cache = peers();
+    // Issue 42's goal, kept: below quick_cache's, with one stripe (the
+    // default striping's doubling times move the figure by a few bytes).
+    assert!(
+        lazy < quick_cache,
+        "multiarc's metadata ({lazy:.1} B per buffer) is not below quick_cache's ({quick_cache:.1} B)"
+    );
 }
 
 fn entries() -> usize {
@@ -76,7 +82,7 @@ fn entries() -> usize {
 
 /// Allocated bytes beyond the buffers after `fill` built a cache of
 /// `entries()` 8 KiB buffers (kept alive until measured), per buffer.
-fn measure_peer<C>(name: &str, fill: impl FnOnce(usize, usize) -> C) {
+fn measure_peer<C>(name: &str, fill: impl FnOnce(usize, usize) -> C) -> f64 {
     let (entries, block) = (entries(), 8192usize);
     let before = LIVE.load(Ordering::Relaxed);
     let cache = fill(entries, block);
@@ -86,13 +92,15 @@ fn measure_peer<C>(name: &str, fill: impl FnOnce(usize, usize) -> C) {
         meta as f64 / entries as f64
     );
     drop(cache);
+    meta as f64 / entries as f64
 }
 
 fn buffer(block: usize) -> std::sync::Arc<[u8]> {
     vec![0u8; block].into()
 }
 
-fn peers() {
+/// Measures the peers; returns quick_cache's figure.
+fn peers() -> f64 {
     use std::sync::Arc;
     #[derive(Clone)]
     struct Len;
@@ -106,7 +114,7 @@ fn peers() {
     // by length (quick_cache's shards each take a share of the capacity, so
     // it needs the slack to keep every buffer).
     let capacity = |n: usize, block: usize| (n * block) as u64 * 5 / 4 + (1 << 20);
-    measure_peer("quick_cache", |n, block| {
+    let quick_cache = measure_peer("quick_cache", |n, block| {
         let cap = capacity(n, block);
         let c = quick_cache::sync::Cache::with_weighter((cap / block as u64) as usize, cap, Len);
         for i in 0..n {
@@ -115,14 +123,14 @@ fn peers() {
         assert_eq!(c.len(), n, "quick_cache kept every buffer");
         c
     });
-    measure_peer("lru", |n, block| {
+    let _ = measure_peer("lru", |n, block| {
         let mut c = lru::LruCache::new(std::num::NonZeroUsize::new(n).unwrap());
         for i in 0..n {
             c.put(key(i), buffer(block));
         }
         std::sync::Mutex::new(c)
     });
-    measure_peer("moka", |n, block| {
+    let _ = measure_peer("moka", |n, block| {
         let c = moka::sync::Cache::builder()
             .max_capacity(capacity(n, block))
             .weigher(|_: &BlockKey, v: &Arc<[u8]>| v.len() as u32)
@@ -133,6 +141,7 @@ fn peers() {
         c.run_pending_tasks();
         c
     });
+    quick_cache
 }
 
 fn measure(mode: HitMode, hash_stripes: Option<usize>) -> f64 {

@@ -132,9 +132,9 @@ pub struct CacheArgs {
     /// (its own hasher, foldhash): a number, for runs whose caches place
     /// every key alike, or `random` (the default: a new one per cache, as a
     /// library user gets). The other peers keep their hashers (moka and
-    /// concread-arc: random keys). A fixed seed does not make the 1-thread
-    /// figure repeat: with seed 1, five processes gave 33.0-39.3 Mops/s
-    /// (docs/BENCHMARKS.md).
+    /// concread-arc: random keys). multiarc's 1-thread figure follows the
+    /// seed: with seed 1, eight processes gave 37.3-39.1 Mops/s, with
+    /// random seeds 37.5-42.2 (be06685; docs/history/benchmarks-record-2026-11.md).
     #[arg(long, value_parser = seed_arg, default_value = "random")]
     seed: Seed,
     /// Record multiarc's lock statistics during each measurement and report

@@ -259,11 +259,21 @@ pub(crate) struct Stripe<K, S, H> {
     retired_arrays: AtomicUsize,
 }
 
-/// Stripes start with room for at most this many entries and double as they
-/// fill: an empty cache costs little memory whatever its bound, and one
-/// doubling rehashes a single stripe under its write lock (for 1M cached
-/// buffers over the default stripes, about a thousand entries).
-const MAX_INITIAL_ENTRIES: usize = 12;
+/// Stripes start with room for their share of the cache's expected entries,
+/// in at most this many slots (1 KiB), and double as they fill: an empty
+/// cache costs little memory whatever its bound (256 KiB of slots over the
+/// default 256 stripes), and one doubling rehashes a single stripe under its
+/// write lock (for 1M cached buffers over the default stripes, at most about
+/// three thousand entries).
+///
+/// Why not fewer: a stripe that doubles while the cache fills gets its new
+/// array among the buffers allocated meanwhile, so a small cache's slot
+/// arrays end up scattered over as many pages as it has stripes, and a hit
+/// then needs one more page in the TLB. Sized up front, they sit together.
+/// With room for 12 entries at most (16 slots), 32 MiB of 8 KiB buffers
+/// made 1-thread hold hits 6% slower in the median of 10 processes, and
+/// 10-15% in some (docs/history/benchmarks-record-2026-11.md).
+const MAX_INITIAL_SLOTS: usize = 128;
 
 /// What a probe without the lock found.
 pub(crate) enum Probe<K> {
@@ -274,11 +284,12 @@ pub(crate) enum Probe<K> {
 }
 
 impl<K: Eq, S: Default, H> Stripe<K, S, H> {
-    /// A stripe with room for `expected` entries (at most
-    /// `MAX_INITIAL_ENTRIES`) before it first grows.
+    /// A stripe with room for `expected` entries (in at most
+    /// `MAX_INITIAL_SLOTS` slots) before it first grows.
     fn new(expected: usize, lock_free_readers: bool, hasher: H) -> Self {
-        let expected = expected.min(MAX_INITIAL_ENTRIES);
-        let n = (expected.max(3) * 4 / 3 + 1).next_power_of_two();
+        let n = (expected.clamp(3, MAX_INITIAL_SLOTS) * 4 / 3 + 1)
+            .next_power_of_two()
+            .min(MAX_INITIAL_SLOTS);
         let array = SlotArray::new(n);
         Stripe {
             published: Published {
@@ -596,7 +607,7 @@ impl<K: Eq + Hash, S, H: BuildHasher> StripeWrite<'_, K, S, H> {
     /// Doubles the stripe. Each entry's new home takes one more bit of its
     /// hash than the slot keeps, so this hashes every key again (reading
     /// each header): a stripe doubles rarely, and holds a small share of
-    /// the cache (about a thousand entries at a million, by default).
+    /// the cache (at most about three thousand entries at a million, by default).
     fn grow(&mut self) {
         let old_len = self.mask() + 1;
         let bigger = SlotArray::<K>::new(old_len * 2);
@@ -702,8 +713,8 @@ impl<K, S, H> HashTable<K, S, H> {
 
 impl<K: Eq, S: Default, H: Clone> HashTable<K, S, H> {
     /// `stripes` (a power of two) stripes for about `expected` entries in
-    /// all; each starts with room for its share, but for no more than
-    /// `MAX_INITIAL_ENTRIES`, and grows from there. `lock_free_readers`:
+    /// all; each starts with room for its share, in no more than
+    /// `MAX_INITIAL_SLOTS` slots, and grows from there. `lock_free_readers`:
     /// some lookups probe without the stripe lock ([`Stripe::probe`]).
     /// `hasher` hashes the keys ([`HashTable::hash`]).
     pub(crate) fn new(stripes: usize, expected: usize, lock_free_readers: bool, hasher: H) -> Self {

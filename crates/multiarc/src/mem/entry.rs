@@ -381,7 +381,7 @@ impl<K> EntryPtr<K> {
         // allocation is on the 48-bit address spaces of x86-64 and aarch64
         // unless a program maps memory higher on purpose.
         assert!(
-            (p.as_ptr() as usize) >> 48 == 0,
+            (p.as_ptr() as usize as u64) >> 48 == 0,
             "an entry allocated at {:p}, above the 48-bit addresses the hash table can hold",
             p.as_ptr()
         );

@@ -179,13 +179,14 @@ pub(crate) struct Header<K> {
     /// `ARC_FLAG_PREFETCH`), or the MRU ghost of one evicted unread. Its
     /// first demand use is its first use, not a second: it keeps it in MRU
     /// (see `arc/hit_mode.rs`). In the header's padding (the header stays
-    /// 40 B for `BlockKey`). Written and read under the entry's stripe lock, held
-    /// exclusively.
+    /// 40 B for `BlockKey`). Written and read under the entry's stripe lock,
+    /// held exclusively.
     read_ahead: AtomicBool,
     /// A ghost's mark from the replacement policy, set when the ghost is
     /// made and never changed (0 for live buffers): the adaptive policy's
     /// record of which of its experts decided a contested eviction
-    /// (`arc::replacement`). In the header's padding (it stays 40 B for `BlockKey`).
+    /// (`arc::replacement`). In the header's padding (it stays 40 B for
+    /// `BlockKey`).
     policy_mark: u8,
     /// Under loom, retired entries are marked instead of freed (and freed
     /// with the cache), so a model in which a probe meets a "freed" entry

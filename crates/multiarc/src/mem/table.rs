@@ -8,11 +8,11 @@
 //! Each stripe is an open-addressed table with linear probing. A slot is
 //! one 8-byte word: the entry's address, the distance from its home slot,
 //! the line of its data's last byte and 8 bits of its key's hash (see
-//! [`Slot`]). Removal shifts later slots
-//! of the probe run back (no tombstones), so probes stay short under churn;
-//! the table starts small and doubles at 3/4 full. We report the figures ZFS
-//! does for its table: elements, collisions (inserts whose home slot was
-//! taken) and the longest probe run seen (ZFS's longest chain).
+//! [`Slot`]). Removal shifts later slots of the probe run back (no
+//! tombstones), so probes stay short under churn; the table starts small and
+//! doubles at 3/4 full. We report the figures ZFS does for its table:
+//! elements, collisions (inserts whose home slot was taken) and the longest
+//! probe run seen (ZFS's longest chain).
 //!
 //! # Probes without the lock
 //!
@@ -388,6 +388,19 @@ impl<K: Eq, S, H> Stripe<K, S, H> {
         None
     }
 
+    /// [`Stripe::search`]'s entry and its data length.
+    ///
+    /// # Safety
+    /// The caller holds the stripe's lock (shared or exclusive), under which
+    /// an entry in the table stays alive.
+    #[inline]
+    unsafe fn find_with_len(&self, hash: u64, key: &K) -> Option<(EntryPtr<K>, usize)> {
+        // SAFETY: the caller holds the lock (this function's contract).
+        let (_, e) = unsafe { self.search(hash, key) }?;
+        // SAFETY: in the table, under the lock the caller holds.
+        Some((e, unsafe { e.header() }.data_len()))
+    }
+
     /// Locks the stripe exclusively.
     #[inline]
     pub(crate) fn write(&self) -> StripeWrite<'_, K, S, H> {
@@ -442,9 +455,8 @@ impl<K: Eq, S, H> StripeRead<'_, K, S, H> {
     /// The entry for `key`, if any, and its data length.
     #[inline]
     pub(crate) fn find_with_len(&self, hash: u64, key: &K) -> Option<(EntryPtr<K>, usize)> {
-        // SAFETY: we hold the stripe's lock (shared), under which the entry
-        // stays in the table, so alive.
-        unsafe { self.stripe.search(hash, key) }.map(|(_, e)| (e, unsafe { e.header() }.data_len()))
+        // SAFETY: we hold the stripe's lock (shared).
+        unsafe { self.stripe.find_with_len(hash, key) }
     }
 }
 
@@ -498,9 +510,8 @@ impl<K: Eq + Hash, S, H: BuildHasher> StripeWrite<'_, K, S, H> {
 
     /// The entry for `key`, if any, and its data length.
     pub(crate) fn find_with_len(&self, hash: u64, key: &K) -> Option<(EntryPtr<K>, usize)> {
-        // SAFETY: we hold the stripe's lock (exclusive), under which the
-        // entry stays in the table, so alive.
-        unsafe { self.stripe.search(hash, key) }.map(|(_, e)| (e, unsafe { e.header() }.data_len()))
+        // SAFETY: we hold the stripe's lock (exclusive).
+        unsafe { self.stripe.find_with_len(hash, key) }
     }
 
     /// The first empty slot of the probe run from `home`, and the slots
@@ -516,16 +527,19 @@ impl<K: Eq + Hash, S, H: BuildHasher> StripeWrite<'_, K, S, H> {
         (i, probes)
     }
 
+    /// The hash of `e`'s key, for an entry in the stripe (entries do not
+    /// keep their hash).
+    fn hash_of(&self, e: EntryPtr<K>) -> u64 {
+        // SAFETY: in the table, whose lock we hold (exclusive), so alive.
+        self.stripe.hasher.hash_one(&unsafe { e.header() }.key)
+    }
+
     /// The home slot (unmasked, as [`home_of`]) of the entry whose slot
     /// word is `word`, found in slot `at`: from its displacement, or, for a
     /// slot too far from home to say, from its key's hash.
     fn home_in(&self, at: usize, word: u64) -> usize {
         match disp_of(word) {
-            FAR => {
-                let e = entry_of::<K>(word).expect("an occupied slot");
-                // SAFETY: in the table, whose lock we hold (exclusive).
-                home_of(self.stripe.hasher.hash_one(&unsafe { e.header() }.key))
-            }
+            FAR => home_of(self.hash_of(entry_of(word).expect("an occupied slot"))),
             d => at.wrapping_sub(d),
         }
     }
@@ -617,8 +631,7 @@ impl<K: Eq + Hash, S, H: BuildHasher> StripeWrite<'_, K, S, H> {
             let Some(e) = self.slot(i).get() else {
                 continue;
             };
-            // SAFETY: in the table, whose lock we hold (exclusive).
-            let hash = self.stripe.hasher.hash_one(&unsafe { e.header() }.key);
+            let hash = self.hash_of(e);
             let mut j = home_of(hash) & new_mask;
             let mut probes = 1;
             // SAFETY: `bigger` is ours alone until published below.
@@ -630,8 +643,8 @@ impl<K: Eq + Hash, S, H: BuildHasher> StripeWrite<'_, K, S, H> {
                 probes += 1;
             }
             chain_max = chain_max.max(probes);
-            // SAFETY: as above.
-            // SAFETY: as above; `e` is in the table, whose lock we hold.
+            // SAFETY: `bigger` as above; `e` is in the table, whose lock we
+            // hold, so alive.
             unsafe {
                 Published::slot(bigger.ptr, new_mask, j).set(pack(e, probes as usize - 1, hash))
             };

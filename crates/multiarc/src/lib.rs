@@ -38,7 +38,9 @@ pub mod units;
 /// The cache's locks and lock statistics: the [`multiarc_lock`] crate.
 pub use multiarc_lock as lock;
 
-pub use api::{default_sublists, Builder, Cache, ConfigError, Handle, OwnedHandle, MAX_BYTES};
+pub use api::{
+    default_sublists, slab_bytes, Builder, Cache, ConfigError, Handle, OwnedHandle, MAX_BYTES,
+};
 pub use arc::{BlockKey, HitMode, Key, PersistentKey, Policy, Stats};
 
 /// The README's examples, compiled and run as doctests.

@@ -281,6 +281,10 @@ impl<K> Header<K> {
 /// comparison and its hold still touch one line in all but a few cases.
 const ALIGN: usize = 16;
 
+/// The data lengths a slab takes are multiples of this (and the slab takes
+/// whole sizes from 4 to 64 KiB; see `slab.rs`).
+const SLAB_DATA_MULTIPLE: usize = 4096;
+
 fn layout<K>(data_len: usize) -> Layout {
     let header = Layout::new::<Header<K>>()
         .align_to(ALIGN)
@@ -371,9 +375,20 @@ impl<K> EntryPtr<K> {
 
     fn alloc(header: Header<K>, data: &[u8]) -> EntryPtr<K> {
         let layout = layout::<K>(data.len());
-        // SAFETY: the layout has a non-zero size (the header's is non-zero:
-        // it contains an AtomicU64).
-        let p = unsafe { alloc::alloc(layout) } as *mut Header<K>;
+        // Buffers of whole 4 KiB pages (blocks: their sizes are few) go to
+        // a slab; others (a file's partial last block, a ghost) to malloc,
+        // so that their many sizes cannot use up the slabs' classes.
+        let slab = if data.len().is_multiple_of(SLAB_DATA_MULTIPLE) {
+            super::slabs::alloc(layout.size(), layout.align())
+        } else {
+            None
+        };
+        let p = match slab {
+            Some(p) => p.as_ptr(),
+            // SAFETY: the layout has a non-zero size (the header's is
+            // non-zero: it contains an AtomicU64).
+            None => unsafe { alloc::alloc(layout) },
+        } as *mut Header<K>;
         let Some(p) = NonNull::new(p) else {
             alloc::handle_alloc_error(layout)
         };
@@ -500,11 +515,14 @@ impl<K> EntryPtr<K> {
         // SAFETY: still alive: we are its last user (the contract).
         let layout = layout::<K>(unsafe { self.header() }.data_len());
         // SAFETY: per this function's contract we own the entry; it was
-        // allocated by `alloc` with this layout and holds an initialised
-        // header.
+        // allocated by `alloc` with this layout (from a slab, which
+        // `slab::free` knows by its address, or else from malloc) and holds
+        // an initialised header.
         unsafe {
             std::ptr::drop_in_place(self.0.as_ptr());
-            alloc::dealloc(self.0.as_ptr() as *mut u8, layout);
+            if !super::slabs::free(self.0.cast()) {
+                alloc::dealloc(self.0.as_ptr() as *mut u8, layout);
+            }
         }
     }
 }

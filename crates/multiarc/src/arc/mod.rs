@@ -85,7 +85,9 @@
 //!    ghost takes it, after its REPLACE, holding no other lock). The I/O
 //!    pool's queue and a job's completion slot (`io_pool`) are taken with
 //!    no cache lock held, and the pool's jobs (a [`SecondTier::read`]) run
-//!    holding none.
+//!    holding none. A slab shard (`mem::slab`), under which an entry's
+//!    memory is taken and given back, may be taken holding any lock above
+//!    (a garbage bin's, when retired entries are freed) and takes none.
 //!
 //! No one waits for a load holding a lock: a waiting thread sleeps on the
 //! load's condvar, a waiting task has left its waker in the load's outcome

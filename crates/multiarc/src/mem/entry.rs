@@ -379,7 +379,7 @@ impl<K> EntryPtr<K> {
         // a slab; others (a file's partial last block, a ghost) to malloc,
         // so that their many sizes cannot use up the slabs' classes.
         let slab = if data.len().is_multiple_of(SLAB_DATA_MULTIPLE) {
-            super::slabs::alloc(layout.size(), layout.align())
+            super::slab::alloc(layout.size(), layout.align())
         } else {
             None
         };
@@ -520,7 +520,7 @@ impl<K> EntryPtr<K> {
         // an initialised header.
         unsafe {
             std::ptr::drop_in_place(self.0.as_ptr());
-            if !super::slabs::free(self.0.cast()) {
+            if !super::slab::free(self.0.cast()) {
                 alloc::dealloc(self.0.as_ptr() as *mut u8, layout);
             }
         }

@@ -18,7 +18,6 @@
 mod entry;
 mod epoch;
 mod multilist;
-#[cfg(all(not(loom), target_os = "linux", target_pointer_width = "64"))]
 mod slab;
 mod striped;
 pub(crate) mod sync;
@@ -32,33 +31,7 @@ pub(crate) use multilist::Multilist;
 pub(crate) use striped::{thread_stripe, Draws, Striped};
 pub(crate) use table::{HashTable, Probe};
 
-/// The slabs (`slab`) where they are built: Linux, 64-bit, not under loom
-/// (whose models free through malloc). Elsewhere every entry is malloc's.
-#[cfg(all(not(loom), target_os = "linux", target_pointer_width = "64"))]
-mod slabs {
-    pub(crate) use super::slab::{alloc, free, slot_bytes};
-}
-
-#[cfg(not(all(not(loom), target_os = "linux", target_pointer_width = "64")))]
-mod slabs {
-    use std::ptr::NonNull;
-
-    pub(crate) fn alloc(_size: usize, _align: usize) -> Option<NonNull<u8>> {
-        None
-    }
-
-    /// # Safety
-    /// None needed: nothing is a slab's here.
-    pub(crate) unsafe fn free(_p: NonNull<u8>) -> bool {
-        false
-    }
-
-    pub(crate) fn slot_bytes() -> u64 {
-        0
-    }
-}
-
-pub(crate) use slabs::slot_bytes as slab_slot_bytes;
+pub(crate) use slab::slot_bytes as slab_slot_bytes;
 
 /// The fields of an entry's meta word (see `entry`).
 pub(crate) mod meta {

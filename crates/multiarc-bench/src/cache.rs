@@ -133,8 +133,9 @@ pub struct CacheArgs {
     /// every key alike, or `random` (the default: a new one per cache, as a
     /// library user gets). The other peers keep their hashers (moka and
     /// concread-arc: random keys). multiarc's 1-thread figure follows the
-    /// seed: with seed 1, eight processes gave 37.3-39.1 Mops/s, with
-    /// random seeds 37.5-42.2 (be06685; docs/history/benchmarks-record-2026-11.md).
+    /// seed, which decides how evenly consecutive blocks land in the table:
+    /// seeds 1-11 gave 1.17-1.23x quick_cache each, random seeds 1.01-1.32x
+    /// over ten processes (bfddcb6; docs/history/benchmarks-record-2026-11.md).
     #[arg(long, value_parser = seed_arg, default_value = "random")]
     seed: Seed,
     /// Record multiarc's lock statistics during each measurement and report

@@ -344,13 +344,13 @@ def targets(rows, suites, conditions):
         for n in names:
             after = [r for r in rows if r["engine"] == engine and r["row"] == n and r["pass"] == "after_scan"]
             hot = {r["query"] for r in after}
-            cold = sum(r["store_requests"] for r in rows if r["engine"] == engine and r["row"] == n
-                       and r["pass"] == "cold" and r["query"] in hot)
+            cold_rows = [r for r in rows if r["engine"] == engine and r["row"] == n
+                         and r["pass"] == "cold" and r["query"] in hot]
+            cold = sum(r["store_requests"] for r in cold_rows)
             sent = sum(r["store_requests"] for r in after)
             # Bytes beside requests: a few small blocks missed after the scan
             # cost a request each, as a cold column chunk of tens of MB does.
-            cold_bytes = sum(r["store_bytes"] for r in rows if r["engine"] == engine and r["row"] == n
-                             and r["pass"] == "cold" and r["query"] in hot)
+            cold_bytes = sum(r["store_bytes"] for r in cold_rows)
             sent_bytes = sum(r["store_bytes"] for r in after)
             if after:
                 share = sent / cold if cold else 0.0

@@ -132,10 +132,12 @@ pub struct CacheArgs {
     /// (its own hasher, foldhash): a number, for runs whose caches place
     /// every key alike, or `random` (the default: a new one per cache, as a
     /// library user gets). The other peers keep their hashers (moka and
-    /// concread-arc: random keys). multiarc's 1-thread figure follows the
-    /// seed, which decides how evenly consecutive blocks land in the table:
-    /// seeds 1-11 gave 1.17-1.23x quick_cache each, random seeds 1.01-1.32x
-    /// over ten processes (bfddcb6; docs/history/benchmarks-record-2026-11.md).
+    /// concread-arc: random keys). A fixed seed also gives multiarc
+    /// foldhash's fixed shared seed (as `replay --seed` does), whose
+    /// multiplier clusters runs of consecutive blocks in its table: its
+    /// 1-thread hold hits are 7-14% slower than with the default's
+    /// multiplier, and every seed below 4,096 places a 32 MiB object alike
+    /// (docs/BENCHMARKS.md).
     #[arg(long, value_parser = seed_arg, default_value = "random")]
     seed: Seed,
     /// Record multiarc's lock statistics during each measurement and report
@@ -183,13 +185,112 @@ struct BenchResult {
     lock_hottest: Option<String>,
     /// Runs behind this median.
     runs: usize,
-    /// Each run's reads per second, in the order of the repetitions (rows
-    /// are interleaved within a repetition, so the k-th runs of two rows
-    /// ran close in time).
+    /// Each run's reads per second, in the order they ran. The multiarc row
+    /// runs between every two other rows of a repetition, so it has more
+    /// runs than the others; `multiarc_over_this` pairs them.
     ops_per_sec_by_repetition: Vec<f64>,
     /// The lockstat table of this run (printed for the most threads).
     #[serde(skip)]
     lock_table: Option<String>,
+    /// A peer's row: multiarc's rate over this row's, each run of this row
+    /// paired with the multiarc runs just before and after it (see
+    /// [`schedule`]); absent for the multiarc row itself.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    multiarc_over_this: Option<PairedRatio>,
+}
+
+/// multiarc's rate over a row's, run by run: each of the row's runs against
+/// the mean of the multiarc runs (same mode and threads) just before and
+/// after it. Machine noise that lasts longer than a run or two then falls on
+/// both sides of each ratio alike, which a ratio of two medians taken
+/// seconds apart does not get.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+struct PairedRatio {
+    median: f64,
+    /// The middle half of the ratios: from the first to the third quartile.
+    low_quartile: f64,
+    high_quartile: f64,
+    pairs: usize,
+}
+
+impl PairedRatio {
+    fn of(mut ratios: Vec<f64>) -> Option<PairedRatio> {
+        if ratios.is_empty() {
+            return None;
+        }
+        ratios.sort_by(f64::total_cmp);
+        let at = |q: f64| {
+            // Linear interpolation between the closest ranks.
+            let x = q * (ratios.len() - 1) as f64;
+            let (i, f) = (x.floor() as usize, x.fract());
+            let next = ratios[(i + 1).min(ratios.len() - 1)];
+            ratios[i] + f * (next - ratios[i])
+        };
+        Some(PairedRatio {
+            median: at(0.5),
+            low_quartile: at(0.25),
+            high_quartile: at(0.75),
+            pairs: ratios.len(),
+        })
+    }
+}
+
+/// The order of the rows in repetition `rep`. With a `reference` row (the
+/// multiarc row), the rows the ratio columns compare it with (`paired`:
+/// the peers and `multiarc-1list`) each run between two multiarc runs, in
+/// an order rotated by one per repetition, after the other rows (also
+/// rotated). Without one, the rows in turn, rotated
+/// ([`harness::interleaved`]).
+fn schedule(
+    rows: usize,
+    rep: usize,
+    reference: Option<usize>,
+    paired: &dyn Fn(usize) -> bool,
+) -> Vec<usize> {
+    let Some(m) = reference else {
+        return harness::interleaved(rows, rep).collect();
+    };
+    let rotated = |keep: &dyn Fn(usize) -> bool| {
+        let these: Vec<usize> = (0..rows).filter(|&r| r != m && keep(r)).collect();
+        (0..these.len())
+            .map(|k| these[(k + rep) % these.len()])
+            .collect::<Vec<_>>()
+    };
+    let mut order = rotated(&|r| !paired(r));
+    order.push(m);
+    for o in rotated(paired) {
+        order.extend([o, m]);
+    }
+    order
+}
+
+/// The paired ratios of each row's runs (see [`PairedRatio`]): `runs` in the
+/// order they ran, each with its row index and repetition.
+fn paired_ratios(runs: &[(usize, usize, BenchResult)], reference: usize) -> Vec<Option<f64>> {
+    let same = |a: &BenchResult, b: &BenchResult| a.mode == b.mode && a.threads == b.threads;
+    runs.iter()
+        .enumerate()
+        .map(|(j, (ri, rep, r))| {
+            if *ri == reference || r.ops_per_sec <= 0.0 {
+                return None;
+            }
+            let is_pair = |(i, p, m): &&(usize, usize, BenchResult)| {
+                *i == reference && p == rep && same(m, r)
+            };
+            let before = runs[..j].iter().rev().find(is_pair);
+            let after = runs[j + 1..].iter().find(is_pair);
+            let (before, after) = (
+                before.map(|(_, _, m)| m.ops_per_sec),
+                after.map(|(_, _, m)| m.ops_per_sec),
+            );
+            let reference_rate = match (before, after) {
+                (Some(a), Some(b)) => (a + b) / 2.0,
+                (Some(a), None) | (None, Some(a)) => a,
+                (None, None) => return None,
+            };
+            Some(reference_rate / r.ops_per_sec)
+        })
+        .collect()
 }
 
 /// `--seed`: a fixed seed, or none (each cache draws its own).
@@ -490,12 +591,20 @@ pub fn run(args: CacheArgs) -> anyhow::Result<()> {
         .iter()
         .max()
         .expect("clap requires a value");
+    // multiarc runs between every two other rows (see `schedule`), when
+    // there are others to compare it with.
+    let reference = rows
+        .iter()
+        .position(|r| *r == RowName::Multiarc && !r.modes(&modes).is_empty())
+        .filter(|_| rows.iter().filter(|r| !r.modes(&modes).is_empty()).count() > 1);
     let data = args.file_bytes.saturating_mul(max_threads as u64);
     if let Some(avail) = meminfo("MemAvailable:") {
-        // Each cache holds the data once (plus its overhead), one at a time.
-        if data > avail / 2 {
+        // Each cache holds the data once (plus its overhead), one at a time,
+        // or two with multiarc kept loaded beside the row it is paired with.
+        let at_once = if reference.is_some() { 3 } else { 2 };
+        if data > avail / at_once {
             bail!(
-                "the data set ({} MiB = {max_threads} threads x {} MiB) is more than half the available memory ({} MiB); lower --file-bytes or --threads",
+                "the data set ({} MiB = {max_threads} threads x {} MiB) is more than 1/{at_once} of the available memory ({} MiB); lower --file-bytes or --threads",
                 data >> 20,
                 args.file_bytes >> 20,
                 avail >> 20
@@ -509,27 +618,37 @@ pub fn run(args: CacheArgs) -> anyhow::Result<()> {
         let c = peers::build(r.name(), 1 << 20, block)?;
         policies.push((r.name().to_string(), c.policy().to_string()));
     }
-    let measurements_per_rep: usize =
-        rows.iter().map(|r| r.modes(&modes).len()).sum::<usize>() * args.common.threads.len();
+    // The rows the ratio columns compare multiarc with run between two
+    // multiarc runs (`schedule`).
+    let paired =
+        |ri: usize| rows[ri] == RowName::Multiarc1List || PEER_NAMES.contains(&rows[ri].name());
+    let measurements_per_rep: usize = schedule(rows.len(), 0, reference, &paired)
+        .iter()
+        .map(|&ri| rows[ri].modes(&modes).len())
+        .sum::<usize>()
+        * args.common.threads.len();
     let total_runs = measurements_per_rep * args.common.repeat;
     let bar = harness::Bar::new("bench", total_runs, args.common.json);
     let mut done = 0;
-    // Every run of every (row, mode, threads), in the order they ran.
-    let mut runs: Vec<(usize, BenchResult)> = Vec::new();
+    // Every run of every (row, mode, threads), in the order they ran, with
+    // its row and repetition.
+    let mut runs: Vec<(usize, usize, BenchResult)> = Vec::new();
     let avail = meminfo("MemAvailable:").unwrap_or(0);
 
     for &threads in &args.common.threads {
         // Each repetition runs every row once, back to back, the order
         // rotated by one row per repetition, so that drift of the machine
-        // hits every row alike. Rows stay loaded between repetitions when
+        // hits every row alike; multiarc also runs between every two of
+        // them, so that each row's runs pair with multiarc runs next to them
+        // in time (`schedule`). Rows stay loaded between repetitions when
         // all of them fit in a quarter of the available memory (a cache
         // costs about 1.5x its data); otherwise each is rebuilt and loaded
-        // again for each repetition.
+        // again for each repetition, but for multiarc, kept for its pairs.
         let bytes = blocks * args.common.block_size * threads as u64;
         let keep = (rows.len() as u64).saturating_mul(bytes * 3 / 2) <= avail / 4;
         let mut kept: Vec<Option<Prepared>> = rows.iter().map(|_| None).collect();
         for rep in 0..args.common.repeat {
-            for ri in harness::interleaved(rows.len(), rep) {
+            for ri in schedule(rows.len(), rep, reference, &paired) {
                 let row = rows[ri];
                 let row_modes = row.modes(&modes);
                 if row_modes.is_empty() {
@@ -560,11 +679,11 @@ pub fn run(args: CacheArgs) -> anyhow::Result<()> {
                         args.common.repeat
                     ));
                     let r = run_once(&prepared, label, mode, threads, blocks, &args);
-                    runs.push((ri, r));
+                    runs.push((ri, rep, r));
                     bar.runs_done(1);
                     done += 1;
                 }
-                if keep {
+                if keep || Some(ri) == reference {
                     kept[ri] = Some(prepared);
                 }
             }
@@ -572,6 +691,7 @@ pub fn run(args: CacheArgs) -> anyhow::Result<()> {
     }
     bar.finish(&format!("{done} runs"));
 
+    let paired = reference.map(|m| paired_ratios(&runs, m));
     // The median run of each (row, mode, threads), in row order.
     let mut results = Vec::new();
     let mut report_lockstat_table = None;
@@ -579,10 +699,13 @@ pub fn run(args: CacheArgs) -> anyhow::Result<()> {
         let label = row.name();
         for &threads in &args.common.threads {
             for &mode in &modes {
+                let is_this = |(i, _, r): &(usize, usize, BenchResult)| {
+                    *i == ri && r.mode == mode && r.threads == threads
+                };
                 let mut these: Vec<&BenchResult> = runs
                     .iter()
-                    .filter(|(i, r)| *i == ri && r.mode == mode && r.threads == threads)
-                    .map(|(_, r)| r)
+                    .filter(|x| is_this(x))
+                    .map(|(_, _, r)| r)
                     .collect();
                 if these.is_empty() {
                     continue;
@@ -591,6 +714,15 @@ pub fn run(args: CacheArgs) -> anyhow::Result<()> {
                 let mut median = (*harness::median_by(&mut these, |r| r.ops_per_sec)).clone();
                 median.runs = these.len();
                 median.ops_per_sec_by_repetition = by_repetition;
+                median.multiarc_over_this = paired.as_ref().and_then(|paired| {
+                    let ratios = runs
+                        .iter()
+                        .zip(paired)
+                        .filter(|(x, _)| is_this(x))
+                        .filter_map(|(_, p)| *p)
+                        .collect();
+                    PairedRatio::of(ratios)
+                });
                 if let Some(table) = median.lock_table.take() {
                     if threads == max_threads && mode == modes[0] {
                         report_lockstat_table.get_or_insert_with(Vec::new).push((
@@ -714,6 +846,7 @@ fn result(cache: &str, mode: Mode, threads: usize, run: Run, block: usize) -> Be
         runs: 1,
         ops_per_sec_by_repetition: Vec::new(),
         lock_table: None,
+        multiarc_over_this: None,
     }
 }
 
@@ -730,23 +863,23 @@ fn spread(r: &BenchResult) -> String {
     format!(" ±{:.0}%", 50.0 * (hi - lo) / r.ops_per_sec)
 }
 
-/// ` (0.85-0.93x per repetition)`: the lowest and highest ratio of `a` to
-/// `b` within one repetition, which shows how much the median ratio moves
-/// from run to run; empty with fewer than two repetitions.
-fn ratio_range(a: &BenchResult, b: &BenchResult) -> String {
-    let ratios: Vec<f64> = a
-        .ops_per_sec_by_repetition
-        .iter()
-        .zip(&b.ops_per_sec_by_repetition)
-        .filter(|(_, y)| **y > 0.0)
-        .map(|(x, y)| x / y)
-        .collect();
-    if ratios.len() < 2 {
-        return String::new();
+/// `1.24x quick_cache (1.20-1.27x)`: multiarc over `peer` run by run, the
+/// median of the pairs and their middle half ([`PairedRatio`]); the ratio
+/// of the two medians where the runs were not paired.
+fn paired_cell(multiarc: &BenchResult, peer: &BenchResult, name: bool) -> String {
+    let name = if name {
+        format!(" {}", peer.cache)
+    } else {
+        String::new()
+    };
+    match &peer.multiarc_over_this {
+        Some(p) if p.pairs >= 2 => format!(
+            "{:.2}x{name} ({:.2}-{:.2}x)",
+            p.median, p.low_quartile, p.high_quartile
+        ),
+        Some(p) => format!("{:.2}x{name}", p.median),
+        None => format!("{:.2}x{name}", multiarc.ops_per_sec / peer.ops_per_sec),
     }
-    let lo = ratios.iter().copied().fold(f64::MAX, f64::min);
-    let hi = ratios.iter().copied().fold(f64::MIN, f64::max);
-    format!(" ({lo:.2}-{hi:.2}x per repetition)")
 }
 
 fn print_tables(
@@ -808,6 +941,9 @@ fn print_tables(
         };
         for &(unit, scale, what) in tables {
             println!("\n{mode:?} mode, aggregate {what} per second ({unit}), median of {} interleaved runs (± half their range):", args.common.repeat);
+            if unit == "Mops/s" {
+                println!("(ratios: multiarc, which runs between every two other rows, over each run of a row, against the multiarc runs just before and after it: the median and the middle half of those pairs)");
+            }
             let ratios = unit == "Mops/s";
             let mut header = vec!["threads".to_string()];
             header.extend(cols.iter().map(|c| c.to_string()));
@@ -820,23 +956,18 @@ fn print_tables(
                     find(c, mode, t).map(|r| format!("{:.2}{}", r.ops_per_sec / scale, spread(r)))
                 });
                 if ratios {
-                    let ours = find("multiarc", mode, t).map(|r| r.ops_per_sec);
-                    let one = find("multiarc-1list", mode, t).map(|r| r.ops_per_sec);
+                    let ours = find("multiarc", mode, t);
+                    let one = find("multiarc-1list", mode, t);
                     let best_peer = PEER_NAMES
                         .iter()
                         .filter_map(|p| find(p, mode, t))
                         .max_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec));
                     row.push(match (ours, one) {
-                        (Some(a), Some(b)) => format!("{:.2}x", a / b),
+                        (Some(a), Some(b)) => paired_cell(a, b, false),
                         _ => "-".into(),
                     });
-                    row.push(match (find("multiarc", mode, t), best_peer) {
-                        (Some(a), Some(p)) => format!(
-                            "{:.2}x {}{}",
-                            a.ops_per_sec / p.ops_per_sec,
-                            p.cache,
-                            ratio_range(a, p)
-                        ),
+                    row.push(match (ours, best_peer) {
+                        (Some(a), Some(p)) => paired_cell(a, p, true),
                         _ => "-".into(),
                     });
                 }
@@ -929,12 +1060,28 @@ mod tests {
     }
 
     #[test]
-    fn the_ratio_range_is_taken_per_repetition() {
-        let with = |runs: &[f64]| BenchResult {
-            ops_per_sec_by_repetition: runs.to_vec(),
-            ..result(
+    fn multiarc_runs_between_every_two_rows_and_the_others_rotate() {
+        let all = |_| true;
+        assert_eq!(schedule(3, 0, None, &all), [0, 1, 2]);
+        assert_eq!(schedule(3, 1, None, &all), [1, 2, 0]);
+        assert_eq!(schedule(4, 0, Some(0), &all), [0, 1, 0, 2, 0, 3, 0]);
+        assert_eq!(schedule(4, 1, Some(0), &all), [0, 2, 0, 3, 0, 1, 0]);
+        assert_eq!(schedule(4, 2, Some(0), &all), [0, 3, 0, 1, 0, 2, 0]);
+        assert_eq!(schedule(4, 3, Some(0), &all), [0, 1, 0, 2, 0, 3, 0]);
+        assert_eq!(schedule(3, 1, Some(1), &all), [1, 2, 1, 0, 1]);
+        assert_eq!(schedule(1, 5, Some(0), &all), [0]);
+        // Rows 1 and 4 unpaired: first, then multiarc around each other.
+        let some = |r| r != 1 && r != 4;
+        assert_eq!(schedule(5, 0, Some(0), &some), [1, 4, 0, 2, 0, 3, 0]);
+        assert_eq!(schedule(5, 1, Some(0), &some), [4, 1, 0, 3, 0, 2, 0]);
+    }
+
+    #[test]
+    fn each_run_pairs_with_the_multiarc_runs_beside_it() {
+        let run = |rate: f64, mode: Mode| {
+            let mut r = result(
                 "x",
-                Mode::Hold,
+                mode,
                 1,
                 Run {
                     ops: 1,
@@ -942,13 +1089,37 @@ mod tests {
                     elapsed: std::time::Duration::from_secs(1),
                 },
                 8192,
-            )
+            );
+            r.ops_per_sec = rate;
+            r
         };
-        // Medians 10 and 10, ratios per repetition 0.5, 1.0 and 2.0.
-        let a = with(&[5.0, 10.0, 20.0]);
-        let b = with(&[10.0, 10.0, 10.0]);
-        assert_eq!(ratio_range(&a, &b), " (0.50-2.00x per repetition)");
-        assert_eq!(ratio_range(&with(&[5.0]), &with(&[10.0])), "");
+        let (hold, copy) = (Mode::Hold, Mode::Copy);
+        // Row 0 is multiarc. Repetition 0: m(10), row 1 (5), m(30); row 1's
+        // copy run pairs with multiarc's copy runs only. Repetition 1: row
+        // 2 (4) has a multiarc run after it only, and not the repetition's
+        // before it.
+        let runs = vec![
+            (0, 0, run(10.0, hold)),
+            (0, 0, run(7.0, copy)),
+            (1, 0, run(5.0, hold)),
+            (1, 0, run(3.5, copy)),
+            (0, 0, run(30.0, hold)),
+            (2, 1, run(4.0, hold)),
+            (0, 1, run(8.0, hold)),
+        ];
+        let p = paired_ratios(&runs, 0);
+        assert_eq!(p, [None, None, Some(4.0), Some(2.0), None, Some(2.0), None]);
+        let q = PairedRatio::of(vec![4.0, 1.0, 3.0, 2.0, 5.0]).unwrap();
+        assert_eq!(
+            (q.median, q.low_quartile, q.high_quartile, q.pairs),
+            (3.0, 2.0, 4.0, 5)
+        );
+        let q = PairedRatio::of(vec![1.0, 2.0]).unwrap();
+        assert_eq!(
+            (q.median, q.low_quartile, q.high_quartile),
+            (1.5, 1.25, 1.75)
+        );
+        assert_eq!(PairedRatio::of(Vec::new()), None);
     }
 
     #[test]

@@ -204,7 +204,11 @@ impl<K> Builder<K> {
     /// Default: a random seed per cache, as a `HashMap`'s: keys chosen to
     /// collide cannot be aimed at one sublist or stripe of a cache they
     /// do not know the seed of. Set one for reproducible runs (tests,
-    /// simulations), not for a cache that faces untrusted keys.
+    /// simulations), not for a cache that faces untrusted keys. A seeded
+    /// cache also hashes with foldhash's fixed multiplier, which spreads
+    /// runs of consecutive block numbers less evenly over the table than an
+    /// unseeded cache's: its hits on such keys were 7-14% slower at one
+    /// thread (docs/BENCHMARKS.md, "Hit throughput").
     pub fn seed(mut self, seed: u64) -> Builder<K> {
         self.seed = Some(seed);
         self

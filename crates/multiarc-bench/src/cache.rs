@@ -186,8 +186,9 @@ struct BenchResult {
     /// Runs behind this median.
     runs: usize,
     /// Each run's reads per second, in the order they ran. The multiarc row
-    /// runs between every two other rows of a repetition, so it has more
-    /// runs than the others; `multiarc_over_this` pairs them.
+    /// runs before and after each row the ratio columns compare it with
+    /// (see [`schedule`]), so it has more runs than the others;
+    /// `multiarc_over_this` pairs them.
     ops_per_sec_by_repetition: Vec<f64>,
     /// The lockstat table of this run (printed for the most threads).
     #[serde(skip)]
@@ -591,8 +592,8 @@ pub fn run(args: CacheArgs) -> anyhow::Result<()> {
         .iter()
         .max()
         .expect("clap requires a value");
-    // multiarc runs between every two other rows (see `schedule`), when
-    // there are others to compare it with.
+    // multiarc runs before and after each row it is compared with (see
+    // `schedule`), when there are others.
     let reference = rows
         .iter()
         .position(|r| *r == RowName::Multiarc && !r.modes(&modes).is_empty())
@@ -638,9 +639,9 @@ pub fn run(args: CacheArgs) -> anyhow::Result<()> {
     for &threads in &args.common.threads {
         // Each repetition runs every row once, back to back, the order
         // rotated by one row per repetition, so that drift of the machine
-        // hits every row alike; multiarc also runs between every two of
-        // them, so that each row's runs pair with multiarc runs next to them
-        // in time (`schedule`). Rows stay loaded between repetitions when
+        // hits every row alike; multiarc also runs before and after each
+        // row it is compared with, so that those rows' runs pair with
+        // multiarc runs next to them in time (`schedule`). Rows stay loaded between repetitions when
         // all of them fit in a quarter of the available memory (a cache
         // costs about 1.5x its data); otherwise each is rebuilt and loaded
         // again for each repetition, but for multiarc, kept for its pairs.
@@ -941,10 +942,10 @@ fn print_tables(
         };
         for &(unit, scale, what) in tables {
             println!("\n{mode:?} mode, aggregate {what} per second ({unit}), median of {} interleaved runs (± half their range):", args.common.repeat);
-            if unit == "Mops/s" {
-                println!("(ratios: multiarc, which runs between every two other rows, over each run of a row, against the multiarc runs just before and after it: the median and the middle half of those pairs)");
-            }
             let ratios = unit == "Mops/s";
+            if ratios {
+                println!("(ratios: multiarc over each run of a compared row, against the multiarc runs just before and after it: the median and the middle half of those pairs)");
+            }
             let mut header = vec!["threads".to_string()];
             header.extend(cols.iter().map(|c| c.to_string()));
             if ratios {

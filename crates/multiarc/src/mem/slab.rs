@@ -122,6 +122,9 @@ mod imp {
     static CLASS_LIST: [OnceLock<Class>; CLASSES] = [const { OnceLock::new() }; CLASSES];
     /// Serialises the creation of classes.
     static CREATING: Mutex<()> = Mutex::new(());
+    /// Set once a class could not be created: the list was full, or the
+    /// reservation or a class's header area was refused.
+    static NO_NEW_CLASS: AtomicBool = AtomicBool::new(false);
 
     fn reservation() -> Option<&'static Reservation> {
         RESERVATION
@@ -412,22 +415,49 @@ mod imp {
 
     /// The class of slot size `slot`, created if there is room.
     fn class_of(slot: usize) -> Option<&'static Class> {
-        let find = || {
-            CLASS_LIST
-                .iter()
-                .map_while(OnceLock::get)
-                .find(|c| c.slot == slot)
+        find_or_create(
+            &CLASS_LIST,
+            &CREATING,
+            &NO_NEW_CLASS,
+            |c| c.slot == slot,
+            |index| Class::new(reservation()?, index, slot),
+        )
+    }
+
+    /// The entry of `list` that `is_it`, or a new one that `make(index)`
+    /// makes in the first free place, under `creating`. Once a `make` has
+    /// failed or the list is full, `no_new` is set and a size without a
+    /// class goes to malloc at once: without it, every such allocation
+    /// (a 65th size, or any once the kernel refused the reservation) would
+    /// take `creating`, one lock for the whole process. A refusal is
+    /// taken as lasting: malloc serves those sizes from then on.
+    fn find_or_create<T>(
+        list: &'static [OnceLock<T>],
+        creating: &Mutex<()>,
+        no_new: &AtomicBool,
+        is_it: impl Fn(&T) -> bool,
+        make: impl FnOnce(usize) -> Option<T>,
+    ) -> Option<&'static T> {
+        let find = || list.iter().map_while(OnceLock::get).find(|c| is_it(c));
+        if let Some(c) = find() {
+            return Some(c);
+        }
+        if no_new.load(Ordering::Relaxed) {
+            return None;
+        }
+        let _creating = creating.lock_unpoisoned();
+        if let Some(c) = find() {
+            return Some(c);
+        }
+        let made = list
+            .iter()
+            .position(|c| c.get().is_none())
+            .and_then(|index| Some((index, make(index)?)));
+        let Some((index, entry)) = made else {
+            no_new.store(true, Ordering::Relaxed);
+            return None;
         };
-        if let Some(c) = find() {
-            return Some(c);
-        }
-        let _creating = CREATING.lock_unpoisoned();
-        if let Some(c) = find() {
-            return Some(c);
-        }
-        let index = CLASS_LIST.iter().position(|c| c.get().is_none())?;
-        let class = Class::new(reservation()?, index, slot)?;
-        Some(CLASS_LIST[index].get_or_init(|| class))
+        Some(list[index].get_or_init(|| entry))
     }
 
     /// Memory for `size` bytes aligned to `align` from a slab, or `None`: the
@@ -496,6 +526,69 @@ mod imp {
                 4 << 20,
                 "8 KiB + 40 B header: 509 slots in 4 MiB"
             );
+        }
+
+        /// Once the list is full, or a class could not be made, a new size
+        /// goes to malloc without the creation lock (held here by the test
+        /// itself: a lookup that took it would never answer).
+        #[test]
+        fn a_full_or_failed_class_list_takes_no_lock() {
+            static LIST: [OnceLock<usize>; 2] = [const { OnceLock::new() }; 2];
+            static CREATING: Mutex<()> = Mutex::new(());
+            static NO_NEW: AtomicBool = AtomicBool::new(false);
+            let makes = AtomicUsize::new(0);
+            let get = |size: usize| {
+                find_or_create(
+                    &LIST,
+                    &CREATING,
+                    &NO_NEW,
+                    |&s| s == size,
+                    |_| {
+                        makes.fetch_add(1, Ordering::Relaxed);
+                        Some(size)
+                    },
+                )
+                .copied()
+            };
+            assert_eq!(get(1), Some(1));
+            assert_eq!(get(2), Some(2));
+            assert_eq!(get(1), Some(1), "found, not made again");
+            assert_eq!(makes.load(Ordering::Relaxed), 2);
+            assert_eq!(get(3), None, "the list is full");
+            let held = CREATING.lock_unpoisoned();
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let r = find_or_create(&LIST, &CREATING, &NO_NEW, |&s| s == 4, |_| Some(4));
+                let _ = tx.send(r.copied());
+            });
+            let answer = rx.recv_timeout(std::time::Duration::from_secs(20));
+            drop(held);
+            assert_eq!(
+                answer,
+                Ok(None),
+                "a new size past a full list waited for the lock"
+            );
+            assert_eq!(get(2), Some(2), "existing classes are still found");
+
+            // A failed make: no other make is tried after it.
+            static LIST2: [OnceLock<usize>; 4] = [const { OnceLock::new() }; 4];
+            static NO_NEW2: AtomicBool = AtomicBool::new(false);
+            let tries = AtomicUsize::new(0);
+            let refused = |size: usize| {
+                find_or_create(
+                    &LIST2,
+                    &CREATING,
+                    &NO_NEW2,
+                    |&s| s == size,
+                    |_| {
+                        tries.fetch_add(1, Ordering::Relaxed);
+                        None
+                    },
+                )
+            };
+            assert_eq!(refused(1), None);
+            assert_eq!(refused(2), None);
+            assert_eq!(tries.load(Ordering::Relaxed), 1);
         }
 
         #[test]

@@ -140,6 +140,16 @@ pub struct CacheArgs {
     /// (docs/BENCHMARKS.md).
     #[arg(long, value_parser = seed_arg, default_value = "random")]
     seed: Seed,
+    /// Slices per repetition of multiarc and of each row the ratio columns
+    /// compare it with (the peers and multiarc-1list): such a row runs its
+    /// `--seconds` as this many slices of `--seconds / N`, each between two
+    /// multiarc slices of its mode, so that each ratio pairs runs a few
+    /// tens of milliseconds apart. On the VM measured here a thread's rate
+    /// drops by up to 2x for stretches of a tenth of a second to seconds;
+    /// short slices keep most pairs within one such stretch
+    /// (docs/BENCHMARKS.md).
+    #[arg(long, value_parser = count_arg, default_value = "10")]
+    slices: usize,
     /// Record multiarc's lock statistics during each measurement and report
     /// the hottest lock instance's share of all acquisitions.
     #[arg(long)]
@@ -186,10 +196,11 @@ struct BenchResult {
     /// Runs behind this median.
     runs: usize,
     /// Each run's reads per second, in the order they ran. The multiarc row
-    /// runs before and after each row the ratio columns compare it with
-    /// (see [`schedule`]), so it has more runs than the others;
-    /// `multiarc_over_this` pairs them.
-    ops_per_sec_by_repetition: Vec<f64>,
+    /// and the rows the ratio columns compare it with run in `--slices`
+    /// slices per repetition, multiarc before and after each slice of
+    /// those rows (see [`schedule`]), so they have more runs than the
+    /// others; `multiarc_over_this` pairs them.
+    ops_per_sec_by_run: Vec<f64>,
     /// The lockstat table of this run (printed for the most threads).
     #[serde(skip)]
     lock_table: Option<String>,
@@ -215,52 +226,81 @@ struct PairedRatio {
 }
 
 impl PairedRatio {
-    fn of(mut ratios: Vec<f64>) -> Option<PairedRatio> {
-        if ratios.is_empty() {
-            return None;
-        }
-        ratios.sort_by(f64::total_cmp);
-        let at = |q: f64| {
-            // Linear interpolation between the closest ranks.
-            let x = q * (ratios.len() - 1) as f64;
-            let (i, f) = (x.floor() as usize, x.fract());
-            let next = ratios[(i + 1).min(ratios.len() - 1)];
-            ratios[i] + f * (next - ratios[i])
-        };
+    fn of(ratios: Vec<f64>) -> Option<PairedRatio> {
+        let pairs = ratios.len();
+        let [low_quartile, median, high_quartile] = quartiles(ratios)?;
         Some(PairedRatio {
-            median: at(0.5),
-            low_quartile: at(0.25),
-            high_quartile: at(0.75),
-            pairs: ratios.len(),
+            median,
+            low_quartile,
+            high_quartile,
+            pairs,
         })
     }
 }
 
-/// The order of the rows in repetition `rep`. With a `reference` row (the
-/// multiarc row), the rows the ratio columns compare it with (`paired`:
-/// the peers and `multiarc-1list`) each run between two multiarc runs, in
-/// an order rotated by one per repetition, after the other rows (also
-/// rotated). Without one, the rows in turn, rotated
-/// ([`harness::interleaved`]).
+/// The first quartile, the median and the third quartile of `values`, each
+/// interpolated linearly between the closest ranks; `None` for no values.
+fn quartiles(mut values: Vec<f64>) -> Option<[f64; 3]> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    let at = |q: f64| {
+        let x = q * (values.len() - 1) as f64;
+        let (i, f) = (x.floor() as usize, x.fract());
+        let next = values[(i + 1).min(values.len() - 1)];
+        values[i] + f * (next - values[i])
+    };
+    Some([at(0.25), at(0.5), at(0.75)])
+}
+
+/// The runs of repetition `rep` in order, each a row and a mode of that
+/// row's (`modes[row]`). With a `reference` row (the multiarc row), the
+/// other rows come first, each in all its modes, in an order rotated by
+/// one per repetition; then each row the ratio columns compare multiarc
+/// with (`paired`: the peers and `multiarc-1list`), in turn (also
+/// rotated), mode by mode: multiarc, then `slices` times the row and
+/// multiarc again, so that each of the row's runs sits between two
+/// multiarc runs of its mode. Without one, the rows in turn, rotated
+/// ([`harness::interleaved`]), each in all its modes.
 fn schedule(
-    rows: usize,
+    modes: &[Vec<Mode>],
     rep: usize,
     reference: Option<usize>,
     paired: &dyn Fn(usize) -> bool,
-) -> Vec<usize> {
+    slices: usize,
+) -> Vec<(usize, Mode)> {
+    let all_modes = |r: usize| modes[r].iter().map(move |&mode| (r, mode));
     let Some(m) = reference else {
-        return harness::interleaved(rows, rep).collect();
+        return harness::interleaved(modes.len(), rep)
+            .flat_map(all_modes)
+            .collect();
     };
     let rotated = |keep: &dyn Fn(usize) -> bool| {
-        let these: Vec<usize> = (0..rows).filter(|&r| r != m && keep(r)).collect();
+        let these: Vec<usize> = (0..modes.len())
+            .filter(|&r| r != m && !modes[r].is_empty() && keep(r))
+            .collect();
         (0..these.len())
             .map(|k| these[(k + rep) % these.len()])
             .collect::<Vec<_>>()
     };
-    let mut order = rotated(&|r| !paired(r));
-    order.push(m);
-    for o in rotated(paired) {
-        order.extend([o, m]);
+    let mut order: Vec<(usize, Mode)> = rotated(&|r| !paired(r))
+        .into_iter()
+        .flat_map(all_modes)
+        .collect();
+    let compared = rotated(paired);
+    if compared.is_empty() {
+        order.extend(all_modes(m));
+    }
+    for o in compared {
+        for &mode in &modes[o] {
+            if order.last() != Some(&(m, mode)) {
+                order.push((m, mode));
+            }
+            for _ in 0..slices {
+                order.extend([(o, mode), (m, mode)]);
+            }
+        }
     }
     order
 }
@@ -312,6 +352,8 @@ struct Config {
     threads: Vec<usize>,
     seconds: f64,
     repeat: usize,
+    /// Slices per repetition of multiarc and the rows compared with it.
+    slices: usize,
     file_bytes: u64,
     block_size: u64,
     modes: Vec<Mode>,
@@ -397,6 +439,7 @@ fn run_once(
     mode: Mode,
     threads: usize,
     blocks: u64,
+    seconds: f64,
     args: &CacheArgs,
 ) -> BenchResult {
     let block = args.common.block_size as usize;
@@ -407,12 +450,7 @@ fn run_once(
             if tracing {
                 multiarc::lock::lockstat::reset();
             }
-            let run = measure(
-                threads,
-                args.common.seconds,
-                block,
-                cache_op(&**cache, mode, blocks),
-            );
+            let run = measure(threads, seconds, block, cache_op(&**cache, mode, blocks));
             let mut r = result(label, mode, threads, run, block);
             if tracing {
                 cache.set_lockstat(false);
@@ -430,7 +468,7 @@ fn run_once(
             r
         }
         Prepared::PageCache(_dir, files) => {
-            let run = measure(threads, args.common.seconds, block, |t, r, buf| {
+            let run = measure(threads, seconds, block, |t, r, buf| {
                 let b = r % blocks;
                 let ok = files[t].read_exact_at(buf, b * bs).is_ok();
                 if (r >> 52) == 0 {
@@ -441,7 +479,7 @@ fn run_once(
             result(label, Mode::Copy, threads, run, block)
         }
         Prepared::Memcpy(array) => {
-            let run = measure(threads, args.common.seconds, block, |t, r, buf| {
+            let run = measure(threads, seconds, block, |t, r, buf| {
                 let b = r % blocks;
                 let at = ((t as u64 * blocks + b) as usize) * block;
                 buf.copy_from_slice(&array[at..at + block]);
@@ -623,11 +661,18 @@ pub fn run(args: CacheArgs) -> anyhow::Result<()> {
     // multiarc runs (`schedule`).
     let paired =
         |ri: usize| rows[ri] == RowName::Multiarc1List || PEER_NAMES.contains(&rows[ri].name());
-    let measurements_per_rep: usize = schedule(rows.len(), 0, reference, &paired)
-        .iter()
-        .map(|&ri| rows[ri].modes(&modes).len())
-        .sum::<usize>()
-        * args.common.threads.len();
+    let slices = if reference.is_some() { args.slices } else { 1 };
+    // A run's length: a slice for multiarc and the rows paired with it.
+    let seconds_of = |ri: usize| {
+        if Some(ri) == reference || paired(ri) {
+            args.common.seconds / slices as f64
+        } else {
+            args.common.seconds
+        }
+    };
+    let row_modes: Vec<Vec<Mode>> = rows.iter().map(|r| r.modes(&modes)).collect();
+    let measurements_per_rep =
+        schedule(&row_modes, 0, reference, &paired, slices).len() * args.common.threads.len();
     let total_runs = measurements_per_rep * args.common.repeat;
     let bar = harness::Bar::new("bench", total_runs, args.common.json);
     let mut done = 0;
@@ -637,24 +682,23 @@ pub fn run(args: CacheArgs) -> anyhow::Result<()> {
     let avail = meminfo("MemAvailable:").unwrap_or(0);
 
     for &threads in &args.common.threads {
-        // Each repetition runs every row once, back to back, the order
-        // rotated by one row per repetition, so that drift of the machine
-        // hits every row alike; multiarc also runs before and after each
-        // row it is compared with, so that those rows' runs pair with
-        // multiarc runs next to them in time (`schedule`). Rows stay loaded between repetitions when
-        // all of them fit in a quarter of the available memory (a cache
-        // costs about 1.5x its data); otherwise each is rebuilt and loaded
-        // again for each repetition, but for multiarc, kept for its pairs.
+        // Each repetition runs every row, back to back, the order rotated
+        // by one row per repetition, so that drift of the machine hits
+        // every row alike; each row multiarc is compared with runs in
+        // slices, multiarc before and after each, so that those rows' runs
+        // pair with multiarc runs next to them in time (`schedule`). Rows
+        // stay loaded between repetitions when all of them fit in a
+        // quarter of the available memory (a cache costs about 1.5x its
+        // data); otherwise each is rebuilt and loaded again for each
+        // repetition, but kept over its slices, and multiarc for all its
+        // pairs.
         let bytes = blocks * args.common.block_size * threads as u64;
         let keep = (rows.len() as u64).saturating_mul(bytes * 3 / 2) <= avail / 4;
         let mut kept: Vec<Option<Prepared>> = rows.iter().map(|_| None).collect();
         for rep in 0..args.common.repeat {
-            for ri in schedule(rows.len(), rep, reference, &paired) {
+            let order = schedule(&row_modes, rep, reference, &paired, slices);
+            for (k, &(ri, mode)) in order.iter().enumerate() {
                 let row = rows[ri];
-                let row_modes = row.modes(&modes);
-                if row_modes.is_empty() {
-                    continue;
-                }
                 let label = row.name();
                 let prepared = match kept[ri].take() {
                     Some(p) => p,
@@ -673,18 +717,25 @@ pub fn run(args: CacheArgs) -> anyhow::Result<()> {
                         )?
                     }
                 };
-                for &mode in &row_modes {
-                    bar.doing(format!(
-                        "repetition {}/{}, {label}, {threads} threads, {mode:?}",
-                        rep + 1,
-                        args.common.repeat
-                    ));
-                    let r = run_once(&prepared, label, mode, threads, blocks, &args);
-                    runs.push((ri, rep, r));
-                    bar.runs_done(1);
-                    done += 1;
-                }
-                if keep || Some(ri) == reference {
+                bar.doing(format!(
+                    "repetition {}/{}, {label}, {threads} threads, {mode:?}",
+                    rep + 1,
+                    args.common.repeat
+                ));
+                let r = run_once(
+                    &prepared,
+                    label,
+                    mode,
+                    threads,
+                    blocks,
+                    seconds_of(ri),
+                    &args,
+                );
+                runs.push((ri, rep, r));
+                bar.runs_done(1);
+                done += 1;
+                // Kept for its next run in this repetition as well.
+                if keep || Some(ri) == reference || order[k + 1..].iter().any(|&(r, _)| r == ri) {
                     kept[ri] = Some(prepared);
                 }
             }
@@ -711,10 +762,10 @@ pub fn run(args: CacheArgs) -> anyhow::Result<()> {
                 if these.is_empty() {
                     continue;
                 }
-                let by_repetition: Vec<f64> = these.iter().map(|r| r.ops_per_sec).collect();
+                let by_run: Vec<f64> = these.iter().map(|r| r.ops_per_sec).collect();
                 let mut median = (*harness::median_by(&mut these, |r| r.ops_per_sec)).clone();
                 median.runs = these.len();
-                median.ops_per_sec_by_repetition = by_repetition;
+                median.ops_per_sec_by_run = by_run;
                 median.multiarc_over_this = paired.as_ref().and_then(|paired| {
                     let ratios = runs
                         .iter()
@@ -762,7 +813,7 @@ pub fn run(args: CacheArgs) -> anyhow::Result<()> {
         plot::panel_chart(
             path,
             &format!(
-                "Cached random {} KiB reads: aggregate throughput, median of {}",
+                "Cached random {} KiB reads: aggregate throughput, median of {} interleaved repetitions",
                 args.common.block_size / 1024,
                 args.common.repeat
             ),
@@ -788,6 +839,7 @@ pub fn run(args: CacheArgs) -> anyhow::Result<()> {
                 threads: args.common.threads.clone(),
                 seconds: args.common.seconds,
                 repeat: args.common.repeat,
+                slices,
                 file_bytes: args.file_bytes,
                 block_size: args.common.block_size,
                 modes,
@@ -802,7 +854,7 @@ pub fn run(args: CacheArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
-    print_tables(&args, &modes, &names, &policies, &results);
+    print_tables(&args, slices, &modes, &names, &policies, &results);
     if let Some(tables) = report_lockstat_table {
         for (name, threads, table) in tables {
             println!(
@@ -845,23 +897,26 @@ fn result(cache: &str, mode: Mode, threads: usize, run: Run, block: usize) -> Be
         lock_acquisitions: None,
         lock_hottest: None,
         runs: 1,
-        ops_per_sec_by_repetition: Vec::new(),
+        ops_per_sec_by_run: Vec::new(),
         lock_table: None,
         multiarc_over_this: None,
     }
 }
 
-/// How much a cell's repetitions vary: ` ±N%`, half their range against
-/// their median (empty for a single run).
+/// How much a cell's runs vary: ` ±N%`, half the distance between their
+/// first and third quartiles against their median (empty for a single
+/// run). Not their range: with the default 30 slices of multiarc and the
+/// compared rows, one slice caught in a slow stretch of the host would set
+/// it.
 fn spread(r: &BenchResult) -> String {
-    let runs = &r.ops_per_sec_by_repetition;
+    let runs = &r.ops_per_sec_by_run;
     if runs.len() < 2 || r.ops_per_sec <= 0.0 {
         return String::new();
     }
-    let (lo, hi) = runs
-        .iter()
-        .fold((f64::MAX, f64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)));
-    format!(" ±{:.0}%", 50.0 * (hi - lo) / r.ops_per_sec)
+    let Some([low, _, high]) = quartiles(runs.clone()) else {
+        return String::new();
+    };
+    format!(" ±{:.0}%", 50.0 * (high - low) / r.ops_per_sec)
 }
 
 /// `1.24x quick_cache (1.20-1.27x)`: multiarc over `peer` run by run, the
@@ -883,21 +938,48 @@ fn paired_cell(multiarc: &BenchResult, peer: &BenchResult, name: bool) -> String
     }
 }
 
+/// The peer multiarc is least ahead of: the smallest paired ratio
+/// ([`PairedRatio`]), which compares runs beside each other in time; the
+/// highest median rate where the runs were not paired (rates of two rows
+/// measured seconds apart move with the host as much as they differ).
+fn best_peer<'a>(peers: impl Iterator<Item = &'a BenchResult>) -> Option<&'a BenchResult> {
+    let peers: Vec<&BenchResult> = peers.collect();
+    if peers.iter().all(|p| p.multiarc_over_this.is_some()) {
+        peers.into_iter().min_by(|a, b| {
+            let ratio = |r: &BenchResult| r.multiarc_over_this.as_ref().map_or(0.0, |p| p.median);
+            ratio(a).total_cmp(&ratio(b))
+        })
+    } else {
+        peers
+            .into_iter()
+            .max_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec))
+    }
+}
+
 fn print_tables(
     args: &CacheArgs,
+    slices: usize,
     modes: &[Mode],
     names: &[String],
     policies: &[(String, String)],
     results: &[BenchResult],
 ) {
     let m = machine();
+    let slicing = if slices > 1 {
+        format!(
+            " (multiarc and the compared rows: {slices} slices of {} s)",
+            args.common.seconds / slices as f64
+        )
+    } else {
+        String::new()
+    };
     println!(
-        "multiarc bench: {} threads x {} MiB objects, random {} B reads, {} s per run, median of {}; {} CPUs ({}), {} GiB",
+        "multiarc bench: {} threads x {} MiB objects, random {} B reads, {} repetitions of {} s per row{slicing}; {} CPUs ({}), {} GiB",
         args.common.threads.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(","),
         args.file_bytes >> 20,
         args.common.block_size,
-        args.common.seconds,
         args.common.repeat,
+        args.common.seconds,
         m.cpus,
         m.cpu_model,
         m.memory_bytes >> 30
@@ -941,10 +1023,10 @@ fn print_tables(
             ],
         };
         for &(unit, scale, what) in tables {
-            println!("\n{mode:?} mode, aggregate {what} per second ({unit}), median of {} interleaved runs (± half their range):", args.common.repeat);
+            println!("\n{mode:?} mode, aggregate {what} per second ({unit}), median of each row's interleaved runs (± half their interquartile range):");
             let ratios = unit == "Mops/s";
             if ratios {
-                println!("(ratios: multiarc over each run of a compared row, against the multiarc runs just before and after it: the median and the middle half of those pairs)");
+                println!("(ratios: multiarc over each run of a compared row, against the multiarc runs just before and after it: the median and the middle half of those pairs; best peer: the smallest median)");
             }
             let mut header = vec!["threads".to_string()];
             header.extend(cols.iter().map(|c| c.to_string()));
@@ -959,10 +1041,7 @@ fn print_tables(
                 if ratios {
                     let ours = find("multiarc", mode, t);
                     let one = find("multiarc-1list", mode, t);
-                    let best_peer = PEER_NAMES
-                        .iter()
-                        .filter_map(|p| find(p, mode, t))
-                        .max_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec));
+                    let best_peer = best_peer(PEER_NAMES.iter().filter_map(|p| find(p, mode, t)));
                     row.push(match (ours, one) {
                         (Some(a), Some(b)) => paired_cell(a, b, false),
                         _ => "-".into(),
@@ -1062,19 +1141,61 @@ mod tests {
 
     #[test]
     fn multiarc_runs_between_every_two_rows_and_the_others_rotate() {
+        use Mode::{Copy as C, Hold as H};
         let all = |_| true;
-        assert_eq!(schedule(3, 0, None, &all), [0, 1, 2]);
-        assert_eq!(schedule(3, 1, None, &all), [1, 2, 0]);
-        assert_eq!(schedule(4, 0, Some(0), &all), [0, 1, 0, 2, 0, 3, 0]);
-        assert_eq!(schedule(4, 1, Some(0), &all), [0, 2, 0, 3, 0, 1, 0]);
-        assert_eq!(schedule(4, 2, Some(0), &all), [0, 3, 0, 1, 0, 2, 0]);
-        assert_eq!(schedule(4, 3, Some(0), &all), [0, 1, 0, 2, 0, 3, 0]);
-        assert_eq!(schedule(3, 1, Some(1), &all), [1, 2, 1, 0, 1]);
-        assert_eq!(schedule(1, 5, Some(0), &all), [0]);
+        // Rows in one mode: the row numbers of the runs.
+        let rows = |n: usize| vec![vec![H]; n];
+        let order =
+            |n: usize, rep: usize, reference: Option<usize>, paired: &dyn Fn(usize) -> bool| {
+                schedule(&rows(n), rep, reference, paired, 1)
+                    .into_iter()
+                    .map(|(r, mode)| {
+                        assert_eq!(mode, H);
+                        r
+                    })
+                    .collect::<Vec<_>>()
+            };
+        assert_eq!(order(3, 0, None, &all), [0, 1, 2]);
+        assert_eq!(order(3, 1, None, &all), [1, 2, 0]);
+        assert_eq!(order(4, 0, Some(0), &all), [0, 1, 0, 2, 0, 3, 0]);
+        assert_eq!(order(4, 1, Some(0), &all), [0, 2, 0, 3, 0, 1, 0]);
+        assert_eq!(order(4, 2, Some(0), &all), [0, 3, 0, 1, 0, 2, 0]);
+        assert_eq!(order(4, 3, Some(0), &all), [0, 1, 0, 2, 0, 3, 0]);
+        assert_eq!(order(3, 1, Some(1), &all), [1, 2, 1, 0, 1]);
+        assert_eq!(order(1, 5, Some(0), &all), [0]);
         // Rows 1 and 4 unpaired: first, then multiarc around each other.
         let some = |r| r != 1 && r != 4;
-        assert_eq!(schedule(5, 0, Some(0), &some), [1, 4, 0, 2, 0, 3, 0]);
-        assert_eq!(schedule(5, 1, Some(0), &some), [4, 1, 0, 3, 0, 2, 0]);
+        assert_eq!(order(5, 0, Some(0), &some), [1, 4, 0, 2, 0, 3, 0]);
+        assert_eq!(order(5, 1, Some(0), &some), [4, 1, 0, 3, 0, 2, 0]);
+        // No compared row: multiarc after the others.
+        assert_eq!(order(2, 0, Some(0), &|_| false), [1, 0]);
+
+        // Two modes and slices: a compared row's runs of a mode each sit
+        // between two multiarc runs of that mode; an unpaired row (2, copy
+        // only) runs once in each of its modes; a row without modes (3)
+        // not at all.
+        let modes = vec![vec![H, C], vec![H, C], vec![C], vec![]];
+        let unpaired = |r| r != 2;
+        assert_eq!(
+            schedule(&modes, 0, Some(0), &unpaired, 2),
+            [
+                (2, C),
+                (0, H),
+                (1, H),
+                (0, H),
+                (1, H),
+                (0, H),
+                (0, C),
+                (1, C),
+                (0, C),
+                (1, C),
+                (0, C)
+            ]
+        );
+        assert_eq!(
+            schedule(&modes, 0, None, &all, 2),
+            [(0, H), (0, C), (1, H), (1, C), (2, C)]
+        );
     }
 
     #[test]
@@ -1124,7 +1245,35 @@ mod tests {
     }
 
     #[test]
-    fn a_cell_says_how_much_its_repetitions_vary() {
+    fn the_best_peer_is_the_one_multiarc_is_least_ahead_of() {
+        let row = |name: &str, rate: f64, ratio: Option<f64>| {
+            let mut r = result(
+                name,
+                Mode::Hold,
+                1,
+                Run {
+                    ops: 1,
+                    misses: 0,
+                    elapsed: std::time::Duration::from_secs(1),
+                },
+                8192,
+            );
+            r.ops_per_sec = rate;
+            r.multiarc_over_this = ratio.and_then(|x| PairedRatio::of(vec![x]));
+            r
+        };
+        // The faster median rate ran in a fast stretch of the host: the
+        // paired ratios decide.
+        let rows = [row("a", 20.0, Some(1.4)), row("b", 15.0, Some(1.2))];
+        assert_eq!(best_peer(rows.iter()).unwrap().cache, "b");
+        // Without pairs, the rates.
+        let rows = [row("a", 20.0, None), row("b", 15.0, None)];
+        assert_eq!(best_peer(rows.iter()).unwrap().cache, "a");
+        assert!(best_peer(std::iter::empty()).is_none());
+    }
+
+    #[test]
+    fn a_cell_says_how_much_its_runs_vary() {
         let run = Run {
             ops: 100,
             misses: 0,
@@ -1132,9 +1281,12 @@ mod tests {
         };
         let mut r = result("multiarc", Mode::Hold, 1, run, 8192);
         r.ops_per_sec = 100.0;
-        r.ops_per_sec_by_repetition = vec![96.0, 100.0, 104.0];
-        assert_eq!(spread(&r), " ±4%");
-        r.ops_per_sec_by_repetition = vec![100.0];
+        r.ops_per_sec_by_run = vec![96.0, 100.0, 104.0];
+        assert_eq!(spread(&r), " ±2%");
+        // The quartiles, not the range: one slow run does not set it.
+        r.ops_per_sec_by_run = vec![50.0, 98.0, 100.0, 102.0, 103.0];
+        assert_eq!(spread(&r), " ±2%");
+        r.ops_per_sec_by_run = vec![100.0];
         assert_eq!(spread(&r), "");
     }
 

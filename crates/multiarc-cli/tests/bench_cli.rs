@@ -172,6 +172,7 @@ fn bad_arguments_fail_with_one_clear_line() {
         ),
         (vec!["bench", "--file-bytes", "1KiB"], "at least one block"),
         (vec!["bench", "--seed", "0x10"], "is not a seed"),
+        (vec!["bench", "--slices", "0"], "at least 1"),
         (
             vec!["bench", "--workload", "randrw", "--locking", "spin"],
             "unknown locking mode",
@@ -226,6 +227,54 @@ fn the_seed_is_reported() {
         assert_eq!(doc["config"]["seed"], seed, "{extra:?}");
         assert!(doc["results"][0]["ops_per_sec"].as_f64().unwrap() > 0.0);
     }
+}
+
+/// `--slices N`: multiarc and each row it is compared with run N times per
+/// repetition, and each run of that row pairs with the multiarc runs
+/// beside it; an unpaired row (`multiarc-eager`) runs once.
+#[test]
+fn compared_rows_run_in_slices_each_paired_with_multiarc() {
+    let compared = if cfg!(feature = "peers") {
+        "quick_cache"
+    } else {
+        "multiarc-1list"
+    };
+    let caches = format!("multiarc,multiarc-eager,{compared}");
+    let args = [
+        "bench",
+        "--file-bytes",
+        "256KiB",
+        "--seconds",
+        "0.03",
+        "--threads",
+        "1",
+        "--repeat",
+        "2",
+        "--slices",
+        "3",
+        "--modes",
+        "hold",
+        "--json",
+        "--caches",
+        &caches,
+    ];
+    let doc = multiarc_json(&args, "bench --slices");
+    assert_eq!(doc["config"]["slices"], 3, "{doc}");
+    let row = |name: &str| {
+        doc["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["cache"] == name)
+            .unwrap_or_else(|| panic!("no {name} row in {doc}"))
+            .clone()
+    };
+    let peer = row(compared);
+    assert_eq!(peer["runs"], 6, "{peer}");
+    assert_eq!(peer["multiarc_over_this"]["pairs"], 6, "{peer}");
+    // multiarc: once after the unpaired row, then after each slice.
+    assert_eq!(row("multiarc")["runs"], 8);
+    assert_eq!(row("multiarc-eager")["runs"], 2);
 }
 
 /// `--modes chase` (dependent hits) runs every cache row with no misses and

@@ -108,6 +108,9 @@ pub struct QueryResult {
     /// rows: memory and L2 hits against those and the misses).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hit_ratio: Option<f64>,
+    /// The cache's ARC split when the query ended (multiarc rows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arc_after: Option<ArcSplit>,
     /// A digest of the answer (the rows as DataFusion prints them).
     pub answer: String,
     /// Whether the answer equals the uncached row's (`datafusion`, its first).
@@ -115,6 +118,29 @@ pub struct QueryResult {
     pub answer_ok: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+/// Where the cache's memory stands: its size target `c`, the adaptive
+/// target `p` for the MRU state (buffers seen once recently; what a scan
+/// fills), and the bytes in MRU and in MFU (seen twice or more). A scan
+/// can push MFU's buffers out only while `p` leaves room for it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ArcSplit {
+    pub c: u64,
+    pub p: u64,
+    pub mru_bytes: u64,
+    pub mfu_bytes: u64,
+}
+
+/// The ARC split of a row's cache, if it has one.
+fn arc_split(cache: &Option<Arc<CachedStore<CountingStore<AmazonS3>>>>) -> Option<ArcSplit> {
+    let s = cache.as_ref()?.cache().stats();
+    Some(ArcSplit {
+        c: s.c,
+        p: s.p,
+        mru_bytes: s.mru_bytes,
+        mfu_bytes: s.mfu_bytes,
+    })
 }
 
 /// The S3 client every row starts from (path-style, plain HTTP allowed;
@@ -300,6 +326,7 @@ async fn run_pass(row: Row, built: &Built, pass: &str, queries: &[usize]) -> Vec
             store_bytes: traffic.bytes,
             peak_rss_bytes: peak_rss(),
             hit_ratio,
+            arc_after: arc_split(&built.cache),
             answer,
             answer_ok: None,
             error,

@@ -1107,6 +1107,18 @@ mod tests {
     use super::*;
     use clap::ValueEnum;
 
+    /// A one-thread result of `cache` in `mode` at `rate` reads per second.
+    fn at_rate(cache: &str, mode: Mode, rate: f64) -> BenchResult {
+        let run = Run {
+            ops: 1,
+            misses: 0,
+            elapsed: std::time::Duration::from_secs(1),
+        };
+        let mut r = result(cache, mode, 1, run, 8192);
+        r.ops_per_sec = rate;
+        r
+    }
+
     #[test]
     fn row_names_are_the_value_names_and_the_peers_names() {
         for &r in RowName::value_variants() {
@@ -1200,21 +1212,7 @@ mod tests {
 
     #[test]
     fn each_run_pairs_with_the_multiarc_runs_beside_it() {
-        let run = |rate: f64, mode: Mode| {
-            let mut r = result(
-                "x",
-                mode,
-                1,
-                Run {
-                    ops: 1,
-                    misses: 0,
-                    elapsed: std::time::Duration::from_secs(1),
-                },
-                8192,
-            );
-            r.ops_per_sec = rate;
-            r
-        };
+        let run = |rate: f64, mode: Mode| at_rate("x", mode, rate);
         let (hold, copy) = (Mode::Hold, Mode::Copy);
         // Row 0 is multiarc. Repetition 0: m(10), row 1 (5), m(30); row 1's
         // copy run pairs with multiarc's copy runs only. Repetition 1: row
@@ -1247,18 +1245,7 @@ mod tests {
     #[test]
     fn the_best_peer_is_the_one_multiarc_is_least_ahead_of() {
         let row = |name: &str, rate: f64, ratio: Option<f64>| {
-            let mut r = result(
-                name,
-                Mode::Hold,
-                1,
-                Run {
-                    ops: 1,
-                    misses: 0,
-                    elapsed: std::time::Duration::from_secs(1),
-                },
-                8192,
-            );
-            r.ops_per_sec = rate;
+            let mut r = at_rate(name, Mode::Hold, rate);
             r.multiarc_over_this = ratio.and_then(|x| PairedRatio::of(vec![x]));
             r
         };
@@ -1274,13 +1261,7 @@ mod tests {
 
     #[test]
     fn a_cell_says_how_much_its_runs_vary() {
-        let run = Run {
-            ops: 100,
-            misses: 0,
-            elapsed: std::time::Duration::from_secs(1),
-        };
-        let mut r = result("multiarc", Mode::Hold, 1, run, 8192);
-        r.ops_per_sec = 100.0;
+        let mut r = at_rate("multiarc", Mode::Hold, 100.0);
         r.ops_per_sec_by_run = vec![96.0, 100.0, 104.0];
         assert_eq!(spread(&r), " ±2%");
         // The quartiles, not the range: one slow run does not set it.

@@ -2,8 +2,8 @@
 //! and S3ARC's as two experts over one set of lists, one deciding at a
 //! time. The reference model of the cache's `Policy::Adaptive` in its lazy
 //! hit mode (a hit only counts, every move between lists happens at
-//! eviction), as [`CarPolicy`](crate::CarPolicy) is of the lazy mode under
-//! ARC's rules and [`S3ArcPolicy`](crate::S3ArcPolicy) of `Policy::S3arc`.
+//! eviction), as [`CarPolicy`] is of the lazy mode under
+//! ARC's rules and [`S3ArcPolicy`] of `Policy::S3arc`.
 //! The cache's differential test (`crates/multiarc/tests/differential.rs`)
 //! checks that the two agree request by request, across switches.
 //!

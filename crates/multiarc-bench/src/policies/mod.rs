@@ -4,7 +4,8 @@
 //! - The simulator's page-based policies: `arc`, `car`, `lru` (from
 //!   `multiarc_sim::reference`), `s3arc` (`multiarc_sim::s3arc`),
 //!   `adaptive` and `adaptive-mini` (`multiarc_sim::adaptive`), `car-eager-t1`, `car-lru-t2`
-//!   and `car-eager-t1-lru-t2` (`CarPolicy::with_parts`),
+//!   and `car-eager-t1-lru-t2` (`CarPolicy::with_parts`), `car-t2-laps-2`
+//!   and `car-t2-laps-4` (`CarPolicy::with_t2_hit_laps`),
 //!   `s3fifo` (`multiarc_sim::s3fifo`), `lirs` (`multiarc_sim::lirs`) and
 //!   Belady's `opt`, which needs each
 //!   request's next use (`multiarc_sim::opt::NextUses`).
@@ -202,6 +203,8 @@ pub fn build(name: &str, blocks: u64) -> anyhow::Result<Policy> {
             false,
             true,
         ))),
+        "car-t2-laps-2" => Policy::Page(Box::new(CarPolicy::with_t2_hit_laps(blocks as usize, 2))),
+        "car-t2-laps-4" => Policy::Page(Box::new(CarPolicy::with_t2_hit_laps(blocks as usize, 4))),
         "car-eager-t1-lru-t2" => {
             Policy::Page(Box::new(CarPolicy::with_parts(blocks as usize, true, true)))
         }
@@ -229,6 +232,8 @@ pub const PAGE_NAMES: &[&str] = &[
     "car-eager-t1",
     "car-lru-t2",
     "car-eager-t1-lru-t2",
+    "car-t2-laps-2",
+    "car-t2-laps-4",
     "lru",
     "s3arc",
     "adaptive",

@@ -630,12 +630,14 @@ pub fn run(args: CacheArgs) -> anyhow::Result<()> {
         .iter()
         .max()
         .expect("clap requires a value");
+    let row_modes: Vec<Vec<Mode>> = rows.iter().map(|r| r.modes(&modes)).collect();
     // multiarc runs before and after each row it is compared with (see
     // `schedule`), when there are others.
     let reference = rows
         .iter()
-        .position(|r| *r == RowName::Multiarc && !r.modes(&modes).is_empty())
-        .filter(|_| rows.iter().filter(|r| !r.modes(&modes).is_empty()).count() > 1);
+        .zip(&row_modes)
+        .position(|(r, m)| *r == RowName::Multiarc && !m.is_empty())
+        .filter(|_| row_modes.iter().filter(|m| !m.is_empty()).count() > 1);
     let data = args.file_bytes.saturating_mul(max_threads as u64);
     if let Some(avail) = meminfo("MemAvailable:") {
         // Each cache holds the data once (plus its overhead), one at a time,
@@ -670,7 +672,6 @@ pub fn run(args: CacheArgs) -> anyhow::Result<()> {
             args.common.seconds
         }
     };
-    let row_modes: Vec<Vec<Mode>> = rows.iter().map(|r| r.modes(&modes)).collect();
     let measurements_per_rep =
         schedule(&row_modes, 0, reference, &paired, slices).len() * args.common.threads.len();
     let total_runs = measurements_per_rep * args.common.repeat;
@@ -944,15 +945,19 @@ fn paired_cell(multiarc: &BenchResult, peer: &BenchResult, name: bool) -> String
 /// measured seconds apart move with the host as much as they differ).
 fn best_peer<'a>(peers: impl Iterator<Item = &'a BenchResult>) -> Option<&'a BenchResult> {
     let peers: Vec<&BenchResult> = peers.collect();
-    if peers.iter().all(|p| p.multiarc_over_this.is_some()) {
-        peers.into_iter().min_by(|a, b| {
-            let ratio = |r: &BenchResult| r.multiarc_over_this.as_ref().map_or(0.0, |p| p.median);
-            ratio(a).total_cmp(&ratio(b))
-        })
-    } else {
-        peers
+    let ratios: Option<Vec<f64>> = peers
+        .iter()
+        .map(|p| p.multiarc_over_this.as_ref().map(|r| r.median))
+        .collect();
+    match ratios {
+        Some(ratios) => peers
             .into_iter()
-            .max_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec))
+            .zip(ratios)
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(p, _)| p),
+        None => peers
+            .into_iter()
+            .max_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec)),
     }
 }
 

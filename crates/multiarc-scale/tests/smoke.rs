@@ -2,8 +2,8 @@
 //! on a one-node Garage, DataFusion 55 over the plain store and through
 //! `CachedStore` (memory only and with an L2), every pass; every answer
 //! must equal the plain store's, a warm pass through the cache must
-//! fetch no data, and the multiarc rows report their ARC split. Skips (with the install command) where Garage is absent,
-//! unless CI is set.
+//! fetch no data, and the multiarc rows report their ARC split. Skips
+//! (with the install command) where Garage is absent, unless CI is set.
 
 mod common;
 

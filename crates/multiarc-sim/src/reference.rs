@@ -341,8 +341,9 @@ pub struct CarPolicy {
     b1: Queue,
     b2: Queue,
     places: Places<CarList>,
-    /// Hits since the hand last passed the page, up to `t2_laps`.
-    referenced: HashMap<u64, u8>,
+    /// Laps of the hand a page's hits have bought and it has not yet
+    /// spent: one per hit, up to `t2_laps` (CAR: its reference bit).
+    laps_left: HashMap<u64, u8>,
     stamp: u64,
 }
 
@@ -372,7 +373,7 @@ impl CarPolicy {
             b1: Queue::default(),
             b2: Queue::default(),
             places: HashMap::new(),
-            referenced: HashMap::new(),
+            laps_left: HashMap::new(),
             stamp: 0,
         }
     }
@@ -441,13 +442,13 @@ impl CarPolicy {
                 (CarList::T2, CarList::B2)
             };
             let head = self.pop(list);
-            let hits = self.referenced[&head];
-            if hits > 0 {
-                let left = if list == CarList::T2 { hits - 1 } else { 0 };
-                self.referenced.insert(head, left);
+            let laps = self.laps_left[&head];
+            if laps > 0 {
+                let left = if list == CarList::T2 { laps - 1 } else { 0 };
+                self.laps_left.insert(head, left);
                 self.push(head, CarList::T2);
             } else {
-                self.referenced.remove(&head);
+                self.laps_left.remove(&head);
                 self.push(head, ghost);
                 return;
             }
@@ -469,8 +470,8 @@ impl PagePolicy for CarPolicy {
             }
             Some(CarList::T1 | CarList::T2) => {
                 let max = self.t2_laps;
-                let hits = self.referenced.entry(x).or_insert(0);
-                *hits = (*hits + 1).min(max);
+                let laps = self.laps_left.entry(x).or_insert(0);
+                *laps = (*laps + 1).min(max);
                 return true;
             }
             _ => {}
@@ -498,7 +499,7 @@ impl PagePolicy for CarPolicy {
             }
             _ => self.push(x, CarList::T1),
         }
-        self.referenced.insert(x, 0);
+        self.laps_left.insert(x, 0);
         false
     }
 

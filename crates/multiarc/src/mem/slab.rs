@@ -528,6 +528,29 @@ mod imp {
             );
         }
 
+        /// `find_or_create` over a test's list of sizes: `make` gives
+        /// `made` (the size asked for, or nothing), counted in `makes`.
+        fn counted(
+            list: &'static [OnceLock<usize>],
+            creating: &Mutex<()>,
+            no_new: &AtomicBool,
+            size: usize,
+            made: Option<usize>,
+            makes: &AtomicUsize,
+        ) -> Option<usize> {
+            find_or_create(
+                list,
+                creating,
+                no_new,
+                |&s| s == size,
+                |_| {
+                    makes.fetch_add(1, Ordering::Relaxed);
+                    made
+                },
+            )
+            .copied()
+        }
+
         /// Once the list is full, or a class could not be made, a new size
         /// goes to malloc without the creation lock (held here by the test
         /// itself: a lookup that took it would never answer).
@@ -537,19 +560,7 @@ mod imp {
             static CREATING: Mutex<()> = Mutex::new(());
             static NO_NEW: AtomicBool = AtomicBool::new(false);
             let makes = AtomicUsize::new(0);
-            let get = |size: usize| {
-                find_or_create(
-                    &LIST,
-                    &CREATING,
-                    &NO_NEW,
-                    |&s| s == size,
-                    |_| {
-                        makes.fetch_add(1, Ordering::Relaxed);
-                        Some(size)
-                    },
-                )
-                .copied()
-            };
+            let get = |size| counted(&LIST, &CREATING, &NO_NEW, size, Some(size), &makes);
             assert_eq!(get(1), Some(1));
             assert_eq!(get(2), Some(2));
             assert_eq!(get(1), Some(1), "found, not made again");
@@ -574,18 +585,7 @@ mod imp {
             static LIST2: [OnceLock<usize>; 4] = [const { OnceLock::new() }; 4];
             static NO_NEW2: AtomicBool = AtomicBool::new(false);
             let tries = AtomicUsize::new(0);
-            let refused = |size: usize| {
-                find_or_create(
-                    &LIST2,
-                    &CREATING,
-                    &NO_NEW2,
-                    |&s| s == size,
-                    |_| {
-                        tries.fetch_add(1, Ordering::Relaxed);
-                        None
-                    },
-                )
-            };
+            let refused = |size| counted(&LIST2, &CREATING, &NO_NEW2, size, None, &tries);
             assert_eq!(refused(1), None);
             assert_eq!(refused(2), None);
             assert_eq!(tries.load(Ordering::Relaxed), 1);

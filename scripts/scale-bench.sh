@@ -102,7 +102,9 @@ if has "$engines" duckdb || has "$engines" pyarrow; then
   if ! "$venv/bin/python" -c "import duckdb, pyarrow, matplotlib" 2>/dev/null; then
     say "making the Python environment $venv (duckdb, pyarrow, matplotlib from PyPI)"
     python3 -m venv "$venv"
-    "$venv/bin/pip" install -q "duckdb==2.0.1" "pyarrow==26.0.1" matplotlib
+    # `python -m pip`: the venv's own pip script names the directory it was
+    # made in, and breaks when the checkout (or target/) moves.
+    "$venv/bin/python" -m pip install -q "duckdb==2.0.1" "pyarrow==26.0.1" matplotlib
   fi
   py=$venv/bin/python
 fi

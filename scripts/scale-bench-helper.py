@@ -87,7 +87,7 @@ def duckdb_queries(data, queries_dir, pass_name, queries, threads):
         con.execute(f"create view {t} as select * from read_parquet('{data}/{t}/*.parquet')")
     if pass_name == "scan":
         wanted = ["scan"]
-    elif pass_name == "after_scan":
+    elif pass_name in ("before_scan", "after_scan"):
         wanted = [f"q{q}" for q in HOT if q in queries]
     else:
         wanted = [f"q{q}" for q in queries]
@@ -239,7 +239,7 @@ def run_engine(a):
 
 # --- the report --------------------------------------------------------------
 
-PASSES = ["cold", "warm", "scan", "after_scan", "remount"]
+PASSES = ["cold", "warm", "before_scan", "scan", "after_scan", "remount"]
 
 
 def report(results_path, conditions_path, as_json, plots):
@@ -352,12 +352,19 @@ def targets(rows, suites, conditions):
             # cost a request each, as a cold column chunk of tens of MB does.
             cold_bytes = sum(r["store_bytes"] for r in cold_rows)
             sent_bytes = sum(r["store_bytes"] for r in after)
+            # The same queries right before the scan: what the cache held
+            # of them then (the scan's own cost is the difference).
+            before = [r for r in rows if r["engine"] == engine and r["row"] == n and r["pass"] == "before_scan"]
+            before_note = ""
+            if before:
+                before_note = (f"; before the scan {sum(r['store_requests'] for r in before)} requests, "
+                               f"{sum(r['store_bytes'] for r in before) / 1e6:.1f} MB")
             if after:
                 share = sent / cold if cold else 0.0
                 byte_share = sent_bytes / cold_bytes if cold_bytes else 0.0
                 add("hot queries after the scan: at most 10% of their cold requests", engine, n,
                     f"{sent} of {cold} ({share:.0%}); bytes {sent_bytes / 1e6:.1f} of {cold_bytes / 1e6:.1f} MB"
-                    f" ({byte_share:.0%})", "10% of requests",
+                    f" ({byte_share:.0%}){before_note}", "10% of requests",
                     share <= 0.10 if n.startswith("multiarc") else None)
         # Memory: peak RSS against the budget plus 25% (the mount daemons').
         budget = conditions.get("memory_budget_bytes") or 0

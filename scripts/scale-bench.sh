@@ -3,8 +3,8 @@
 # tables as Parquet on a three-node Garage (replication 3) on loopback,
 # every client behind its own proxy that adds the same first-byte latency
 # to every request and counts requests and bytes; then, pass by pass
-# (cold, warm, a full scan of lineitem, the hot queries after it, a
-# restart over the caches), rows interleaved within a pass:
+# (cold, warm, the hot queries, a full scan of lineitem, the hot queries
+# after it, a restart over the caches), rows interleaved within a pass:
 #
 #   - DataFusion 55 (the 22 queries) over CachedStore (memory; memory and
 #     an L2), the plain S3 client with DataFusion's own caches, and foyer's
@@ -218,7 +218,7 @@ if [ ${#mount_names[@]} -gt 0 ] && { has "$engines" duckdb || has "$engines" pya
       --queries "$queries" --pass scan --row local --reference "$work/reference.json" \
       --write-reference --out "$work/reference.jsonl"
     for m in "${mount_names[@]}"; do rm -rf "$work/cache-$m"; mount_one "$m"; done
-    for pass in cold warm scan after_scan remount; do
+    for pass in cold warm before_scan scan after_scan remount; do
       if [ "$pass" = remount ]; then
         for m in "${mount_names[@]}"; do unmount_one "$m"; mount_one "$m"; done
       fi

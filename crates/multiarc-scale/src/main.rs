@@ -46,7 +46,7 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Runs the passes (cold, warm, scan, after_scan, remount) of the
+    /// Runs the passes (cold, warm, before_scan, scan, after_scan, remount) of the
     /// queries on each row, rows interleaved.
     Datafusion {
         #[command(flatten)]

@@ -342,10 +342,11 @@ def targets(rows, suites, conditions):
                     c["store_bytes"] <= fastest["store_bytes"] if ours_row else None)
         # After the scan: the hot queries' requests against their cold ones.
         for n in names:
-            after = [r for r in rows if r["engine"] == engine and r["row"] == n and r["pass"] == "after_scan"]
+            def of_pass(p):
+                return [r for r in rows if r["engine"] == engine and r["row"] == n and r["pass"] == p]
+            after = of_pass("after_scan")
             hot = {r["query"] for r in after}
-            cold_rows = [r for r in rows if r["engine"] == engine and r["row"] == n
-                         and r["pass"] == "cold" and r["query"] in hot]
+            cold_rows = [r for r in of_pass("cold") if r["query"] in hot]
             cold = sum(r["store_requests"] for r in cold_rows)
             sent = sum(r["store_requests"] for r in after)
             # Bytes beside requests: a few small blocks missed after the scan
@@ -354,7 +355,7 @@ def targets(rows, suites, conditions):
             sent_bytes = sum(r["store_bytes"] for r in after)
             # The same queries right before the scan: what the cache held
             # of them then (the scan's own cost is the difference).
-            before = [r for r in rows if r["engine"] == engine and r["row"] == n and r["pass"] == "before_scan"]
+            before = of_pass("before_scan")
             before_note = ""
             if before:
                 before_note = (f"; before the scan {sum(r['store_requests'] for r in before)} requests, "

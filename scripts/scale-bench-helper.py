@@ -7,6 +7,8 @@ its peers). Subcommands:
                                     ms; COUNTS (JSON) holds the requests and
                                     the bytes answered so far
   rtt PORT [N]                      median round trip of N requests, in ms
+  passes                            the passes, in order (as PASSES below and
+                                    multiarc-scale's engine::PASSES)
   engine duckdb|pyarrow ...         one pass of one engine on one row (see
                                     run_engine's arguments): a JSON line per
                                     query appended to --out
@@ -435,6 +437,8 @@ def main():
         proxy(int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5])
     elif cmd == "rtt":
         rtt(int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else 50)
+    elif cmd == "passes":
+        print(" ".join(PASSES))
     elif cmd == "engine":
         p = argparse.ArgumentParser(prog="scale-bench-helper.py engine")
         p.add_argument("engine", choices=["duckdb", "pyarrow"])

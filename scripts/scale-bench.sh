@@ -218,7 +218,7 @@ if [ ${#mount_names[@]} -gt 0 ] && { has "$engines" duckdb || has "$engines" pya
       --queries "$queries" --pass scan --row local --reference "$work/reference.json" \
       --write-reference --out "$work/reference.jsonl"
     for m in "${mount_names[@]}"; do rm -rf "$work/cache-$m"; mount_one "$m"; done
-    for pass in cold warm before_scan scan after_scan remount; do
+    for pass in $("$py" "$helper" passes); do
       if [ "$pass" = remount ]; then
         for m in "${mount_names[@]}"; do unmount_one "$m"; mount_one "$m"; done
       fi

@@ -73,7 +73,10 @@
 //!    under an ARC lock does device I/O: the header write that makes an
 //!    invalidation durable (`persist_invalidations`) runs after the stripe
 //!    is dropped. Inside the tier: ring, then header, then the pending set;
-//!    the history after an index stripe or alone. The feed holds a stripe
+//!    the history after an index stripe or alone. A feed (the feed
+//!    thread's, the evict thread's, or an inline one) first takes the
+//!    tier's feed lock, holding no other lock, and keeps it until its batch
+//!    is written: one batch fills at a time. The feed holds a stripe
 //!    (shared) while it copies a buffer into its batch and marks it
 //!    `Writing` in the index (an index stripe under it), and takes the
 //!    tier's spare batch buffer there, alone under the stripe.

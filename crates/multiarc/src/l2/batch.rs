@@ -31,8 +31,8 @@ pub(crate) struct Batch<'a, K: Key> {
     pub(super) tier: &'a L2Arc<K>,
     pub(super) id: u32,
     /// The buffers, each at a unit boundary. Taken at the first `add` from
-    /// the tier's spare (the last written batch's buffer), or allocated and
-    /// grown (doubled, up to `cap`) as buffers are added: a feed that
+    /// the tier's spare (the last written batch's buffer), or allocated
+    /// small and grown once, to `cap`, as buffers are added: a feed that
     /// copies little or nothing zeroes and allocates little or nothing (the
     /// evict thread feeds in rounds that often find nothing, and a buffer
     /// of `write_max` zeroed for each cost it 5% of the object bench's
@@ -146,10 +146,17 @@ impl<K: Key> Batch<'_, K> {
                 return;
             }
         }
-        let len = (self.buf.bytes().len() as u64 * 2)
-            .max(need)
-            .max(FIRST_BUF)
-            .min(self.cap);
+        // The first buffer is small; past it, the cap at once: a buffer
+        // that doubled held the old one and the new one together while it
+        // copied (18 MiB for a cap of 10), and the pages of the new one
+        // that no buffer reaches are never touched (a buffer this large is
+        // mapped on its own, zero until written).
+        let len = if self.buf.bytes().is_empty() {
+            need.max(FIRST_BUF)
+        } else {
+            self.cap
+        }
+        .min(self.cap);
         let mut bigger = AlignedBuf::zeroed(len as usize);
         let used = self.used as usize;
         bigger.bytes_mut()[..used].copy_from_slice(&self.buf.bytes()[..used]);
@@ -248,8 +255,8 @@ mod tests {
         assert_eq!(b.add(&60, &data(60, 600 << 10), false), Added::Full);
     }
 
-    /// A batch starts with a small buffer and grows it as buffers are
-    /// added (keeping those already copied), up to its cap.
+    /// A batch starts with a small buffer and grows it once, to its cap,
+    /// as buffers are added (keeping those already copied).
     #[test]
     fn a_batch_grows_its_buffer_and_keeps_what_it_copied() {
         let p = path("grow");
@@ -257,7 +264,7 @@ mod tests {
         let mut b = tier.batch();
         assert!(b.buf.bytes().is_empty(), "nothing allocated before an add");
         // 700 buffers of 10,000 bytes (padded to 12 KiB): 8.2 MiB at most
-        // fits in 8 MiB, so the batch grows past 1, 2 and 4 MiB and fills.
+        // fits in 8 MiB, so the batch grows past its first buffer and fills.
         let mut added = 0u64;
         for k in 0..700u64 {
             match b.add(&k, &data(k, 10_000), false) {
@@ -265,6 +272,11 @@ mod tests {
                 Added::Full => break,
                 Added::Present => unreachable!(),
             }
+            let len = b.buf.bytes().len() as u64;
+            assert!(
+                len == FIRST_BUF || len == 8 << 20,
+                "the first buffer, or the cap at once: {len}"
+            );
         }
         assert_eq!(added, (8 << 20) / 12288);
         assert_eq!(b.buf.bytes().len(), 8 << 20);

@@ -96,6 +96,11 @@ fn feed_tails<K: Key>(tier: &L2Arc<K>, arc: &dyn ArcTails<K>, max_bytes: u64, bu
     } else {
         &[true, false]
     };
+    // One batch at a time: the feed thread and the evict thread (or two
+    // inserting threads, inline) each filling one held two batches'
+    // buffers at once, past the memory kept for them (a bucket mount's
+    // daemon peaked 18 MiB above its budget in a scan, TPC-H SF1).
+    let _feeding = tier.feeding.lock();
     let mut batch = tier.batch_of(max_bytes);
     let n = arc.sublists();
     'lists: for &mfu in lists {
@@ -489,6 +494,27 @@ mod tests {
             [10, 11, 12, 13, 14, 20],
             "a second feed passes over what the tier holds and takes what follows"
         );
+    }
+
+    /// Two feeds at once (the feed thread and the evict thread) fill one
+    /// batch at a time: the second copies nothing until the first is
+    /// written, so their buffers together stay within one `write_max`.
+    #[test]
+    fn a_second_feed_waits_for_the_batch_in_flight() {
+        let tier = tier("one-at-a-time", 3 * UNIT, false);
+        let arc = FakeArc::new(vec![blocks(10, 3)], vec![vec![]], true);
+        std::thread::scope(|s| {
+            let first = tier.feeding.lock();
+            let second = s.spawn(|| feed_once(&tier, &arc));
+            std::thread::sleep(Duration::from_millis(100));
+            assert!(
+                arc.asked().is_empty() && !second.is_finished(),
+                "a feed copied while another batch was in flight"
+            );
+            drop(first);
+            assert_eq!(second.join().unwrap(), 3 * UNIT);
+        });
+        assert_eq!(cached(&tier, 10..13), [10, 11, 12]);
     }
 
     #[test]

@@ -159,6 +159,12 @@ pub(crate) struct L2Arc<K> {
     /// kept while feeds keep writing, let go by a feed that copies nothing
     /// (taken alone or under a hash stripe's lock; nothing under it).
     spare_buf: Mutex<AlignedBuf>,
+    /// Held by a feed from its batch's first copy to its commit
+    /// (`feed.rs`): one batch is filled at a time, so the feeds' buffers
+    /// (the spare and one batch's) stay within one `write_max`, the share
+    /// of memory a bucket mount keeps for them (taken alone, before any
+    /// hash stripe's lock).
+    feeding: Mutex<()>,
 }
 
 impl<K: Key> L2Arc<K> {
@@ -239,6 +245,7 @@ impl<K: Key> L2Arc<K> {
             ring: Mutex::new(ring),
             pending: Mutex::new(HashSet::default()),
             spare_buf: Mutex::new(AlignedBuf::empty()),
+            feeding: Mutex::new(()),
             dirty: AtomicBool::new(false),
             max_tombstones,
             ring_start,

@@ -197,7 +197,9 @@ mount_one() { # NAME
   done
   [ -d "$mnt/lineitem" ] || die "$m did not mount: $(tail -3 "$work/$m.log")"
   mnts+=("$mnt")
-  pid_of[$m]=$(pgrep -n -f -- "$mnt" || echo 0)
+  # The oldest process naming the mount point is its daemon: anything
+  # newer that names it (a shell watching the mount, a reader) is not.
+  pid_of[$m]=$(pgrep -o -f -- "$mnt" || echo 0)
 }
 unmount_one() {
   fusermount3 -u "$work/mnt-$1" 2>/dev/null || fusermount3 -uz "$work/mnt-$1" 2>/dev/null || true

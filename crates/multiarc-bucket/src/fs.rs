@@ -121,6 +121,7 @@ struct Counters {
     stale_opens: AtomicU64,
     cached_reads_while_failing: AtomicU64,
     attr_invalidations: AtomicU64,
+    page_invalidations: AtomicU64,
     prefetch_requests: AtomicU64,
     prefetch_bytes: AtomicU64,
     dense_objects: AtomicU64,
@@ -706,6 +707,13 @@ impl<S: ObjectStore> BucketFs<S> {
                         // Direct I/O, beside the readers of the pages.
                         (true, None, false)
                     } else if page_cache {
+                        if node.page_version.is_some() {
+                            // Another version's pages go (a first open
+                            // has none to drop).
+                            self.counters
+                                .page_invalidations
+                                .fetch_add(1, Ordering::Relaxed);
+                        }
                         node.page_version = None;
                         node.dropping_pages = true;
                         node.page_readers = 1;
@@ -1442,6 +1450,11 @@ impl<S: ObjectStore> BucketFs<S> {
                 "bucket_attr_invalidations",
                 "Times the kernel was told to drop an inode's cached attributes.",
                 load(&c.attr_invalidations),
+            ),
+            Metric::counter(
+                "bucket_page_invalidations",
+                "Opens of a new version that had the kernel drop the older one's cached pages.",
+                load(&c.page_invalidations),
             ),
             Metric::counter(
                 "bucket_prefetch_requests",

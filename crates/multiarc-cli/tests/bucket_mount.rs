@@ -435,6 +435,11 @@ fn the_page_cache_is_kept_for_an_unchanged_object_and_dropped_for_a_new_version(
         hits,
         "the second open of an unchanged object read through the mount"
     );
+    assert_eq!(
+        m.stat("bucket_page_invalidations"),
+        0,
+        "an unchanged object's pages were dropped"
+    );
     // A handle on v1 stays open across the rewrite.
     let old = File::open(&p).unwrap();
     let mut buf = vec![0u8; 8192];
@@ -461,6 +466,10 @@ fn the_page_cache_is_kept_for_an_unchanged_object_and_dropped_for_a_new_version(
     }
     drop(old);
     assert!(read_whole(&p, 4096).unwrap() == v2);
+    assert!(
+        m.stat("bucket_page_invalidations") >= 1,
+        "v1's pages were not dropped for v2"
+    );
     // A shorter version: its size, its bytes.
     put(&server, "pc/obj", v3.clone());
     std::thread::sleep(Duration::from_millis(1300));

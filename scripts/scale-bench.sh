@@ -17,7 +17,7 @@
 #   scripts/scale-bench.sh [--quick | --sf N] [--latency MS] [--queries 1,6,...]
 #       [--engines datafusion,duckdb,pyarrow] [--mounts multiarc,multiarc-l2,mountpoint,rclone,s3fs]
 #       [--rows datafusion,multiarc,multiarc-l2,foyer-hybrid] [--mountpoint-bin PATH]
-#       [--json] [--keep] [--out DIR]
+#       [--reclaim-after-scan] [--json] [--keep] [--out DIR]
 #
 # --quick is scale factor 0.1 with the budgets scaled alike (under 15
 # minutes here). Budgets, the same for every cache: memory 160 MiB per
@@ -30,6 +30,13 @@
 # garage (2.5.0), fuse3, rclone, s3fs, python3 (a venv with duckdb, pyarrow
 # and matplotlib is made in target/scale-venv from PyPI). Progress on
 # stderr.
+#
+# --reclaim-after-scan (root): before the mounts' hot queries after the
+# scan, the kernel drops every clean page it caches (drop_caches), as
+# memory pressure or a host's proactive reclaim would (this VM's host runs
+# DAMON's pageout of file pages idle for about a minute, which does it at
+# its own times: conditions.host_reclaim). The hot queries then show what
+# each mount's own cache kept, not what the kernel's page cache did.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -47,6 +54,7 @@ mountpoint_bin=${MOUNTPOINT_BIN:-}
   mountpoint_bin=$PWD/bench/mountpoint-wrapper/target/release/mountpoint-wrapper
 json=0
 keep=0
+reclaim_after_scan=0
 out=target/scale-bench
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -59,6 +67,7 @@ while [ $# -gt 0 ]; do
     --rows) rows=$2; shift 2 ;;
     --mountpoint-bin) mountpoint_bin=$2; shift 2 ;;
     --json) json=1; shift ;;
+    --reclaim-after-scan) reclaim_after_scan=1; shift ;;
     --keep) keep=1; shift ;;
     --out) out=$2; shift 2 ;;
     *) echo "scale-bench: unknown argument $1" >&2; exit 2 ;;
@@ -67,10 +76,24 @@ done
 say() { printf 'scale-bench: %s\n' "$*" >&2; }
 die() { say "$*"; exit 1; }
 has() { [[ ",$1," == *,"$2",* ]]; }
+# The host's proactive reclaim, if DAMON runs one: its action, and the
+# least age (in aggregation intervals) of the regions it acts on.
+host_reclaim() {
+  local d=/sys/kernel/mm/damon/admin/kdamonds out=()
+  for k in "$d"/[0-9]*; do
+    [ "$(cat "$k/state" 2>/dev/null)" = on ] || continue
+    for s in "$k"/contexts/*/schemes/[0-9]*; do
+      out+=("DAMON $(cat "$s/action") of regions aged >= $(cat "$s/access_pattern/age/min") x $(($(cat "$k"/contexts/0/monitoring_attrs/intervals/aggr_us) / 1000)) ms")
+    done
+  done
+  [ ${#out[@]} -gt 0 ] && (IFS=';'; echo "${out[*]}") || echo none
+}
 # rclone refuses a custom CA bundle variable it cannot apply to plain HTTP.
 rclone() { env -u AWS_CA_BUNDLE rclone "$@"; }
 python3 -c "import sys; f=float('$sf'); sys.exit(0 if 0 < f <= 100 else 1)" || die "--sf $sf: from above 0 to 100"
 [[ "$latency" =~ ^[0-9]+$ ]] || die "--latency $latency: whole milliseconds"
+[ "$reclaim_after_scan" = 0 ] || [ -w /proc/sys/vm/drop_caches ] ||
+  die "--reclaim-after-scan: needs root (writes /proc/sys/vm/drop_caches)"
 
 mib=$(python3 -c "print(max(16, int(160 * float('$sf'))))")
 memory=$((mib << 20))
@@ -224,6 +247,11 @@ if [ ${#mount_names[@]} -gt 0 ] && { has "$engines" duckdb || has "$engines" pya
       if [ "$pass" = remount ]; then
         for m in "${mount_names[@]}"; do unmount_one "$m"; mount_one "$m"; done
       fi
+      if [ "$pass" = after_scan ] && [ "$reclaim_after_scan" = 1 ]; then
+        say "$engine: the kernel drops its clean pages (--reclaim-after-scan)"
+        sync
+        echo 1 >/proc/sys/vm/drop_caches
+      fi
       for m in "${mount_names[@]}"; do
         say "$engine, pass $pass: $m"
         extra=()
@@ -241,6 +269,8 @@ fi
 {
   printf '{"scale_factor": %s, "latency_ms": %s, "rtt_direct_ms": %s, "rtt_proxy_ms": %s,' "$sf" "$latency" "$rtt_direct" "${rtt_proxy:-null}"
   printf ' "memory_budget_bytes": %s, "disk_budget_bytes": %s,' "$memory" "$disk"
+  printf ' "reclaim_after_scan": %s, "host_reclaim": "%s",' \
+    "$([ "$reclaim_after_scan" = 1 ] && echo true || echo false)" "$(host_reclaim)"
   printf ' "garage": "%s", "garage_nodes": 3, "replication": 3,' "$(garage --version 2>/dev/null | head -1 || echo unknown)"
   printf ' "data": %s,' "$(cat "$work/gen.json")"
   printf ' "peers": {"rclone": "%s", "s3fs": "%s", "mountpoint": "%s", "duckdb": "%s", "pyarrow": "%s"},' \

@@ -5,6 +5,7 @@ use crate::dense::Density;
 use crate::error::{store_errno, Errno};
 use crate::inodes::{Inodes, Node, Remote, Told};
 use crate::prefetch::{chunks, Streams};
+use crate::served::ServedBlocks;
 use crate::upload::Upload;
 use crate::{BucketConfig, Kind};
 use bytes::Bytes;
@@ -69,12 +70,15 @@ pub struct DirEntry {
 /// in even when they start a run (see `BucketFs::read`).
 const KEEP_FROM_READ_SIZE: u32 = 32 << 10;
 
-/// How a handle is being read: its sequential run (for prefetch), and the
-/// rest of the block its last read ended in.
+/// How a handle is being read: its sequential run (for prefetch), the
+/// rest of the block its last read ended in, and, for a handle that reads
+/// through the kernel's page cache, the blocks its reads gave the kernel
+/// (see [`crate::served`]).
 #[derive(Default)]
 struct Reading {
     streams: Streams,
     last: LastBlock,
+    served: ServedBlocks,
 }
 
 /// An open file or directory.
@@ -122,6 +126,7 @@ struct Counters {
     cached_reads_while_failing: AtomicU64,
     attr_invalidations: AtomicU64,
     page_invalidations: AtomicU64,
+    reopen_uses: AtomicU64,
     prefetch_requests: AtomicU64,
     prefetch_bytes: AtomicU64,
     dense_objects: AtomicU64,
@@ -579,7 +584,9 @@ impl<S: ObjectStore> BucketFs<S> {
     /// version never changes, so its pages are kept across opens of it. The
     /// rule that keeps every handle's reads to its own version:
     /// - an open of the version the pages hold keeps them
-    ///   ([`Opened::keep_cache`]) and reads through them;
+    ///   ([`Opened::keep_cache`]) and reads through them, and counts one
+    ///   more use of the blocks they were given since the last such open
+    ///   (`count_reuse`: the kernel's re-reads never reach the mount);
     /// - an open of another version, while no handle reads through the
     ///   pages, has the kernel drop them (no `keep_cache`) and reads through
     ///   them from then on: they become its version's;
@@ -685,6 +692,9 @@ impl<S: ObjectStore> BucketFs<S> {
                 }
             }
         };
+        // The blocks the kept pages were given since the last open that
+        // kept them: this open counts one more use of each (below).
+        let mut reused = ServedBlocks::default();
         let (keep_cache, page_cached, drop_pages) = {
             let mut inodes = self.inodes.lock_unpoisoned();
             match inodes.get_mut(ino) {
@@ -702,6 +712,7 @@ impl<S: ObjectStore> BucketFs<S> {
                             .is_some_and(|v| same_version(v, &meta));
                     if same && page_cache {
                         node.page_readers += 1;
+                        reused = std::mem::take(&mut node.served);
                         (true, Some(ino), false)
                     } else if same || replacing || node.page_readers > 0 || node.dropping_pages {
                         // Direct I/O, beside the readers of the pages.
@@ -715,11 +726,13 @@ impl<S: ObjectStore> BucketFs<S> {
                                 .fetch_add(1, Ordering::Relaxed);
                         }
                         node.page_version = None;
+                        node.served = ServedBlocks::default();
                         node.dropping_pages = true;
                         node.page_readers = 1;
                         (false, Some(ino), true)
                     } else {
                         node.page_version = None;
+                        node.served = ServedBlocks::default();
                         (false, None, false)
                     }
                 }
@@ -752,12 +765,16 @@ impl<S: ObjectStore> BucketFs<S> {
                 None => Arc::new(Mutex::new(Density::new(meta.size))),
             }
         };
+        let open = Box::new(OpenObject::new(
+            &self.store,
+            &meta,
+            self.config.same_use_window,
+        ));
+        if !reused.is_empty() {
+            self.count_reuse(&open, &reused);
+        }
         let fh = self.insert_handle(Handle::Read {
-            open: Box::new(OpenObject::new(
-                &self.store,
-                &meta,
-                self.config.same_use_window,
-            )),
+            open,
             meta,
             reading: Box::default(),
             density,
@@ -768,6 +785,28 @@ impl<S: ObjectStore> BucketFs<S> {
             keep_cache,
             direct_io: page_cached.is_none(),
         })
+    }
+
+    /// One use of each block of `blocks` that memory holds (a lookup, as a
+    /// read's: a block used before moves from MRU to MFU), for an open
+    /// that keeps the kernel's pages of `open`'s version: the re-reads the
+    /// kernel serves from them never reach this mount (see
+    /// [`crate::served`]). Blocks memory no longer holds are left alone.
+    fn count_reuse(&self, open: &OpenObject, blocks: &ServedBlocks) {
+        let cache = self.store.cache();
+        // More than memory holds: read through, not reused (see
+        // `crate::served`).
+        if blocks.len() > cache.stats().c / self.store.block_size() {
+            return;
+        }
+        let mut used = 0;
+        for block in blocks.blocks() {
+            let key = open.block_key(block);
+            if cache.contains(&key) && cache.get_in_memory(&key).is_some() {
+                used += 1;
+            }
+        }
+        self.counters.reopen_uses.fetch_add(used, Ordering::Relaxed);
     }
 
     /// Starts writing `ino` (new, or replaced whole), once no handle of
@@ -866,7 +905,7 @@ impl<S: ObjectStore> BucketFs<S> {
             open,
             reading,
             density,
-            ..
+            page_cached,
         } = &*handle
         else {
             return Err(Errno::EBADF);
@@ -876,12 +915,21 @@ impl<S: ObjectStore> BucketFs<S> {
         if offset >= end {
             return Ok(Bytes::new());
         }
+        let block_size = self.store.block_size();
         // A run prefetches once one of its reads missed memory; with a
         // metadata TTL of zero no read is served from memory here (see
         // below), so every read counts as a miss.
         let checked = self.config.metadata_ttl.is_zero();
         let (advance, keep) = {
             let mut reading = reading.lock_unpoisoned();
+            if page_cached.is_some() {
+                // Whatever this read returns, the kernel keeps in its page
+                // cache (if the read fails, the blocks are counted at most
+                // once more at the next open: harmless).
+                let _ = reading
+                    .served
+                    .add(offset / block_size..(end - 1) / block_size + 1);
+            }
             let advance = reading.streams.advance(
                 offset..end,
                 meta.size,
@@ -950,7 +998,6 @@ impl<S: ObjectStore> BucketFs<S> {
         }
         // Through the store, to the end of the block the read ends in (a
         // block is fetched whole anyway), the rest kept for the next read.
-        let block_size = self.store.block_size();
         let fetch_end = if !keep {
             end
         } else {
@@ -1280,10 +1327,28 @@ impl<S: ObjectStore> BucketFs<S> {
             }
             Handle::Read {
                 page_cached: Some(ino),
+                meta,
+                reading,
                 ..
             } => {
+                let served = std::mem::take(&mut reading.lock_unpoisoned().served);
                 if let Some(node) = self.inodes.lock_unpoisoned().get_mut(*ino) {
                     node.page_readers = node.page_readers.saturating_sub(1);
+                    // What the pages of this version were given, for the
+                    // next open that keeps them.
+                    if node
+                        .page_version
+                        .as_ref()
+                        .is_some_and(|v| same_version(v, meta))
+                    {
+                        let lost = node.served.add_all(served);
+                        if lost > 0 {
+                            log::debug!(
+                                "{}: {lost} block ranges not recorded for reopens",
+                                meta.location
+                            );
+                        }
+                    }
                 }
                 self.pages_released.notify_all();
                 Ok(())
@@ -1455,6 +1520,11 @@ impl<S: ObjectStore> BucketFs<S> {
                 "bucket_page_invalidations",
                 "Opens of a new version that had the kernel drop the older one's cached pages.",
                 load(&c.page_invalidations),
+            ),
+            Metric::counter(
+                "bucket_reopen_uses",
+                "Block uses counted by opens that kept the kernel's pages (re-reads the kernel serves).",
+                load(&c.reopen_uses),
             ),
             Metric::counter(
                 "bucket_prefetch_requests",

@@ -9,6 +9,7 @@
 //! object yet) are local and not subject to the TTL.
 
 use crate::dense::Density;
+use crate::served::ServedBlocks;
 use crate::Kind;
 use object_store::path::Path;
 use object_store::{ListResult, ObjectMeta};
@@ -67,6 +68,9 @@ pub(crate) struct Node {
     /// through that cache now.
     pub(crate) page_version: Option<ObjectMeta>,
     pub(crate) page_readers: u32,
+    /// The blocks of `page_version` its pages were given since the last
+    /// open that kept them (see `crate::served`).
+    pub(crate) served: ServedBlocks,
     /// An open is having the kernel drop the file's pages: until it is
     /// done, other opens read with direct I/O.
     pub(crate) dropping_pages: bool,
@@ -118,6 +122,7 @@ impl Inodes {
                 opened: None,
                 page_version: None,
                 page_readers: 0,
+                served: ServedBlocks::default(),
                 dropping_pages: false,
                 overwrites_waiting: 0,
                 told: Told::Nothing,
@@ -174,6 +179,7 @@ impl Inodes {
                 opened: None,
                 page_version: None,
                 page_readers: 0,
+                served: ServedBlocks::default(),
                 dropping_pages: false,
                 overwrites_waiting: 0,
                 told: Told::Nothing,

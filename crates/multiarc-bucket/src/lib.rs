@@ -53,6 +53,11 @@
 //!   replacement waits until no handle of this mount reads the file
 //!   through the pages (new readers meanwhile get direct I/O), for at most
 //!   [`BucketConfig::overwrite_wait`], then fails with `EBUSY`.
+//!   The kernel serves re-reads from those pages without asking the mount,
+//!   so an open that keeps them counts one more use of each block they
+//!   were given since the last such open: what the kernel keeps serving
+//!   is not taken for data read once, and survives a scan in the mount's
+//!   cache for when the kernel drops its pages (`bucket_reopen_uses`).
 //! - **Another node's write** is seen at this node's next open once the
 //!   TTL has passed since this node last checked the object (at most TTL
 //!   plus a HEAD's round trip after the write completed). A file written
@@ -152,6 +157,7 @@ mod fs;
 mod inodes;
 mod prefetch;
 mod s3;
+mod served;
 mod upload;
 
 pub use error::Errno;

@@ -1000,6 +1000,81 @@ fn a_file_read_twice_stays_in_memory_through_a_scan_read_in_pieces() {
     );
 }
 
+/// Reads `ino` whole through a handle that reads through the kernel's page
+/// cache (as the FUSE adapter opens it), checking it against `data`.
+/// Returns whether the open kept the kernel's pages.
+fn read_through_pages(fs: &BucketFs<AmazonS3>, ino: u64, data: &[u8]) -> bool {
+    let opened = fs.open_file(ino, libc::O_RDONLY, OWNER, true).unwrap();
+    let mut at = 0;
+    while at < data.len() {
+        let got = fs.read(opened.fh, at as u64, 128 << 10).unwrap();
+        assert!(got[..] == data[at..at + got.len()], "at {at}");
+        at += got.len();
+    }
+    fs.release(opened.fh).unwrap();
+    opened.keep_cache
+}
+
+/// The kernel serves a file's re-reads from its page cache, so the mount
+/// sees each block once; an open that keeps those pages counts as one
+/// more use of the blocks they were given. A file read once and opened
+/// again (the kernel serving its reads) then survives a scan of another
+/// file four times the size of memory, and once the kernel has dropped its
+/// pages (reclaim), its reads are served from memory. Without the count the
+/// hot file stays in MRU and the scan pushes it out. A file read through
+/// (more than memory holds) is not counted again.
+#[test]
+fn an_open_that_keeps_the_pages_counts_a_use_of_what_they_hold() {
+    let server = start_server();
+    let (hot_size, scan_size) = (2 << 20, 32 << 20);
+    let hot = pattern(hot_size, 37);
+    let scan = pattern(scan_size, 41);
+    put(&server, "hot", hot.clone());
+    put(&server, "scan", scan.clone());
+    let config = BucketConfig {
+        prefetch_bytes: 1 << 20,
+        prefetch_chunk: 256 << 10,
+        metadata_ttl: Duration::from_secs(600),
+        same_use_window: Duration::from_secs(600),
+        ..BucketConfig::default()
+    };
+    let fs = mount_as_the_mount_does(&server, 8 << 20, config);
+    let hot_ino = walk(&fs, "hot").unwrap();
+    assert!(
+        !read_through_pages(&fs, hot_ino, &hot),
+        "a first open has no pages to keep"
+    );
+    assert_eq!(stat(&fs, "bucket_reopen_uses"), 0);
+    // Opened again: the kernel's pages serve the reads (none reach us).
+    let again = fs.open_file(hot_ino, libc::O_RDONLY, OWNER, true).unwrap();
+    assert!(again.keep_cache);
+    fs.release(again.fh).unwrap();
+    let blocks = hot_size as u64 / (64 << 10);
+    assert_eq!(stat(&fs, "bucket_reopen_uses"), blocks, "{:?}", fs.stats());
+    // Counted once per block the pages were given, not at every open.
+    let third = fs.open_file(hot_ino, libc::O_RDONLY, OWNER, true).unwrap();
+    fs.release(third.fh).unwrap();
+    assert_eq!(stat(&fs, "bucket_reopen_uses"), blocks);
+    let scan_ino = walk(&fs, "scan").unwrap();
+    assert!(!read_through_pages(&fs, scan_ino, &scan));
+    // The scan gave the pages more than memory holds: read through, so its
+    // next open counts nothing.
+    let rescan = fs.open_file(scan_ino, libc::O_RDONLY, OWNER, true).unwrap();
+    assert!(rescan.keep_cache);
+    fs.release(rescan.fh).unwrap();
+    assert_eq!(stat(&fs, "bucket_reopen_uses"), blocks);
+    // The kernel drops the hot file's pages (it does not tell the mount):
+    // its next reads reach the mount, and memory serves them.
+    let requests = stat(&fs, "block_requests");
+    assert!(read_through_pages(&fs, hot_ino, &hot));
+    assert_eq!(
+        stat(&fs, "block_requests"),
+        requests,
+        "the hot file read from memory after the scan: {:?}",
+        fs.stats()
+    );
+}
+
 #[test]
 fn a_replacement_waits_for_the_page_caches_readers_and_new_readers_get_direct_io() {
     let server = start_server();

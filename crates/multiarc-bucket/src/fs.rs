@@ -796,7 +796,7 @@ impl<S: ObjectStore> BucketFs<S> {
         let cache = self.store.cache();
         // More than memory holds: read through, not reused (see
         // `crate::served`).
-        if blocks.len() > cache.stats().c / self.store.block_size() {
+        if blocks.len() > cache.max_bytes() / self.store.block_size() {
             return;
         }
         let mut used = 0;

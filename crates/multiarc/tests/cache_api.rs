@@ -223,11 +223,13 @@ fn set_max_bytes_shrinks_in_background_and_grows_at_once(mode: HitMode) {
     cache.set_max_bytes(2 << 20).unwrap();
     let s = cache.stats();
     assert_eq!(s.c, 2 << 20);
+    assert_eq!(cache.max_bytes(), 2 << 20);
     assert_eq!(s.p, p_before / 2, "p keeps its share of c");
     cache.wait_for_eviction();
     assert!(cache.stats().size <= 2 << 20);
     cache.set_max_bytes(8 << 20).unwrap();
     assert_eq!(cache.stats().c, 8 << 20);
+    assert_eq!(cache.max_bytes(), 8 << 20);
 }
 
 fn get_or_load_runs_the_loader_once_for_concurrent_misses(mode: HitMode) {

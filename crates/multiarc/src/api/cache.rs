@@ -717,6 +717,12 @@ impl<K: Key> Cache<K> {
         dispatch!(&self.shared, core, V => set::<K, _, V>(&**core, bytes))
     }
 
+    /// The cache's size bound now (the builder's `max_bytes`, or the last
+    /// [`Cache::set_max_bytes`]): one atomic load, unlike [`Cache::stats`].
+    pub fn max_bytes(&self) -> u64 {
+        dispatch!(&self.shared, core => core.c())
+    }
+
     /// Blocks until eviction has brought the cache under its target (or
     /// cannot, because the rest is held). With inline eviction, evicts now.
     pub fn wait_for_eviction(&self) {

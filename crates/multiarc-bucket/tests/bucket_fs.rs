@@ -951,6 +951,27 @@ fn a_block_read_in_several_reads_is_one_use_of_it() {
     assert_eq!(stat(&fs, "bucket_kept_blocks"), 0);
 }
 
+/// A hot file of 2 MiB and a scan file of 32 MiB (four times memory) in
+/// the bucket, patterns of `seed`, and a mount of 8 MiB of memory that
+/// prefetches in 256 KiB chunks and keeps metadata and uses for 10 min:
+/// the mount, the hot file's ino and bytes, and the scan's.
+fn hot_and_scan(server: &S3Server, seed: u64) -> (BucketFs<AmazonS3>, u64, Vec<u8>, u64, Vec<u8>) {
+    let hot = pattern(2 << 20, seed);
+    let scan = pattern(32 << 20, seed + 2);
+    put(server, "hot", hot.clone());
+    put(server, "scan", scan.clone());
+    let config = BucketConfig {
+        prefetch_bytes: 1 << 20,
+        prefetch_chunk: 256 << 10,
+        metadata_ttl: Duration::from_secs(600),
+        same_use_window: Duration::from_secs(600),
+        ..BucketConfig::default()
+    };
+    let fs = mount_as_the_mount_does(server, 8 << 20, config);
+    let (hot_ino, scan_ino) = (walk(&fs, "hot").unwrap(), walk(&fs, "scan").unwrap());
+    (fs, hot_ino, hot, scan_ino, scan)
+}
+
 /// The bucket benchmark's hot query after a scan, at a small scale and memory only: a
 /// file read by two queries (two handles; the first prefetched most of
 /// it, so its blocks were read ahead) survives a scan of another file four
@@ -962,27 +983,13 @@ fn a_block_read_in_several_reads_is_one_use_of_it() {
 #[test]
 fn a_file_read_twice_stays_in_memory_through_a_scan_read_in_pieces() {
     let server = start_server();
-    let (hot_size, scan_size) = (2 << 20, 32 << 20);
-    let hot = pattern(hot_size, 29);
-    let scan = pattern(scan_size, 31);
-    put(&server, "hot", hot.clone());
-    put(&server, "scan", scan.clone());
-    let config = BucketConfig {
-        prefetch_bytes: 1 << 20,
-        prefetch_chunk: 256 << 10,
-        metadata_ttl: Duration::from_secs(600),
-        same_use_window: Duration::from_secs(600),
-        ..BucketConfig::default()
-    };
-    let fs = mount_as_the_mount_does(&server, 8 << 20, config);
-    let hot_ino = walk(&fs, "hot").unwrap();
+    let (fs, hot_ino, hot, scan_ino, scan) = hot_and_scan(&server, 29);
     for _ in 0..2 {
         assert!(read_all(&fs, hot_ino, 128 << 10).unwrap() == hot);
     }
     assert!(stat(&fs, "read_ahead_inserts") > 0, "{:?}", fs.stats());
-    let scan_ino = walk(&fs, "scan").unwrap();
     let piece = 32u64 << 10;
-    let pieces: Vec<u64> = (0..scan_size as u64 / 65536)
+    let pieces: Vec<u64> = (0..scan.len() as u64 / 65536)
         .flat_map(|b| [b * 65536 + piece, b * 65536])
         .collect();
     read_at(&fs, scan_ino, &scan, &pieces, piece);
@@ -995,7 +1002,7 @@ fn a_file_read_twice_stays_in_memory_through_a_scan_read_in_pieces() {
         "the hot file read from memory after the scan: {stats:?}"
     );
     assert!(
-        stat(&fs, "mfu_bytes") <= (hot_size as u64) + (1 << 20),
+        stat(&fs, "mfu_bytes") <= (hot.len() as u64) + (1 << 20),
         "MFU holds the hot file, not the scan: {stats:?}"
     );
 }
@@ -1026,20 +1033,7 @@ fn read_through_pages(fs: &BucketFs<AmazonS3>, ino: u64, data: &[u8]) -> bool {
 #[test]
 fn an_open_that_keeps_the_pages_counts_a_use_of_what_they_hold() {
     let server = start_server();
-    let (hot_size, scan_size) = (2 << 20, 32 << 20);
-    let hot = pattern(hot_size, 37);
-    let scan = pattern(scan_size, 41);
-    put(&server, "hot", hot.clone());
-    put(&server, "scan", scan.clone());
-    let config = BucketConfig {
-        prefetch_bytes: 1 << 20,
-        prefetch_chunk: 256 << 10,
-        metadata_ttl: Duration::from_secs(600),
-        same_use_window: Duration::from_secs(600),
-        ..BucketConfig::default()
-    };
-    let fs = mount_as_the_mount_does(&server, 8 << 20, config);
-    let hot_ino = walk(&fs, "hot").unwrap();
+    let (fs, hot_ino, hot, scan_ino, scan) = hot_and_scan(&server, 37);
     assert!(
         !read_through_pages(&fs, hot_ino, &hot),
         "a first open has no pages to keep"
@@ -1049,13 +1043,12 @@ fn an_open_that_keeps_the_pages_counts_a_use_of_what_they_hold() {
     let again = fs.open_file(hot_ino, libc::O_RDONLY, OWNER, true).unwrap();
     assert!(again.keep_cache);
     fs.release(again.fh).unwrap();
-    let blocks = hot_size as u64 / (64 << 10);
+    let blocks = hot.len() as u64 / (64 << 10);
     assert_eq!(stat(&fs, "bucket_reopen_uses"), blocks, "{:?}", fs.stats());
     // Counted once per block the pages were given, not at every open.
     let third = fs.open_file(hot_ino, libc::O_RDONLY, OWNER, true).unwrap();
     fs.release(third.fh).unwrap();
     assert_eq!(stat(&fs, "bucket_reopen_uses"), blocks);
-    let scan_ino = walk(&fs, "scan").unwrap();
     assert!(!read_through_pages(&fs, scan_ino, &scan));
     // The scan gave the pages more than memory holds: read through, so its
     // next open counts nothing.

@@ -83,7 +83,9 @@ host_reclaim() {
   for k in "$d"/[0-9]*; do
     [ "$(cat "$k/state" 2>/dev/null)" = on ] || continue
     for s in "$k"/contexts/*/schemes/[0-9]*; do
-      out+=("DAMON $(cat "$s/action") of regions aged >= $(cat "$s/access_pattern/age/min") x $(($(cat "$k"/contexts/0/monitoring_attrs/intervals/aggr_us) / 1000)) ms")
+      # The scheme's own context's aggregation interval.
+      local ctx=${s%/schemes/*}
+      out+=("DAMON $(cat "$s/action") of regions aged >= $(cat "$s/access_pattern/age/min") x $(($(cat "$ctx/monitoring_attrs/intervals/aggr_us") / 1000)) ms")
     done
   done
   [ ${#out[@]} -gt 0 ] && (IFS=';'; echo "${out[*]}") || echo none

@@ -4,7 +4,8 @@
 //! an S3-compatible server such as Garage, ...) and is one itself, so a
 //! query engine (the `parquet` crate's async reader, DataFusion, ...) uses
 //! it unchanged. Reads are served from aligned blocks kept in a multiarc
-//! cache: in memory under ARC (a full scan does not wipe the hot set) and,
+//! cache: in memory under exact ARC (eager hits, see
+//! [`Builder::configure_cache`]; a full scan does not wipe the hot set) and,
 //! optionally, in a second tier on a local file or device that survives
 //! restarts. Writes, deletes, copies, renames and lists pass through.
 //!

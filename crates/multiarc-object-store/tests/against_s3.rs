@@ -590,6 +590,97 @@ async fn with_an_l2_repeated_scans_leave_the_hot_set_in_memory() {
     );
 }
 
+/// Reads each block of `blocks` of `path` (one `get_range` per block).
+async fn read_blocks(store: &CachedStore<Counted>, path: &Path, blocks: std::ops::Range<u64>) {
+    for block in blocks {
+        store
+            .get_range(path, block * BLOCK..(block + 1) * BLOCK)
+            .await
+            .unwrap();
+    }
+}
+
+/// What a query engine's passes do, at the scale of a test: the hot
+/// queries' blocks (`hot`) and the others' (`other`) read twice (cold and
+/// warm), the hot ones again just before a scan, then the scan (`scan`:
+/// blocks read once before, whose half memory forgot: ghost hits that take
+/// room from the frequent list). Returns the GETs the hot blocks cost
+/// after the scan.
+async fn hot_requests_after_a_scan_of_old_data(store: &CachedStore<Counted>) -> u64 {
+    let (hot, other, scan) = (
+        Path::from("passes/hot"),
+        Path::from("passes/other"),
+        Path::from("passes/scan"),
+    );
+    for _ in 0..2 {
+        read_blocks(store, &hot, 0..20).await;
+        read_blocks(store, &other, 0..60).await;
+    }
+    read_blocks(store, &scan, 0..40).await;
+    read_blocks(store, &hot, 0..20).await;
+    read_blocks(store, &other, 0..60).await;
+    read_blocks(store, &hot, 0..20).await;
+    read_blocks(store, &scan, 0..40).await;
+    let before = store.inner().counts().gets();
+    read_blocks(store, &hot, 0..20).await;
+    store.inner().counts().gets() - before
+}
+
+/// `CachedStore` sets the eager hit mode (exact ARC): after a warm pass
+/// that read everything memory keeps, a scan of data read before takes
+/// the other queries' blocks, not those the hot queries read just before
+/// it. The block cache's default, the lazy mode (CAR's clocks), loses
+/// them, checked too: every buffer was marked since the clock's last turn,
+/// so it evicts in the order they entered the list, the hot ones first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scan_of_old_data_leaves_the_blocks_just_read() {
+    let server = start_server().await;
+    let raw = s3_client(&server);
+    put(
+        &raw,
+        &Path::from("passes/hot"),
+        &pattern(20 * BLOCK as usize, 60),
+    )
+    .await;
+    put(
+        &raw,
+        &Path::from("passes/other"),
+        &pattern(60 * BLOCK as usize, 61),
+    )
+    .await;
+    put(
+        &raw,
+        &Path::from("passes/scan"),
+        &pattern(40 * BLOCK as usize, 62),
+    )
+    .await;
+    // Memory of 100 blocks; eviction inline and one sublist (no thread
+    // timing, one clock).
+    let build = |lazy: bool| {
+        cached(&server, Duration::ZERO, move |b| {
+            b.max_bytes(100 * BLOCK)
+                .readahead(0)
+                .configure_cache(move |c| {
+                    let c = c.inline_eviction(true).sublists(1).seed(1);
+                    if lazy {
+                        c.hit_mode(multiarc::HitMode::Lazy)
+                    } else {
+                        c
+                    }
+                })
+        })
+    };
+    let store = build(false);
+    let requests = hot_requests_after_a_scan_of_old_data(&store).await;
+    assert_eq!(requests, 0, "{:?}", store.stats());
+    let lazy = build(true);
+    let requests = hot_requests_after_a_scan_of_old_data(&lazy).await;
+    assert!(
+        requests >= 10,
+        "lazy hits lose the hot blocks ({requests} of 20 fetched again)"
+    );
+}
+
 /// A small memory of large blocks (8 MiB of 64 KiB): the cache's default
 /// overflow allowance (`c >> 8`, half a block) made nearly every insert
 /// into the full cache wait for the evict thread; `CachedStore` sets one of

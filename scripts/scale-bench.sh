@@ -224,7 +224,9 @@ mount_one() { # NAME
   mnts+=("$mnt")
   # The oldest process naming the mount point is its daemon: anything
   # newer that names it (a shell watching the mount, a reader) is not.
-  pid_of[$m]=$(pgrep -o -f -- "$mnt" || echo 0)
+  # The name must end there: mnt-multiarc is a prefix of mnt-multiarc-l2,
+  # whose older daemon a remount of the memory-only mount would find.
+  pid_of[$m]=$(pgrep -o -f -- "$mnt( |\$)" || echo 0)
 }
 unmount_one() {
   fusermount3 -u "$work/mnt-$1" 2>/dev/null || fusermount3 -uz "$work/mnt-$1" 2>/dev/null || true

@@ -600,12 +600,15 @@ async fn read_blocks(store: &CachedStore<Counted>, path: &Path, blocks: std::ops
     }
 }
 
-/// What a query engine's passes do, at the scale of a test: the hot
-/// queries' blocks (`hot`) and the others' (`other`) read twice (cold and
-/// warm), the hot ones again just before a scan, then the scan (`scan`:
-/// blocks read once before, whose half memory forgot: ghost hits that take
-/// room from the frequent list). Returns the GETs the hot blocks cost
-/// after the scan.
+/// What a query engine's passes do, at the scale of a test, in a memory of
+/// 100 blocks: the hot queries' blocks (`hot`, 20) and the others'
+/// (`other`, 60) read twice, so that both are frequent; `scan` (40) read
+/// once, which fills memory; a warm pass that reads `hot` and `other`
+/// again (every frequent block hit since the clock's last turn); the hot
+/// blocks once more, just before the scan; then the scan again: blocks
+/// memory still holds or remembers as ghosts, which all enter the
+/// frequent list and take their room from it. Returns the GETs the hot
+/// blocks cost after the scan.
 async fn hot_requests_after_a_scan_of_old_data(store: &CachedStore<Counted>) -> u64 {
     let (hot, other, scan) = (
         Path::from("passes/hot"),

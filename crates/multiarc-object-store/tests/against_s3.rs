@@ -590,42 +590,43 @@ async fn with_an_l2_repeated_scans_leave_the_hot_set_in_memory() {
     );
 }
 
-/// Reads each block of `blocks` of `path` (one `get_range` per block).
-async fn read_blocks(store: &CachedStore<Counted>, path: &Path, blocks: std::ops::Range<u64>) {
-    for block in blocks {
+/// The objects of `hot_requests_after_a_scan_of_old_data`: name, blocks.
+const HOT: (&str, u64) = ("passes/hot", 20);
+const OTHER: (&str, u64) = ("passes/other", 60);
+const SCAN: (&str, u64) = ("passes/scan", 40);
+
+/// Reads every block of `object` (one `get_range` per block).
+async fn read_blocks(store: &CachedStore<Counted>, (name, blocks): (&str, u64)) {
+    let path = Path::from(name);
+    for block in 0..blocks {
         store
-            .get_range(path, block * BLOCK..(block + 1) * BLOCK)
+            .get_range(&path, block * BLOCK..(block + 1) * BLOCK)
             .await
             .unwrap();
     }
 }
 
 /// What a query engine's passes do, at the scale of a test, in a memory of
-/// 100 blocks: the hot queries' blocks (`hot`, 20) and the others'
-/// (`other`, 60) read twice, so that both are frequent; `scan` (40) read
-/// once, which fills memory; a warm pass that reads `hot` and `other`
+/// 100 blocks: the hot queries' blocks (`HOT`, 20) and the others'
+/// (`OTHER`, 60) read twice, so that both are frequent; `SCAN` (40) read
+/// once, which fills memory; a warm pass that reads `HOT` and `OTHER`
 /// again (every frequent block hit since the clock's last turn); the hot
 /// blocks once more, just before the scan; then the scan again: blocks
 /// memory still holds or remembers as ghosts, which all enter the
 /// frequent list and take their room from it. Returns the GETs the hot
 /// blocks cost after the scan.
 async fn hot_requests_after_a_scan_of_old_data(store: &CachedStore<Counted>) -> u64 {
-    let (hot, other, scan) = (
-        Path::from("passes/hot"),
-        Path::from("passes/other"),
-        Path::from("passes/scan"),
-    );
     for _ in 0..2 {
-        read_blocks(store, &hot, 0..20).await;
-        read_blocks(store, &other, 0..60).await;
+        read_blocks(store, HOT).await;
+        read_blocks(store, OTHER).await;
     }
-    read_blocks(store, &scan, 0..40).await;
-    read_blocks(store, &hot, 0..20).await;
-    read_blocks(store, &other, 0..60).await;
-    read_blocks(store, &hot, 0..20).await;
-    read_blocks(store, &scan, 0..40).await;
+    read_blocks(store, SCAN).await;
+    read_blocks(store, HOT).await;
+    read_blocks(store, OTHER).await;
+    read_blocks(store, HOT).await;
+    read_blocks(store, SCAN).await;
     let before = store.inner().counts().gets();
-    read_blocks(store, &hot, 0..20).await;
+    read_blocks(store, HOT).await;
     store.inner().counts().gets() - before
 }
 
@@ -639,24 +640,10 @@ async fn hot_requests_after_a_scan_of_old_data(store: &CachedStore<Counted>) -> 
 async fn a_scan_of_old_data_leaves_the_blocks_just_read() {
     let server = start_server().await;
     let raw = s3_client(&server);
-    put(
-        &raw,
-        &Path::from("passes/hot"),
-        &pattern(20 * BLOCK as usize, 60),
-    )
-    .await;
-    put(
-        &raw,
-        &Path::from("passes/other"),
-        &pattern(60 * BLOCK as usize, 61),
-    )
-    .await;
-    put(
-        &raw,
-        &Path::from("passes/scan"),
-        &pattern(40 * BLOCK as usize, 62),
-    )
-    .await;
+    for (seed, (name, blocks)) in (60..).zip([HOT, OTHER, SCAN]) {
+        let data = pattern((blocks * BLOCK) as usize, seed);
+        put(&raw, &Path::from(name), &data).await;
+    }
     // Memory of 100 blocks; eviction inline and one sublist (no thread
     // timing, one clock).
     let build = |lazy: bool| {
@@ -680,7 +667,8 @@ async fn a_scan_of_old_data_leaves_the_blocks_just_read() {
     let requests = hot_requests_after_a_scan_of_old_data(&lazy).await;
     assert!(
         requests >= 10,
-        "lazy hits lose the hot blocks ({requests} of 20 fetched again)"
+        "lazy hits lose the hot blocks ({requests} of {} fetched again)",
+        HOT.1
     );
 }
 

@@ -9,7 +9,7 @@ import it from here):
       every client gets the same first-byte latency. COUNTS (JSON, saved
       at least every 50 ms) holds the requests, the object GETs among them
       and the bytes the store answered; COUNTS.log one line per request
-      (its number, request line and Range).
+      (its number, the Unix time it arrived in ms, request line and Range).
   rtt(PORT, N)                        prints the median round trip of N
       HTTP requests, in ms (any answer)
 """
@@ -53,7 +53,7 @@ def proxy(listen, upstream, delay_ms, counts_file):
             if h.lower().startswith("range:"):
                 line += " " + h.split(":", 1)[1].strip()
         with open(counts_file + ".log", "a") as f:
-            f.write(f"{counts['requests']} {line}\n")
+            f.write(f"{counts['requests']} {time.time() * 1000:.1f} {line}\n")
 
     async def handle(creader, cwriter):
         try:

@@ -15,7 +15,8 @@ its peers). Subcommands:
   report RESULTS.jsonl CONDITIONS.json [--json] [--plots DIR]
                                     the report: one JSON document, or a table;
                                     a PNG per pass (queries on one axis, a bar
-                                    per row) in --plots
+                                    per row) in --plots; a pass run in rounds
+                                    (warm) shows the medians of its rounds
 
 The engines need duckdb and pyarrow (and matplotlib for plots), from the
 virtual environment the script makes.
@@ -24,6 +25,7 @@ import argparse
 import hashlib
 import json
 import os
+import statistics
 import sys
 import time
 
@@ -200,6 +202,7 @@ def run_engine(a):
     for name, fn in work:
         before = read_counts(a.counts)
         stats_before = arcstats(a.mnt) if a.mnt else None
+        started = time.time()
         t = time.perf_counter()
         error = None
         try:
@@ -218,8 +221,10 @@ def run_engine(a):
         if a.write_reference:
             reference[key] = answer
         r = {
-            "engine": a.engine, "row": a.row, "pass": a.pass_name, "query": name,
+            "engine": a.engine, "row": a.row, "pass": a.pass_name, "round": a.round, "query": name,
             "latency_ms": round(latency, 3),
+            # Unix time in ms, to match the proxy's request log (COUNTS.log).
+            "started_unix_ms": round(started * 1000, 1),
             "store_requests": after["requests"] - before["requests"],
             "store_gets": after.get("gets", 0) - before.get("gets", 0),
             "store_bytes": after["bytes"] - before["bytes"],
@@ -247,21 +252,7 @@ PASSES = ["cold", "warm", "before_scan", "scan", "after_scan", "remount"]
 def report(results_path, conditions_path, as_json, plots):
     rows = [json.loads(l) for l in open(results_path) if l.strip()]
     conditions = json.load(open(conditions_path))
-    # The suite's time per pass and row (the sum of its queries).
-    suites = {}
-    for r in rows:
-        k = (r["engine"], r["row"], r["pass"])
-        s = suites.setdefault(k, {"engine": r["engine"], "row": r["row"], "pass": r["pass"],
-                                  "latency_ms": 0.0, "store_requests": 0, "store_bytes": 0, "store_gets": None,
-                                  "queries": 0, "answers_ok": True, "peak_rss_bytes": 0})
-        s["latency_ms"] += r["latency_ms"]
-        s["store_requests"] += r["store_requests"]
-        s["store_bytes"] += r["store_bytes"]
-        if "store_gets" in r:
-            s["store_gets"] = (s["store_gets"] or 0) + r["store_gets"]
-        s["queries"] += 1
-        s["answers_ok"] = s["answers_ok"] and r.get("answer_ok") is not False and "error" not in r
-        s["peak_rss_bytes"] = max(s["peak_rss_bytes"], r.get("peak_rss_bytes") or 0)
+    suites = suites_of(rows)
     doc = {"conditions": conditions, "results": rows, "suites": list(suites.values()),
            "targets": targets(rows, suites, conditions)}
     if plots:
@@ -270,10 +261,10 @@ def report(results_path, conditions_path, as_json, plots):
     if as_json:
         print(json.dumps(doc))
         return
-    print(f"{'engine':<10} {'row':<13} {'pass':<10} {'queries':>7} {'suite s':>9} {'requests':>9} "
+    print(f"{'engine':<10} {'row':<13} {'pass':<10} {'rounds':>6} {'queries':>7} {'suite s':>9} {'requests':>9} "
           f"{'MB':>9} {'peak RSS MiB':>12} answers")
     for s in doc["suites"]:
-        print(f"{s['engine']:<10} {s['row']:<13} {s['pass']:<10} {s['queries']:>7} "
+        print(f"{s['engine']:<10} {s['row']:<13} {s['pass']:<10} {s['rounds']:>6} {s['queries']:>7} "
               f"{s['latency_ms'] / 1000:>9.2f} {s['store_requests']:>9} {s['store_bytes'] / 1e6:>9.1f} "
               f"{s['peak_rss_bytes'] / 2**20:>12.0f} {'ok' if s['answers_ok'] else 'WRONG'}")
     for c in conditions.get("rows_not_run", []):
@@ -283,6 +274,51 @@ def report(results_path, conditions_path, as_json, plots):
     for t in doc["targets"]:
         print(f"  {'met   ' if t['met'] else 'MISSED' if t['met'] is False else 'report'} {t['target']}: "
               f"{t['engine']} {t['row']}: {t['value']} (limit {t['limit']})")
+
+
+def suites_of(rows):
+    """The suite per pass and row: the sum of its queries' figures in each
+    round, then, over the rounds (the warm pass runs several), the median
+    time (`latency_ms`; every round's in `latency_ms_rounds`) and the most
+    requests and bytes any round sent."""
+    per_round = {}
+    for r in rows:
+        k = (r["engine"], r["row"], r["pass"], r.get("round", 0))
+        s = per_round.setdefault(k, {"latency_ms": 0.0, "store_requests": 0, "store_bytes": 0,
+                                     "store_gets": None, "queries": 0, "answers_ok": True,
+                                     "peak_rss_bytes": 0})
+        s["latency_ms"] += r["latency_ms"]
+        s["store_requests"] += r["store_requests"]
+        s["store_bytes"] += r["store_bytes"]
+        if "store_gets" in r:
+            s["store_gets"] = (s["store_gets"] or 0) + r["store_gets"]
+        s["queries"] += 1
+        s["answers_ok"] = s["answers_ok"] and r.get("answer_ok") is not False and "error" not in r
+        s["peak_rss_bytes"] = max(s["peak_rss_bytes"], r.get("peak_rss_bytes") or 0)
+    suites = {}
+    for (engine, row, pass_name, _), s in sorted(per_round.items(), key=lambda kv: kv[0][3]):
+        k = (engine, row, pass_name)
+        t = suites.setdefault(k, {"engine": engine, "row": row, "pass": pass_name, "rounds": 0,
+                                  "latency_ms_rounds": [], "store_requests": 0, "store_bytes": 0,
+                                  "store_gets": None, "queries": s["queries"], "answers_ok": True,
+                                  "peak_rss_bytes": 0})
+        t["rounds"] += 1
+        t["latency_ms_rounds"].append(s["latency_ms"])
+        t["store_requests"] = max(t["store_requests"], s["store_requests"])
+        t["store_bytes"] = max(t["store_bytes"], s["store_bytes"])
+        if s["store_gets"] is not None:
+            t["store_gets"] = max(t["store_gets"] or 0, s["store_gets"])
+        t["answers_ok"] = t["answers_ok"] and s["answers_ok"]
+        t["peak_rss_bytes"] = max(t["peak_rss_bytes"], s["peak_rss_bytes"])
+    for t in suites.values():
+        t["latency_ms"] = statistics.median(t["latency_ms_rounds"])
+    # In the order engines and rows first ran, passes in theirs (the rows'
+    # order turns from pass to pass).
+    engines = list(dict.fromkeys(r["engine"] for r in rows))
+    names = list(dict.fromkeys(r["row"] for r in rows))
+    order = {p: i for i, p in enumerate(PASSES)}
+    return dict(sorted(suites.items(), key=lambda kv: (engines.index(kv[0][0]), order.get(kv[0][2], len(order)),
+                                                       names.index(kv[0][1]))))
 
 
 def targets(rows, suites, conditions):
@@ -411,8 +447,9 @@ def draw(rows, plots):
             fig, ax = plt.subplots(figsize=(max(6, len(queries) * 0.7), 4))
             width = 0.8 / len(names)
             for i, name in enumerate(names):
-                ys = [next((r["latency_ms"] for r in sel if r["row"] == name and r["query"] == q), 0)
-                      for q in queries]
+                # The median of the rounds (the warm pass runs several).
+                ys = [statistics.median([r["latency_ms"] for r in sel if r["row"] == name and r["query"] == q]
+                                        or [0]) for q in queries]
                 ax.bar([x + i * width for x in range(len(queries))], ys, width, label=name)
             ax.set_xticks([x + width * (len(names) - 1) / 2 for x in range(len(queries))])
             ax.set_xticklabels(queries)
@@ -446,6 +483,7 @@ def main():
         p.add_argument("--queries-dir", required=True)
         p.add_argument("--queries", default=",".join(str(q) for q in range(1, 23)))
         p.add_argument("--pass", dest="pass_name", required=True, choices=PASSES)
+        p.add_argument("--round", type=int, default=0, help="the round of the pass (the warm pass runs several)")
         p.add_argument("--row", required=True)
         p.add_argument("--counts", help="the proxy's counts file")
         p.add_argument("--mnt", help="a multiarc mount (its arcstats give the hit ratio)")

@@ -17,7 +17,14 @@
 #   scripts/scale-bench.sh [--quick | --sf N] [--latency MS] [--queries 1,6,...]
 #       [--engines datafusion,duckdb,pyarrow] [--mounts multiarc,multiarc-l2,mountpoint,rclone,s3fs]
 #       [--rows datafusion,multiarc,multiarc-l2,foyer-hybrid] [--mountpoint-bin PATH]
-#       [--reclaim-after-scan] [--json] [--keep] [--out DIR]
+#       [--warm-rounds N] [--reclaim-after-scan] [--json] [--keep] [--out DIR]
+#
+# The warm pass runs --warm-rounds times (default 5), rows interleaved
+# within each round; its figures are the medians of the rounds. The rows'
+# order turns by one at each pass and round, so no row always runs first:
+# with a fixed order, pyarrow's cold Q1 on this VM was 1.4-1.7x slower on
+# the second row than on the first in 4 of 5 runs, whichever mount it was
+# (its extra time mostly the kernel zeroing the engine's fresh pages).
 #
 # --quick is scale factor 0.1 with the budgets scaled alike (under 15
 # minutes here). Budgets, the same for every cache: memory 160 MiB per
@@ -45,6 +52,7 @@ helper=$root/scripts/scale-bench-helper.py
 sf=1
 latency=20
 queries=$(seq -s, 1 22)
+warm_rounds=5
 engines=datafusion,duckdb,pyarrow
 mounts=multiarc,multiarc-l2,mountpoint,rclone,s3fs
 rows=datafusion,multiarc,multiarc-l2,foyer-hybrid
@@ -66,6 +74,7 @@ while [ $# -gt 0 ]; do
     --mounts) mounts=$2; shift 2 ;;
     --rows) rows=$2; shift 2 ;;
     --mountpoint-bin) mountpoint_bin=$2; shift 2 ;;
+    --warm-rounds) warm_rounds=$2; shift 2 ;;
     --json) json=1; shift ;;
     --reclaim-after-scan) reclaim_after_scan=1; shift ;;
     --keep) keep=1; shift ;;
@@ -94,6 +103,8 @@ host_reclaim() {
 rclone() { env -u AWS_CA_BUNDLE rclone "$@"; }
 python3 -c "import sys; f=float('$sf'); sys.exit(0 if 0 < f <= 100 else 1)" || die "--sf $sf: from above 0 to 100"
 [[ "$latency" =~ ^[0-9]+$ ]] || die "--latency $latency: whole milliseconds"
+[[ "$warm_rounds" =~ ^[0-9]+$ ]] && [ "$warm_rounds" -ge 1 ] && [ "$warm_rounds" -le 100 ] ||
+  die "--warm-rounds $warm_rounds: a whole number from 1 to 100"
 [ "$reclaim_after_scan" = 0 ] || [ -w /proc/sys/vm/drop_caches ] ||
   die "--reclaim-after-scan: needs root (writes /proc/sys/vm/drop_caches)"
 
@@ -161,7 +172,7 @@ if has "$engines" datafusion; then
   say "DataFusion rows $rows: round trip ${rtt_direct} ms direct, ${rtt_proxy} ms through the proxy"
   "$scale" datafusion --endpoint "http://127.0.0.1:$port" --bucket tpch --prefix "$prefix" \
     --memory "$memory" --disk "$disk" --disk-dir "$work/disks" --rows "$rows" --queries "$queries" \
-    --json >"$work/datafusion.json" || say "DataFusion: some answers were wrong (see the report)"
+    --warm-rounds "$warm_rounds" --json >"$work/datafusion.json" || say "DataFusion: some answers were wrong (see the report)"
   "$py" -c "
 import json,sys
 for r in json.load(open('$work/datafusion.json'))['results']:
@@ -247,6 +258,7 @@ if [ ${#mount_names[@]} -gt 0 ] && { has "$engines" duckdb || has "$engines" pya
       --queries "$queries" --pass scan --row local --reference "$work/reference.json" \
       --write-reference --out "$work/reference.jsonl"
     for m in "${mount_names[@]}"; do rm -rf "$work/cache-$m"; mount_one "$m"; done
+    turn=0   # which row runs first: turns by one at each pass and round
     for pass in $("$py" "$helper" passes); do
       if [ "$pass" = remount ]; then
         for m in "${mount_names[@]}"; do unmount_one "$m"; mount_one "$m"; done
@@ -256,13 +268,20 @@ if [ ${#mount_names[@]} -gt 0 ] && { has "$engines" duckdb || has "$engines" pya
         sync
         echo 1 >/proc/sys/vm/drop_caches
       fi
-      for m in "${mount_names[@]}"; do
-        say "$engine, pass $pass: $m"
-        extra=()
-        [[ $m == multiarc* ]] && extra=(--mnt "$work/mnt-$m")
-        "$py" "$helper" engine "$engine" --data "$work/mnt-$m" --queries-dir crates/multiarc-scale/queries \
-          --queries "$queries" --pass "$pass" --row "$m" --counts "$work/mount-$m.counts" \
-          --pid "${pid_of[$m]}" --reference "$work/reference.json" --out "$results" "${extra[@]}"
+      rounds=1
+      [ "$pass" = warm ] && rounds=$warm_rounds
+      for ((round = 0; round < rounds; round++)); do
+        n=${#mount_names[@]}
+        for ((i = 0; i < n; i++)); do
+          m=${mount_names[$(((turn + i) % n))]}
+          say "$engine, pass $pass$([ "$rounds" -gt 1 ] && echo ", round $((round + 1))"): $m"
+          extra=()
+          [[ $m == multiarc* ]] && extra=(--mnt "$work/mnt-$m")
+          "$py" "$helper" engine "$engine" --data "$work/mnt-$m" --queries-dir crates/multiarc-scale/queries \
+            --queries "$queries" --pass "$pass" --round "$round" --row "$m" --counts "$work/mount-$m.counts" \
+            --pid "${pid_of[$m]}" --reference "$work/reference.json" --out "$results" "${extra[@]}"
+        done
+        turn=$((turn + 1))
       done
     done
     for m in "${mount_names[@]}"; do unmount_one "$m"; rm -rf "$work/cache-$m"; done
@@ -272,7 +291,7 @@ fi
 # --- the report ---------------------------------------------------------------
 {
   printf '{"scale_factor": %s, "latency_ms": %s, "rtt_direct_ms": %s, "rtt_proxy_ms": %s,' "$sf" "$latency" "$rtt_direct" "${rtt_proxy:-null}"
-  printf ' "memory_budget_bytes": %s, "disk_budget_bytes": %s,' "$memory" "$disk"
+  printf ' "memory_budget_bytes": %s, "disk_budget_bytes": %s, "warm_rounds": %s,' "$memory" "$disk" "$warm_rounds"
   printf ' "reclaim_after_scan": %s, "host_reclaim": "%s",' \
     "$([ "$reclaim_after_scan" = 1 ] && echo true || echo false)" "$(host_reclaim)"
   printf ' "garage": "%s", "garage_nodes": 3, "replication": 3,' "$(garage --version 2>/dev/null | head -1 || echo unknown)"

@@ -12,7 +12,10 @@
 //! same DataFusion settings. A row is a worker process of its own (its
 //! peak RSS is its own): the command starts one per row, then runs each
 //! pass on every row in turn (rows interleaved), over the workers' stdin
-//! and stdout (one JSON line each way).
+//! and stdout (one JSON line each way). The warm pass runs in rounds, rows
+//! interleaved within each; the rows' order turns by one at each pass and
+//! round, so that no row always runs first (see `scripts/scale-bench.sh`:
+//! on this VM, which row runs first moved a cold suite by up to 1.7x).
 
 use crate::tpch::{query, HOT_QUERIES, LINEITEM_SCAN, TABLES};
 use anyhow::{bail, Context};
@@ -99,6 +102,10 @@ pub struct QueryResult {
     pub engine: String,
     pub row: String,
     pub pass: String,
+    /// The round of the pass (0 for passes that run once; the warm pass
+    /// runs `warm_rounds` times).
+    #[serde(default)]
+    pub round: usize,
     pub query: String,
     pub latency_ms: f64,
     pub store_requests: u64,
@@ -294,7 +301,13 @@ fn queries_of(pass: &str, queries: &[usize]) -> Vec<(String, String)> {
 }
 
 /// Runs `pass` on a built row.
-async fn run_pass(row: Row, built: &Built, pass: &str, queries: &[usize]) -> Vec<QueryResult> {
+async fn run_pass(
+    row: Row,
+    built: &Built,
+    pass: &str,
+    round: usize,
+    queries: &[usize],
+) -> Vec<QueryResult> {
     let mut out = Vec::new();
     for (name, sql) in queries_of(pass, queries) {
         let before = built.counts.snapshot();
@@ -320,6 +333,7 @@ async fn run_pass(row: Row, built: &Built, pass: &str, queries: &[usize]) -> Vec
             engine: "datafusion".into(),
             row: row.name().into(),
             pass: pass.into(),
+            round,
             query: name,
             latency_ms: latency.as_secs_f64() * 1000.0,
             store_requests: traffic.requests,
@@ -344,7 +358,11 @@ fn digest(text: &str) -> String {
 /// its disk).
 #[derive(Serialize, Deserialize)]
 enum Command {
-    Pass { pass: String, queries: Vec<usize> },
+    Pass {
+        pass: String,
+        round: usize,
+        queries: Vec<usize>,
+    },
     Restart,
 }
 
@@ -357,9 +375,11 @@ pub async fn worker(row: Row, setup: Setup) -> anyhow::Result<()> {
     for line in stdin.lock().lines() {
         let command: Command = serde_json::from_str(&line?)?;
         let results = match command {
-            Command::Pass { pass, queries } => {
-                run_pass(row, built.as_ref().unwrap(), &pass, &queries).await
-            }
+            Command::Pass {
+                pass,
+                round,
+                queries,
+            } => run_pass(row, built.as_ref().unwrap(), &pass, round, &queries).await,
             Command::Restart => {
                 // A clean stop: what memory holds goes to the L2 first,
                 // as a user's shutdown would do (`Cache::l2_flush`).
@@ -442,7 +462,8 @@ pub const PASSES: [&str; 6] = [
     "remount",
 ];
 
-/// Runs every pass on every row, rows interleaved within a pass; the
+/// Runs every pass on every row, rows interleaved within a pass (the warm
+/// pass `warm_rounds` times, rows interleaved within each round); the
 /// `datafusion` row's cold answers are the reference of `answer_ok`.
 /// `exe` is the `multiarc-scale` binary (the workers are its `worker`
 /// subcommand).
@@ -450,9 +471,11 @@ pub fn run(
     rows: &[Row],
     setup: &Setup,
     queries: &[usize],
+    warm_rounds: usize,
     exe: &std::path::Path,
     mut progress: impl FnMut(&str),
 ) -> anyhow::Result<Vec<QueryResult>> {
+    anyhow::ensure!(warm_rounds >= 1, "warm rounds: at least 1");
     let mut rows = rows.to_vec();
     if !rows.contains(&Row::Datafusion) {
         // The reference answers come from the uncached row.
@@ -463,6 +486,8 @@ pub fn run(
         .map(|&r| Worker::start(r, setup, exe))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let mut out = Vec::new();
+    // Turns by one at each pass and round: which row runs first.
+    let mut turn = 0;
     for pass in PASSES {
         if pass == "remount" {
             for w in &mut workers {
@@ -470,20 +495,31 @@ pub fn run(
                 w.ask(&Command::Restart)?;
             }
         }
-        for w in &mut workers {
-            progress(&format!("pass {pass}: {}", w.row.name()));
-            let started = Instant::now();
-            let results = w.ask(&Command::Pass {
-                pass: pass.to_string(),
-                queries: queries.to_vec(),
-            })?;
-            progress(&format!(
-                "pass {pass}: {}: {} queries in {:.1} s",
-                w.row.name(),
-                results.len(),
-                started.elapsed().as_secs_f64()
-            ));
-            out.extend(results);
+        let rounds = if pass == "warm" { warm_rounds } else { 1 };
+        for round in 0..rounds {
+            let n = workers.len();
+            for i in 0..n {
+                let w = &mut workers[(turn + i) % n];
+                let named = if rounds > 1 {
+                    format!("pass {pass}, round {}: {}", round + 1, w.row.name())
+                } else {
+                    format!("pass {pass}: {}", w.row.name())
+                };
+                progress(&named);
+                let started = Instant::now();
+                let results = w.ask(&Command::Pass {
+                    pass: pass.to_string(),
+                    round,
+                    queries: queries.to_vec(),
+                })?;
+                progress(&format!(
+                    "{named}: {} queries in {:.1} s",
+                    results.len(),
+                    started.elapsed().as_secs_f64()
+                ));
+                out.extend(results);
+            }
+            turn += 1;
         }
     }
     // The first answer the uncached row gave to each query (cold, or the

@@ -63,6 +63,10 @@ enum Command {
         /// Queries (comma-separated numbers, 1 to 22).
         #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u8).range(1..=22))]
         queries: Option<Vec<u8>>,
+        /// How many times the warm pass runs (rows interleaved within each
+        /// round): its figures are the medians of the rounds.
+        #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u16).range(1..=100))]
+        warm_rounds: u16,
         #[arg(long)]
         json: bool,
     },
@@ -140,6 +144,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             setup,
             rows,
             queries,
+            warm_rounds,
             json,
         } => {
             let queries: Vec<usize> = match queries {
@@ -148,21 +153,22 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             };
             let exe = std::env::current_exe().context("finding this program")?;
             let results = tokio::task::spawn_blocking(move || {
-                engine::run(&rows, &setup, &queries, &exe, say)
+                engine::run(&rows, &setup, &queries, warm_rounds.into(), &exe, say)
             })
             .await??;
             if json {
                 println!("{}", serde_json::json!({ "results": results }));
             } else {
                 println!(
-                    "{:<12} {:<10} {:<5} {:>10} {:>9} {:>12} {:>6} {:>9}",
-                    "row", "pass", "query", "ms", "requests", "bytes", "ok", "hit"
+                    "{:<12} {:<10} {:>5} {:<5} {:>10} {:>9} {:>12} {:>6} {:>9}",
+                    "row", "pass", "round", "query", "ms", "requests", "bytes", "ok", "hit"
                 );
                 for r in &results {
                     println!(
-                        "{:<12} {:<10} {:<5} {:>10.1} {:>9} {:>12} {:>6} {:>9}",
+                        "{:<12} {:<10} {:>5} {:<5} {:>10.1} {:>9} {:>12} {:>6} {:>9}",
                         r.row,
                         r.pass,
+                        r.round,
                         r.query,
                         r.latency_ms,
                         r.store_requests,

@@ -32,7 +32,8 @@
 # lineitem scan does not), local disk four times that. Each answer is
 # compared with the uncached one (DataFusion: its plain-store row; DuckDB
 # and pyarrow: a local copy of the tables). Writes DIR/results.jsonl,
-# DIR/conditions.json, DIR/report.json and DIR/plots/*.png (default DIR:
+# DIR/conditions.json, DIR/report.json, DIR/requests/ (each mount's
+# request log: request, Unix time in ms, Range) and DIR/plots/*.png (default DIR:
 # target/scale-bench); prints a table, or with --json the report. Needs
 # garage (2.5.0), fuse3, rclone, s3fs, python3 (a venv with duckdb, pyarrow
 # and matplotlib is made in target/scale-venv from PyPI). Progress on
@@ -312,6 +313,10 @@ fi
   printf '}, "rows_not_run": [%s]}\n' "$(IFS=,; echo "${not_run[*]}")"
 } >"$out/conditions.json"
 
+# Each mount's request log (what the restart target checks GETs against).
+rm -rf "$out/requests"
+mkdir -p "$out/requests"
+for f in "$work"/mount-*.counts.log; do [ -e "$f" ] && cp "$f" "$out/requests/"; done
 "$py" "$helper" report "$out/results.jsonl" "$out/conditions.json" --json --plots "$out/plots" >"$out/report.json"
 if [ "$json" = 1 ]; then
   cat "$out/report.json"

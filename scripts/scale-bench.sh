@@ -243,6 +243,19 @@ mount_one() { # NAME
 unmount_one() {
   fusermount3 -u "$work/mnt-$1" 2>/dev/null || fusermount3 -uz "$work/mnt-$1" 2>/dev/null || true
   for _ in $(seq 100); do grep -q " $work/mnt-$1 " /proc/self/mountinfo || break; sleep 0.1; done
+  # The daemon may still be at work once the mount point is gone (multiarc
+  # writes what its memory held to its L2: seconds at scale factor 10): a
+  # remount waits for it to exit, as a service manager's restart does.
+  local pid=${pid_of[$1]:-0} tenths=0
+  while [ "$pid" != 0 ] && kill -0 "$pid" 2>/dev/null; do
+    if [ "$tenths" -ge 3000 ]; then
+      say "$1: its daemon ($pid) still runs 300 s after the unmount; going on"
+      break
+    fi
+    [ "$tenths" = 50 ] && say "$1: waiting for its daemon ($pid) to exit"
+    sleep 0.1
+    tenths=$((tenths + 1))
+  done
 }
 
 if [ ${#mount_names[@]} -gt 0 ] && { has "$engines" duckdb || has "$engines" pyarrow; }; then

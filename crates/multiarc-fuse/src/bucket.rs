@@ -30,7 +30,7 @@ use fuser::{
 };
 use multiarc::metrics::Metric;
 use multiarc_bucket::{Attr, BucketConfig, BucketFs, Kind, S3Options, S3Source, ROOT_INO};
-use multiarc_object_store::CachedStore;
+use multiarc_object_store::{BuildError, CachedStore};
 use object_store::aws::AmazonS3;
 use std::ffi::OsStr;
 use std::io;
@@ -102,6 +102,46 @@ fn one_line(e: &dyn std::error::Error) -> String {
     text.replace('\n', " ")
 }
 
+/// How long a mount waits for its L2 device while another cache holds it.
+/// An unmount returns once the kernel lets the mount point go; the old
+/// mount process then writes what its memory held to the L2 before it
+/// exits (seconds for a few GiB), and a mount started meanwhile over the
+/// same L2 would otherwise fail at once.
+const L2_BUSY_WAIT: Duration = Duration::from_secs(120);
+
+/// Whether `e` says the L2 device is locked by another cache.
+fn l2_busy(e: &BuildError) -> bool {
+    matches!(e, BuildError::Cache(multiarc::ConfigError::Device { source, .. })
+        if source.kind() == std::io::ErrorKind::WouldBlock)
+}
+
+/// `build`'s store, trying again every 200 ms for up to `wait` while its L2
+/// device is in use by another cache (one warning line); any other error,
+/// or the same one after `wait`, is returned.
+fn build_waiting_for_l2<T>(
+    mut build: impl FnMut() -> Result<T, BuildError>,
+    wait: Duration,
+) -> Result<T, BuildError> {
+    let deadline = std::time::Instant::now() + wait;
+    let mut warned = false;
+    loop {
+        match build() {
+            Err(e) if l2_busy(&e) && std::time::Instant::now() < deadline => {
+                if !warned {
+                    log::warn!(
+                        "{e}: waiting up to {} s for it (a mount of it that is still \
+                         writing its memory to it after an unmount?)",
+                        wait.as_secs()
+                    );
+                    warned = true;
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            other => return other,
+        }
+    }
+}
+
 fn serve(
     options: &MountOptions,
     source: S3Source,
@@ -116,23 +156,27 @@ fn serve(
         .clone()
         .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok())
         .unwrap_or_else(|| "aws".into());
-    let mut builder = CachedStore::builder(store)
-        .max_bytes(options.cache_target())
-        .block_size(block_size)
-        .metadata_ttl(ttl)
-        // `BucketFs` prefetches sequential reads in the background, several
-        // GETs at once; the store's readahead would make reads wait.
-        .readahead(0)
-        // One L2 file must never serve another endpoint's bucket of the
-        // same name.
-        .namespace(format!("{endpoint} {}", source.bucket));
-    if let (Some(path), Some(bytes)) = (&options.l2, options.l2_bytes) {
-        builder = builder.l2(path, bytes);
-    }
-    if let Some(write_max) = options.l2_write_max() {
-        builder = builder.configure_cache(move |cache| cache.l2_write_max(write_max));
-    }
-    let cached = builder.build().map_err(|e| anyhow!("cache: {e}"))?;
+    let build = || {
+        let mut builder = CachedStore::builder(store.clone())
+            .max_bytes(options.cache_target())
+            .block_size(block_size)
+            .metadata_ttl(ttl)
+            // `BucketFs` prefetches sequential reads in the background,
+            // several GETs at once; the store's readahead would make reads
+            // wait.
+            .readahead(0)
+            // One L2 file must never serve another endpoint's bucket of the
+            // same name.
+            .namespace(format!("{endpoint} {}", source.bucket));
+        if let (Some(path), Some(bytes)) = (&options.l2, options.l2_bytes) {
+            builder = builder.l2(path, bytes);
+        }
+        if let Some(write_max) = options.l2_write_max() {
+            builder = builder.configure_cache(move |cache| cache.l2_write_max(write_max));
+        }
+        builder.build()
+    };
+    let cached = build_waiting_for_l2(build, L2_BUSY_WAIT).map_err(|e| anyhow!("cache: {e}"))?;
     let uid = rustix::process::geteuid().as_raw();
     let gid = rustix::process::getegid().as_raw();
     let defaults = BucketConfig::default();
@@ -739,4 +783,53 @@ impl Filesystem for BucketMount {
 /// twice the data; a sixteenth, 393-397 MB.
 fn prefetch_window(max_bytes: u64, default: u64) -> u64 {
     default.min(max_bytes / 16)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use object_store::memory::InMemory;
+
+    fn store_over_l2(l2: &std::path::Path) -> Result<CachedStore<InMemory>, BuildError> {
+        CachedStore::builder(InMemory::new())
+            .max_bytes(4 << 20)
+            .l2(l2, 16 << 20)
+            .build()
+    }
+
+    #[test]
+    fn a_mount_waits_for_an_l2_that_another_cache_still_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("l2");
+        let first = store_over_l2(&path).unwrap();
+        // Held throughout: after the wait, the same clear error.
+        let e = match build_waiting_for_l2(|| store_over_l2(&path), Duration::from_millis(300)) {
+            Ok(_) => panic!("a second store over the L2 the first one holds"),
+            Err(e) => e,
+        };
+        assert!(l2_busy(&e), "{e}");
+        assert!(e.to_string().contains("in use by another cache"), "{e}");
+        // Let go meanwhile (the first mount process ends): the wait ends
+        // with the store.
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(500));
+            drop(first);
+        });
+        let started = std::time::Instant::now();
+        let second = build_waiting_for_l2(|| store_over_l2(&path), Duration::from_secs(60));
+        release.join().unwrap();
+        assert!(second.is_ok(), "{:?}", second.err().map(|e| e.to_string()));
+        assert!(
+            started.elapsed() >= Duration::from_millis(400),
+            "the L2 was free before the first store let it go"
+        );
+        // Any other error comes back at once, without the wait.
+        let started = std::time::Instant::now();
+        let bad = build_waiting_for_l2(
+            || CachedStore::builder(InMemory::new()).build(),
+            Duration::from_secs(60),
+        );
+        assert!(matches!(bad, Err(BuildError::Invalid(_))));
+        assert!(started.elapsed() < Duration::from_secs(30));
+    }
 }

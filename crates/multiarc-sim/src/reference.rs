@@ -328,6 +328,14 @@ enum CarList {
 /// With both taken away it is ARC's LRU lists under CAR's REPLACE rule and
 /// directory bounds. These take a lock per hit in a concurrent cache: they
 /// are measurements, not candidates for the lazy mode.
+///
+/// [`CarPolicy::with_t2_aged`] asks how few of T2's moves LRU order needs:
+/// a hit moves a T2 page to the most recent end only if it is *old* (more
+/// than a fraction of |T2| pages entered T2 after it), and the hand evicts
+/// a page at T2's front whatever hits it had while young (those were near
+/// the front already, and LRU would evict it about now). Optionally the
+/// moves wait for pressure: a page is moved only if some page has left T2
+/// since it entered (a cache that evicts nothing takes no lock).
 #[derive(Debug)]
 pub struct CarPolicy {
     c: usize,
@@ -345,6 +353,26 @@ pub struct CarPolicy {
     /// spent: one per hit, up to `t2_laps` (CAR: its reference bit).
     laps_left: HashMap<u64, u8>,
     stamp: u64,
+    /// T2 in aged order (see [`CarPolicy::with_t2_aged`]), if set.
+    t2_aged: Option<T2Aged>,
+}
+
+/// [`CarPolicy::with_t2_aged`]'s state.
+#[derive(Debug)]
+struct T2Aged {
+    /// A hit moves a page that more than `permille` / 1000 of |T2| pages
+    /// entered T2 after.
+    permille: u64,
+    /// Moves wait until a page has left T2 since this one entered.
+    gated: bool,
+    /// Pages pushed into T2, and pages that left it, so far.
+    pushes: u64,
+    departures: u64,
+    /// Per page in T2: `pushes` and `departures` when it entered.
+    entered: HashMap<u64, (u64, u64)>,
+    /// Hits that moved a page (each a lock in a concurrent cache).
+    moves: u64,
+    name: &'static str,
 }
 
 impl CarPolicy {
@@ -375,7 +403,55 @@ impl CarPolicy {
             places: HashMap::new(),
             laps_left: HashMap::new(),
             stamp: 0,
+            t2_aged: None,
         }
+    }
+
+    /// CAR whose T2 keeps an approximate LRU order with few moves (see the
+    /// type's documentation): a hit moves a T2 page to the most recent end
+    /// if more than `permille` / 1000 of |T2| pages entered T2 after it;
+    /// the hand evicts the page at T2's front whatever its hits. With
+    /// `gated`, a hit moves a page only if some page left T2 since it
+    /// entered. T1 is CAR's. Names: `car-t2-aged-125`, `-250`, `-500`
+    /// (any other permille is named `car-t2-aged`), with `-gated`.
+    /// `permille` 0 is `car-lru-t2` hit for hit.
+    pub fn with_t2_aged(capacity_pages: usize, permille: u32, gated: bool) -> CarPolicy {
+        let mut car = CarPolicy::new(capacity_pages);
+        let name = match (permille, gated) {
+            (125, false) => "car-t2-aged-125",
+            (250, false) => "car-t2-aged-250",
+            (500, false) => "car-t2-aged-500",
+            (125, true) => "car-t2-aged-125-gated",
+            (250, true) => "car-t2-aged-250-gated",
+            (500, true) => "car-t2-aged-500-gated",
+            (_, false) => "car-t2-aged",
+            (_, true) => "car-t2-aged-gated",
+        };
+        car.t2_aged = Some(T2Aged {
+            permille: permille.into(),
+            gated,
+            pushes: 0,
+            departures: 0,
+            entered: HashMap::new(),
+            moves: 0,
+            name,
+        });
+        car
+    }
+
+    /// Hits that moved a T2 page so far (`with_t2_aged` only; else `None`).
+    pub fn t2_aged_moves(&self) -> Option<u64> {
+        self.t2_aged.as_ref().map(|aged| aged.moves)
+    }
+
+    /// True if a hit on `page`, in T2, moves it (see [`Self::with_t2_aged`]).
+    fn aged_move(&self, page: u64) -> bool {
+        let Some(aged) = &self.t2_aged else {
+            return false;
+        };
+        let (pushes, departures) = aged.entered[&page];
+        (aged.pushes - pushes) * 1000 > aged.permille * self.t2.len as u64
+            && (!aged.gated || aged.departures > departures)
     }
 
     /// CAR whose T2 clock counts hits: a page in T2 gets a lap of the hand
@@ -415,6 +491,10 @@ impl CarPolicy {
             .push_mru(page, list, &mut stamp, &mut places);
         self.places = places;
         self.stamp = stamp;
+        if let (CarList::T2, Some(aged)) = (list, &mut self.t2_aged) {
+            aged.pushes += 1;
+            aged.entered.insert(page, (aged.pushes, aged.departures));
+        }
     }
 
     fn pop(&mut self, list: CarList) -> u64 {
@@ -442,12 +522,20 @@ impl CarPolicy {
                 (CarList::T2, CarList::B2)
             };
             let head = self.pop(list);
-            let laps = self.laps_left[&head];
+            let mut laps = self.laps_left[&head];
+            if let (CarList::T2, Some(_)) = (list, &self.t2_aged) {
+                // Hits that did not move it came while it was young.
+                laps = 0;
+            }
             if laps > 0 {
                 let left = if list == CarList::T2 { laps - 1 } else { 0 };
                 self.laps_left.insert(head, left);
                 self.push(head, CarList::T2);
             } else {
+                if let (CarList::T2, Some(aged)) = (list, &mut self.t2_aged) {
+                    aged.departures += 1;
+                    aged.entered.remove(&head);
+                }
                 self.laps_left.remove(&head);
                 self.push(head, ghost);
                 return;
@@ -464,7 +552,10 @@ impl PagePolicy for CarPolicy {
                 self.move_to_t2(x, CarList::T1);
                 return true;
             }
-            Some(CarList::T2) if self.lru_t2 => {
+            Some(CarList::T2) if self.lru_t2 || self.aged_move(x) => {
+                if let Some(aged) = &mut self.t2_aged {
+                    aged.moves += 1;
+                }
                 self.move_to_t2(x, CarList::T2);
                 return true;
             }
@@ -504,6 +595,9 @@ impl PagePolicy for CarPolicy {
     }
 
     fn name(&self) -> &'static str {
+        if let Some(aged) = &self.t2_aged {
+            return aged.name;
+        }
         match self.t2_laps {
             1 => {}
             2 => return "car-t2-laps-2",
@@ -685,6 +779,48 @@ mod tests {
             "two laps made CAR's hits"
         );
         assert_eq!(CarPolicy::with_t2_hit_laps(c, 4).name(), "car-t2-laps-4");
+    }
+
+    #[test]
+    fn t2_aged_of_zero_is_lru_t2_and_gated_moves_wait_for_an_eviction() {
+        let trace = mixed_trace();
+        let c = 500;
+        let (mut lru_t2, mut zero) = (
+            CarPolicy::with_parts(c, false, true),
+            CarPolicy::with_t2_aged(c, 0, false),
+        );
+        for &k in &trace {
+            assert_eq!(lru_t2.access(k), zero.access(k), "page {k}");
+        }
+        let hits = |p: &mut dyn PagePolicy| trace.iter().filter(|&&k| p.access(k)).count();
+        let aged = hits(&mut CarPolicy::with_t2_aged(c, 250, false));
+        assert_ne!(
+            aged,
+            hits(&mut CarPolicy::new(c)),
+            "aged T2 made CAR's hits"
+        );
+        assert_eq!(
+            CarPolicy::with_t2_aged(c, 125, true).name(),
+            "car-t2-aged-125-gated"
+        );
+
+        // 1 and 2 reach T2 by the hand; nothing has left T2 yet.
+        let (mut gated, mut ungated) = (
+            CarPolicy::with_t2_aged(4, 0, true),
+            CarPolicy::with_t2_aged(4, 0, false),
+        );
+        for p in [&mut gated, &mut ungated] {
+            for k in [1, 2, 3, 4, 1, 2, 5] {
+                p.access(k);
+            }
+            assert_eq!(p.lens().1, 2, "T2 holds 1 and 2");
+            for _ in 0..3 {
+                assert!(p.access(1) && p.access(2));
+            }
+        }
+        assert_eq!(gated.t2_aged_moves(), Some(0), "no eviction from T2 yet");
+        assert!(ungated.t2_aged_moves().unwrap() > 0);
+        assert_eq!(CarPolicy::new(4).t2_aged_moves(), None);
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! - The simulator's page-based policies: `arc`, `car`, `lru` (from
 //!   `multiarc_sim::reference`), `s3arc` (`multiarc_sim::s3arc`),
 //!   `adaptive` and `adaptive-mini` (`multiarc_sim::adaptive`), `car-eager-t1`, `car-lru-t2`
-//!   and `car-eager-t1-lru-t2` (`CarPolicy::with_parts`), `car-t2-laps-2`
+//!   and `car-eager-t1-lru-t2` (`CarPolicy::with_parts`), `car-t2-aged-125`, `-250`,
+//!   `-500` and `car-t2-aged-125-gated` (`CarPolicy::with_t2_aged`), `car-t2-laps-2`
 //!   and `car-t2-laps-4` (`CarPolicy::with_t2_hit_laps`),
 //!   `s3fifo` (`multiarc_sim::s3fifo`), `lirs` (`multiarc_sim::lirs`) and
 //!   Belady's `opt`, which needs each
@@ -208,6 +209,18 @@ pub fn build(name: &str, blocks: u64) -> anyhow::Result<Policy> {
         "car-eager-t1-lru-t2" => {
             Policy::Page(Box::new(CarPolicy::with_parts(blocks as usize, true, true)))
         }
+        aged if aged.starts_with("car-t2-aged-") && PAGE_NAMES.contains(&aged) => {
+            let rest = &aged["car-t2-aged-".len()..];
+            let (permille, gated) = match rest.strip_suffix("-gated") {
+                Some(permille) => (permille, true),
+                None => (rest, false),
+            };
+            Policy::Page(Box::new(CarPolicy::with_t2_aged(
+                blocks as usize,
+                permille.parse()?,
+                gated,
+            )))
+        }
         "s3fifo" => Policy::Page(Box::new(S3FifoPolicy::new(blocks as usize))),
         "lirs" => Policy::Page(Box::new(LirsPolicy::new(blocks as usize))),
         "opt" => Policy::Opt(OptPolicy::new(blocks as usize)),
@@ -234,6 +247,10 @@ pub const PAGE_NAMES: &[&str] = &[
     "car-eager-t1-lru-t2",
     "car-t2-laps-2",
     "car-t2-laps-4",
+    "car-t2-aged-125",
+    "car-t2-aged-250",
+    "car-t2-aged-500",
+    "car-t2-aged-125-gated",
     "lru",
     "s3arc",
     "adaptive",

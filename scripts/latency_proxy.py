@@ -8,8 +8,9 @@ import it from here):
       client sends after the server's last answer on that connection), so
       every client gets the same first-byte latency. COUNTS (JSON, saved
       at least every 50 ms) holds the requests, the object GETs among them
-      and the bytes the store answered; COUNTS.log one line per request
-      (its number, the Unix time it arrived in ms, request line and Range).
+      (`is_object_get`) and the bytes the store answered; COUNTS.log one
+      line per request (its number, the Unix time it arrived in ms, request
+      line and Range).
   rtt(PORT, N)                        prints the median round trip of N
       HTTP requests, in ms (any answer)
 """
@@ -19,6 +20,43 @@ import os
 import socket
 import statistics
 import time
+
+
+def is_object_get(method, target):
+    """True for a GetObject: a GET of `/BUCKET/KEY` with a key (path-style,
+    as every client here addresses the store), whatever its query (some
+    clients add `x-id=GetObject`). Listings are GETs of the bucket itself,
+    `/BUCKET` or `/BUCKET/`, with ListObjects' query (v1: `prefix=`,
+    `delimiter=`; v2: `list-type=2`); they are not object GETs, and nor is
+    ListParts (`/BUCKET/KEY?uploadId=`). The one rule
+    for the proxy's `gets` and for scale-bench-helper.py's request logs.
+
+    >>> is_object_get("GET", "/tpch/lineitem/part-0.parquet")
+    True
+    >>> is_object_get("GET", "/tpch/a.parquet?x-id=GetObject")
+    True
+    >>> is_object_get("GET", "/tpch?list-type=2&prefix=lineitem%2F")
+    False
+    >>> is_object_get("GET", "/tpch/?delimiter=%2F&max-keys=1000&prefix=")
+    False
+    >>> is_object_get("GET", "/tpch?delimiter=%2F&max-keys=1000&prefix=x")
+    False
+    >>> is_object_get("GET", "/tpch/k?uploadId=2&max-parts=100")
+    False
+    >>> is_object_get("HEAD", "/tpch/lineitem/part-0.parquet")
+    False
+    >>> is_object_get("GET", "http://127.0.0.1:3900/tpch/k")
+    True
+    """
+    if method != "GET":
+        return False
+    path, _, query = target.partition("?")
+    if "uploadId=" in query:
+        return False
+    if "://" in path:
+        path = "/" + path.split("://", 1)[1].partition("/")[2]
+    bucket, _, key = path.lstrip("/").partition("/")
+    return bool(bucket) and bool(key)
 
 
 def freeport():
@@ -72,8 +110,8 @@ def proxy(listen, upstream, delay_ms, counts_file):
                     if state["answered"]:
                         state["answered"] = False
                         counts["requests"] += 1
-                        line = data.split(b"\r\n", 1)[0]
-                        if line.startswith(b"GET ") and b"list-type=" not in line and b"?uploads" not in line:
+                        line = data.split(b"\r\n", 1)[0].decode("latin-1").split()
+                        if len(line) >= 2 and is_object_get(line[0], line[1]):
                             counts["gets"] += 1
                         save(force=True)
                         log_request(data)

@@ -30,7 +30,7 @@ import sys
 import time
 
 
-from latency_proxy import freeport, proxy, rtt
+from latency_proxy import freeport, is_object_get, proxy, rtt
 
 
 # --- the engines -------------------------------------------------------------
@@ -339,7 +339,7 @@ def request_logs(directory):
             for line in f:
                 p = line.split()
                 # NUMBER UNIX_MS METHOD TARGET VERSION [bytes=A-B]
-                if len(p) < 5 or p[2] != "GET" or "list-type=" in p[3] or "?" in p[3]:
+                if len(p) < 5 or not is_object_get(p[2], p[3]):
                     continue
                 try:
                     ts = float(p[1])

@@ -4,7 +4,8 @@
 #   2. every unit, integration and doc test of the workspace (debug build),
 #   3. the lean CLI (--no-default-features: no peer caches, no tokio, no
 #      plotters): its lints, its dependency tree and its fast tests,
-#   4. the release-only checks that are too slow unoptimised (memory overhead),
+#   4. the benchmark scripts' request rule (a Python doctest), and the
+#      release-only checks that are too slow unoptimised (memory overhead),
 #   5. the loom model checks, built with --cfg loom in their own target dir.
 # Tests that need ../shared (traces) find it beside the checkout and skip with
 # a message where it is absent.
@@ -51,6 +52,9 @@ step "lean CLI: build and fast tests (not the FUSE mount tests again)"
 cargo build -p multiarc-cli --no-default-features
 cargo test -p multiarc-cli --no-default-features --bins \
   --test bench_cli --test hitratio_cli --test hardening_cli
+
+step "the benchmark scripts: which requests the latency proxy counts as object GETs (doctest)"
+python3 -m doctest scripts/latency_proxy.py
 
 step "release-only tests"
 cargo test --release -p multiarc --test memory_overhead

@@ -17,6 +17,9 @@
 //! - [`adaptive`]: the adaptive policy ([`AdaptivePolicy`]): CAR's rules and
 //!   S3ARC's as two experts over one set of lists, switched on regretted
 //!   evictions; the reference model of the cache's `Policy::Adaptive`.
+//! - [`generations`]: ARC whose T2 is ordered by coarse generations
+//!   ([`generations::GenerationArcPolicy`]): how much of ARC's order a hit
+//!   keeps when it only notes when it happened (issue 41).
 //! - [`s3fifo`]: S3-FIFO ([`S3FifoPolicy`], Yang et al., SOSP '23): a small
 //!   and a main FIFO, a ghost FIFO and a 2-bit counter per page.
 //! - [`lirs`]: LIRS ([`LirsPolicy`], Jiang & Zhang, SIGMETRICS '02): the
@@ -54,6 +57,7 @@
 pub mod adaptive;
 pub mod corpus;
 pub mod distinct;
+pub mod generations;
 pub mod lirs;
 pub mod opt;
 pub mod pass;

@@ -5,7 +5,8 @@
 //!   `multiarc_sim::reference`), `s3arc` (`multiarc_sim::s3arc`),
 //!   `adaptive` and `adaptive-mini` (`multiarc_sim::adaptive`), `car-eager-t1`, `car-lru-t2`
 //!   and `car-eager-t1-lru-t2` (`CarPolicy::with_parts`), `car-t2-aged-125`, `-250`,
-//!   `-500` and `car-t2-aged-125-gated` (`CarPolicy::with_t2_aged`), `car-t2-laps-2`
+//!   `-500` and `car-t2-aged-125-gated` (`CarPolicy::with_t2_aged`), `arc-gen-4`, `-16`,
+//!   `-64`, `arc-gen-4-misses` and `arc-gen-16-misses` (`multiarc_sim::generations`), `car-t2-laps-2`
 //!   and `car-t2-laps-4` (`CarPolicy::with_t2_hit_laps`),
 //!   `s3fifo` (`multiarc_sim::s3fifo`), `lirs` (`multiarc_sim::lirs`) and
 //!   Belady's `opt`, which needs each
@@ -27,6 +28,7 @@ pub use tiered::{check_room, TierOptions, TieredCache, MAX_TIER_BLOCKS};
 use crate::peers::{self, BenchCache};
 use anyhow::bail;
 use multiarc_sim::adaptive::AdaptivePolicy;
+use multiarc_sim::generations::{Clock, GenerationArcPolicy};
 use multiarc_sim::lirs::LirsPolicy;
 use multiarc_sim::opt::{NextUses, OptPolicy, NEVER};
 use multiarc_sim::reference::{ArcPolicy, CarPolicy, LruPolicy, PagePolicy};
@@ -221,6 +223,20 @@ pub fn build(name: &str, blocks: u64) -> anyhow::Result<Policy> {
                 gated,
             )))
         }
+        "arc-gen-4" | "arc-gen-16" | "arc-gen-64" | "arc-gen-4-misses" | "arc-gen-16-misses" => {
+            let (per, clock) = match name {
+                "arc-gen-4" => (4, Clock::Requests),
+                "arc-gen-16" => (16, Clock::Requests),
+                "arc-gen-64" => (64, Clock::Requests),
+                "arc-gen-4-misses" => (4, Clock::Misses),
+                _ => (16, Clock::Misses),
+            };
+            Policy::Page(Box::new(GenerationArcPolicy::new(
+                blocks as usize,
+                per,
+                clock,
+            )))
+        }
         "s3fifo" => Policy::Page(Box::new(S3FifoPolicy::new(blocks as usize))),
         "lirs" => Policy::Page(Box::new(LirsPolicy::new(blocks as usize))),
         "opt" => Policy::Opt(OptPolicy::new(blocks as usize)),
@@ -251,6 +267,11 @@ pub const PAGE_NAMES: &[&str] = &[
     "car-t2-aged-250",
     "car-t2-aged-500",
     "car-t2-aged-125-gated",
+    "arc-gen-4",
+    "arc-gen-16",
+    "arc-gen-64",
+    "arc-gen-4-misses",
+    "arc-gen-16-misses",
     "lru",
     "s3arc",
     "adaptive",

@@ -227,23 +227,24 @@ impl PagePolicy for GenerationArcPolicy {
 mod tests {
     use super::*;
     use crate::reference::ArcPolicy;
+    use crate::workload::{Loop, Scan, Uniform, Zipf};
 
     fn trace() -> Vec<u64> {
-        // A hot set, a loop and scans, interleaved.
-        let mut out = Vec::new();
-        let mut x = 7u64;
-        for i in 0..60_000u64 {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            out.push(match i % 5 {
-                0 | 1 => (x >> 33) % 300,
-                2 => 1_000 + i % 900,
-                3 => 10_000 + i,
-                _ => (x >> 40) % 3_000,
-            });
-        }
-        out
+        // A Zipf hot set, a loop and a scan, interleaved (the simulator's
+        // seeded generators).
+        let mut hot = Zipf::new(300, 0.9, 7);
+        let mut wide = Uniform::new(3_000, 8);
+        let mut looped = Loop::new(900).map(|k| 1_000 + k);
+        let mut scan = Scan::new(10_000, 20_000);
+        (0..60_000u64)
+            .map(|i| match i % 5 {
+                0 | 1 => hot.next(),
+                2 => looped.next(),
+                3 => scan.next(),
+                _ => wide.next(),
+            })
+            .map(|k| k.expect("each generator has enough ids"))
+            .collect()
     }
 
     #[test]

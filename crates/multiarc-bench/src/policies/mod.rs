@@ -211,15 +211,16 @@ pub fn build(name: &str, blocks: u64) -> anyhow::Result<Policy> {
         "car-eager-t1-lru-t2" => {
             Policy::Page(Box::new(CarPolicy::with_parts(blocks as usize, true, true)))
         }
-        aged if aged.starts_with("car-t2-aged-") && PAGE_NAMES.contains(&aged) => {
-            let rest = &aged["car-t2-aged-".len()..];
-            let (permille, gated) = match rest.strip_suffix("-gated") {
-                Some(permille) => (permille, true),
-                None => (rest, false),
+        "car-t2-aged-125" | "car-t2-aged-250" | "car-t2-aged-500" | "car-t2-aged-125-gated" => {
+            let (permille, gated) = match name {
+                "car-t2-aged-125" => (125, false),
+                "car-t2-aged-250" => (250, false),
+                "car-t2-aged-500" => (500, false),
+                _ => (125, true),
             };
             Policy::Page(Box::new(CarPolicy::with_t2_aged(
                 blocks as usize,
-                permille.parse()?,
+                permille,
                 gated,
             )))
         }

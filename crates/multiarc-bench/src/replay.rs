@@ -79,7 +79,8 @@ pub struct ReplayArgs {
     /// ARC taken away), car-t2-laps-2, car-t2-laps-4 (T2's hand gives a
     /// lap per hit), car-t2-aged-125, -250, -500, car-t2-aged-125-gated (T2
     /// in aged order), arc-gen-4, -16, -64, arc-gen-4-misses,
-    /// arc-gen-16-misses (ARC with T2 in coarse generations), s3fifo
+    /// arc-gen-16-misses (ARC with T2 in coarse generations),
+    /// arc-gen-4-lazy-t1, arc-gen-4-lazy-t1-raw (T1 hits noted too), s3fifo
     /// (S3-FIFO), lirs (LIRS), opt, and the peers
     /// moka, quick_cache, foyer, tinyufo, concread-arc, mutex-lru. Default:
     /// multiarc, multiarc-s3arc, arc, lru, opt and the peers.

@@ -6,7 +6,8 @@
 //!   `adaptive` and `adaptive-mini` (`multiarc_sim::adaptive`), `car-eager-t1`, `car-lru-t2`
 //!   and `car-eager-t1-lru-t2` (`CarPolicy::with_parts`), `car-t2-aged-125`, `-250`,
 //!   `-500` and `car-t2-aged-125-gated` (`CarPolicy::with_t2_aged`), `arc-gen-4`, `-16`,
-//!   `-64`, `arc-gen-4-misses` and `arc-gen-16-misses` (`multiarc_sim::generations`), `car-t2-laps-2`
+//!   `-64`, `arc-gen-4-misses`, `arc-gen-16-misses`, `arc-gen-4-lazy-t1` and
+//!   `arc-gen-4-lazy-t1-raw` (`multiarc_sim::generations`), `car-t2-laps-2`
 //!   and `car-t2-laps-4` (`CarPolicy::with_t2_hit_laps`),
 //!   `s3fifo` (`multiarc_sim::s3fifo`), `lirs` (`multiarc_sim::lirs`) and
 //!   Belady's `opt`, which needs each
@@ -28,7 +29,7 @@ pub use tiered::{check_room, TierOptions, TieredCache, MAX_TIER_BLOCKS};
 use crate::peers::{self, BenchCache};
 use anyhow::bail;
 use multiarc_sim::adaptive::AdaptivePolicy;
-use multiarc_sim::generations::{Clock, GenerationArcPolicy};
+use multiarc_sim::generations::{Clock, GenerationArcPolicy, LazyT1};
 use multiarc_sim::lirs::LirsPolicy;
 use multiarc_sim::opt::{NextUses, OptPolicy, NEVER};
 use multiarc_sim::reference::{ArcPolicy, CarPolicy, LruPolicy, PagePolicy};
@@ -238,6 +239,15 @@ pub fn build(name: &str, blocks: u64) -> anyhow::Result<Policy> {
                 clock,
             )))
         }
+        "arc-gen-4-lazy-t1" | "arc-gen-4-lazy-t1-raw" => {
+            let count = match name {
+                "arc-gen-4-lazy-t1" => LazyT1::Exact,
+                _ => LazyT1::Raw,
+            };
+            Policy::Page(Box::new(
+                GenerationArcPolicy::new(blocks as usize, 4, Clock::Requests).with_lazy_t1(count),
+            ))
+        }
         "s3fifo" => Policy::Page(Box::new(S3FifoPolicy::new(blocks as usize))),
         "lirs" => Policy::Page(Box::new(LirsPolicy::new(blocks as usize))),
         "opt" => Policy::Opt(OptPolicy::new(blocks as usize)),
@@ -273,6 +283,8 @@ pub const PAGE_NAMES: &[&str] = &[
     "arc-gen-64",
     "arc-gen-4-misses",
     "arc-gen-16-misses",
+    "arc-gen-4-lazy-t1",
+    "arc-gen-4-lazy-t1-raw",
     "lru",
     "s3arc",
     "adaptive",

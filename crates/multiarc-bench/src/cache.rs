@@ -19,7 +19,7 @@ use crate::peers::{self, BenchCache, PEER_NAMES};
 use crate::plot;
 use anyhow::{bail, Context};
 use multiarc::units::meminfo;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -157,11 +157,38 @@ pub struct CacheArgs {
     /// Draw throughput against threads into this SVG file.
     #[arg(long)]
     plot: Option<PathBuf>,
+    /// Fresh processes the repetitions run in, one after another, each a
+    /// run of this command for its share of them (at most `--repeat`; the
+    /// default, 1, runs them all in this one). The ratio columns then show
+    /// the lowest and highest of each process's median, and the JSON each
+    /// one (`by_process`): how much a figure moves from one process (its
+    /// memory, its caches' hashers) to the next. On the VM measured here
+    /// that did not make the main job's one-thread figure repeat more
+    /// closely than one process does (docs/BENCHMARKS.md).
+    #[arg(long, value_parser = count_arg, default_value = "1")]
+    processes: usize,
+    /// Internal (`--processes`): run repetitions FROM..TO (from 0, TO
+    /// excluded) of `--repeat` and print their runs as one JSON document.
+    #[arg(long, hide = true, value_parser = repetitions_arg, value_name = "FROM..TO")]
+    repetitions: Option<(usize, usize)>,
+}
+
+/// `--repetitions FROM..TO`.
+fn repetitions_arg(text: &str) -> Result<(usize, usize), String> {
+    let parsed = text
+        .split_once("..")
+        .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)));
+    match parsed {
+        Some((from, to)) if from < to => Ok((from, to)),
+        _ => Err(format!(
+            "{text:?} is not a range of repetitions FROM..TO with FROM < TO"
+        )),
+    }
 }
 
 /// A read mode of `--modes`: hold the buffer (zero-copy) or copy it out;
 /// or `chase`, hold reads one after another.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum Mode {
     Hold,
@@ -176,7 +203,7 @@ pub(crate) enum Mode {
     Chase,
 }
 
-#[derive(Serialize, Clone, Debug)]
+#[derive(Serialize, Deserialize, Clone, Debug)]
 struct BenchResult {
     cache: String,
     mode: Mode,
@@ -201,8 +228,9 @@ struct BenchResult {
     /// those rows (see [`schedule`]), so they have more runs than the
     /// others; `multiarc_over_this` pairs them.
     ops_per_sec_by_run: Vec<f64>,
-    /// The lockstat table of this run (printed for the most threads).
-    #[serde(skip)]
+    /// The lockstat table of this run (printed for the most threads; in
+    /// the JSON only between a `--processes` run and its processes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     lock_table: Option<String>,
     /// A peer's row: multiarc's rate over this row's, each run of this row
     /// paired with the multiarc runs just before and after it (see
@@ -216,13 +244,17 @@ struct BenchResult {
 /// after it. Machine noise that lasts longer than a run or two then falls on
 /// both sides of each ratio alike, which a ratio of two medians taken
 /// seconds apart does not get.
-#[derive(Serialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 struct PairedRatio {
     median: f64,
     /// The middle half of the ratios: from the first to the third quartile.
     low_quartile: f64,
     high_quartile: f64,
     pairs: usize,
+    /// With `--processes` above 1: the median of each process's pairs, in
+    /// the order the processes ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    by_process: Vec<f64>,
 }
 
 impl PairedRatio {
@@ -234,6 +266,7 @@ impl PairedRatio {
             low_quartile,
             high_quartile,
             pairs,
+            by_process: Vec::new(),
         })
     }
 }
@@ -354,6 +387,8 @@ struct Config {
     repeat: usize,
     /// Slices per repetition of multiarc and the rows compared with it.
     slices: usize,
+    /// The fresh processes the repetitions ran in.
+    processes: usize,
     file_bytes: u64,
     block_size: u64,
     modes: Vec<Mode>,
@@ -664,85 +699,48 @@ pub fn run(args: CacheArgs) -> anyhow::Result<()> {
     let paired =
         |ri: usize| rows[ri] == RowName::Multiarc1List || PEER_NAMES.contains(&rows[ri].name());
     let slices = if reference.is_some() { args.slices } else { 1 };
-    // A run's length: a slice for multiarc and the rows paired with it.
-    let seconds_of = |ri: usize| {
-        if Some(ri) == reference || paired(ri) {
-            args.common.seconds / slices as f64
-        } else {
-            args.common.seconds
-        }
-    };
     let measurements_per_rep =
         schedule(&row_modes, 0, reference, &paired, slices).len() * args.common.threads.len();
+    let plan = Plan {
+        rows: &rows,
+        row_modes: &row_modes,
+        reference,
+        paired: &paired,
+        slices,
+        blocks,
+    };
+    let processes = args.processes;
+    if processes > args.common.repeat {
+        bail!(
+            "--processes ({processes}) must be at most --repeat ({}): each process runs whole repetitions",
+            args.common.repeat
+        );
+    }
+    if let Some((from, to)) = args.repetitions {
+        if to > args.common.repeat {
+            bail!(
+                "--repetitions {from}..{to} goes past --repeat ({})",
+                args.common.repeat
+            );
+        }
+        // A process of a `--processes` run: its runs, for the one that
+        // started it to put together.
+        let runs = measure_repetitions(&args, &plan, from..to, &Progress::ToParent)?;
+        println!("{}", serde_json::to_string(&ProcessRuns { runs })?);
+        return Ok(());
+    }
     let total_runs = measurements_per_rep * args.common.repeat;
     let bar = harness::Bar::new("bench", total_runs, args.common.json);
-    let mut done = 0;
     // Every run of every (row, mode, threads), in the order they ran, with
-    // its row and repetition.
-    let mut runs: Vec<(usize, usize, BenchResult)> = Vec::new();
-    let avail = meminfo("MemAvailable:").unwrap_or(0);
-
-    for &threads in &args.common.threads {
-        // Each repetition runs every row, back to back, the order rotated
-        // by one row per repetition, so that drift of the machine hits
-        // every row alike; each row multiarc is compared with runs in
-        // slices, multiarc before and after each, so that those rows' runs
-        // pair with multiarc runs next to them in time (`schedule`). Rows
-        // stay loaded between repetitions when all of them fit in a
-        // quarter of the available memory (a cache costs about 1.5x its
-        // data); otherwise each is rebuilt and loaded again for each
-        // repetition, but kept over its slices, and multiarc for all its
-        // pairs.
-        let bytes = blocks * args.common.block_size * threads as u64;
-        let keep = (rows.len() as u64).saturating_mul(bytes * 3 / 2) <= avail / 4;
-        let mut kept: Vec<Option<Prepared>> = rows.iter().map(|_| None).collect();
-        for rep in 0..args.common.repeat {
-            let order = schedule(&row_modes, rep, reference, &paired, slices);
-            for (k, &(ri, mode)) in order.iter().enumerate() {
-                let row = rows[ri];
-                let label = row.name();
-                let prepared = match kept[ri].take() {
-                    Some(p) => p,
-                    None => {
-                        bar.doing(format!(
-                            "{label}, {threads} threads: loading {} MiB",
-                            bytes >> 20
-                        ));
-                        prepare(
-                            row,
-                            threads,
-                            blocks,
-                            args.common.block_size,
-                            args.sublists,
-                            args.seed.0,
-                        )?
-                    }
-                };
-                bar.doing(format!(
-                    "repetition {}/{}, {label}, {threads} threads, {mode:?}",
-                    rep + 1,
-                    args.common.repeat
-                ));
-                let r = run_once(
-                    &prepared,
-                    label,
-                    mode,
-                    threads,
-                    blocks,
-                    seconds_of(ri),
-                    &args,
-                );
-                runs.push((ri, rep, r));
-                bar.runs_done(1);
-                done += 1;
-                // Kept for its next run in this repetition as well.
-                if keep || Some(ri) == reference || order[k + 1..].iter().any(|&(r, _)| r == ri) {
-                    kept[ri] = Some(prepared);
-                }
-            }
-        }
-    }
-    bar.finish(&format!("{done} runs"));
+    // its row and repetition, and the process it ran in.
+    let (runs, process_of_run) = if processes == 1 {
+        let runs = measure_repetitions(&args, &plan, 0..args.common.repeat, &Progress::Bar(&bar))?;
+        let process_of_run = vec![0; runs.len()];
+        (runs, process_of_run)
+    } else {
+        run_in_processes(&args, &rows, processes, &bar)?
+    };
+    bar.finish(&format!("{} runs in {processes} processes", runs.len()));
 
     let paired = reference.map(|m| paired_ratios(&runs, m));
     // The median run of each (row, mode, threads), in row order.
@@ -768,13 +766,27 @@ pub fn run(args: CacheArgs) -> anyhow::Result<()> {
                 median.runs = these.len();
                 median.ops_per_sec_by_run = by_run;
                 median.multiarc_over_this = paired.as_ref().and_then(|paired| {
-                    let ratios = runs
+                    // This cell's ratios, each with the process it ran in.
+                    let ratios: Vec<(usize, f64)> = runs
                         .iter()
                         .zip(paired)
-                        .filter(|(x, _)| is_this(x))
-                        .filter_map(|(_, p)| *p)
+                        .zip(&process_of_run)
+                        .filter(|((x, _), _)| is_this(x))
+                        .filter_map(|((_, p), &process)| p.map(|p| (process, p)))
                         .collect();
-                    PairedRatio::of(ratios)
+                    let mut ratio = PairedRatio::of(ratios.iter().map(|&(_, r)| r).collect())?;
+                    if processes > 1 {
+                        ratio.by_process = (0..processes)
+                            .filter_map(|process| {
+                                let of_it = ratios
+                                    .iter()
+                                    .filter(|&&(p, _)| p == process)
+                                    .map(|&(_, r)| r);
+                                quartiles(of_it.collect()).map(|[_, median, _]| median)
+                            })
+                            .collect();
+                    }
+                    Some(ratio)
                 });
                 if let Some(table) = median.lock_table.take() {
                     if threads == max_threads && mode == modes[0] {
@@ -841,6 +853,7 @@ pub fn run(args: CacheArgs) -> anyhow::Result<()> {
                 seconds: args.common.seconds,
                 repeat: args.common.repeat,
                 slices,
+                processes,
                 file_bytes: args.file_bytes,
                 block_size: args.common.block_size,
                 modes,
@@ -855,7 +868,9 @@ pub fn run(args: CacheArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
-    print_tables(&args, slices, &modes, &names, &policies, &results);
+    print_tables(
+        &args, slices, processes, &modes, &names, &policies, &results,
+    );
     if let Some(tables) = report_lockstat_table {
         for (name, threads, table) in tables {
             println!(
@@ -864,6 +879,267 @@ pub fn run(args: CacheArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// What the measurement runs: the rows, their modes, multiarc's row (the
+/// reference the ratio columns divide by, when there are others), the rows
+/// it is compared with, its slices, and each thread's blocks.
+struct Plan<'a> {
+    rows: &'a [RowName],
+    row_modes: &'a [Vec<Mode>],
+    reference: Option<usize>,
+    paired: &'a dyn Fn(usize) -> bool,
+    slices: usize,
+    blocks: u64,
+}
+
+/// Where a measurement's progress goes: this process's bar, or, in a
+/// process of a `--processes` run, a line per run on stderr for the bar of
+/// the process that started it.
+enum Progress<'a> {
+    Bar(&'a harness::Bar),
+    ToParent,
+}
+
+/// The line a process of a `--processes` run writes to stderr after each
+/// run (any other line on its stderr is passed on).
+const RUN_DONE_LINE: &str = "multiarc-bench: run done";
+
+impl Progress<'_> {
+    fn doing(&self, what: impl FnOnce() -> String) {
+        if let Progress::Bar(bar) = self {
+            bar.doing(what());
+        }
+    }
+
+    fn run_done(&self) {
+        match self {
+            Progress::Bar(bar) => bar.runs_done(1),
+            Progress::ToParent => eprintln!("{RUN_DONE_LINE}"),
+        }
+    }
+}
+
+/// A run: its row, its repetition, and what it measured.
+type Measured = (usize, usize, BenchResult);
+
+/// The runs of a process of a `--processes` run, on its stdout.
+#[derive(Serialize, Deserialize)]
+struct ProcessRuns {
+    runs: Vec<Measured>,
+}
+
+/// Runs repetitions `reps` of every (row, mode, threads) of `plan`, and
+/// returns every run in the order they ran.
+fn measure_repetitions(
+    args: &CacheArgs,
+    plan: &Plan,
+    reps: std::ops::Range<usize>,
+    progress: &Progress,
+) -> anyhow::Result<Vec<Measured>> {
+    let Plan {
+        rows,
+        row_modes,
+        reference,
+        paired,
+        slices,
+        blocks,
+    } = *plan;
+    // A run's length: a slice for multiarc and the rows paired with it.
+    let seconds_of = |ri: usize| {
+        if Some(ri) == reference || paired(ri) {
+            args.common.seconds / slices as f64
+        } else {
+            args.common.seconds
+        }
+    };
+    let avail = meminfo("MemAvailable:").unwrap_or(0);
+    let mut runs = Vec::new();
+    for &threads in &args.common.threads {
+        // Each repetition runs every row, back to back, the order rotated
+        // by one row per repetition, so that drift of the machine hits
+        // every row alike; each row multiarc is compared with runs in
+        // slices, multiarc before and after each, so that those rows' runs
+        // pair with multiarc runs next to them in time (`schedule`). Rows
+        // stay loaded between repetitions when all of them fit in a
+        // quarter of the available memory (a cache costs about 1.5x its
+        // data); otherwise each is rebuilt and loaded again for each
+        // repetition, but kept over its slices, and multiarc for all its
+        // pairs.
+        let bytes = blocks * args.common.block_size * threads as u64;
+        let keep = (rows.len() as u64).saturating_mul(bytes * 3 / 2) <= avail / 4;
+        let mut kept: Vec<Option<Prepared>> = rows.iter().map(|_| None).collect();
+        for rep in reps.clone() {
+            let order = schedule(row_modes, rep, reference, paired, slices);
+            for (k, &(ri, mode)) in order.iter().enumerate() {
+                let row = rows[ri];
+                let label = row.name();
+                let prepared = match kept[ri].take() {
+                    Some(p) => p,
+                    None => {
+                        progress.doing(|| {
+                            format!("{label}, {threads} threads: loading {} MiB", bytes >> 20)
+                        });
+                        prepare(
+                            row,
+                            threads,
+                            blocks,
+                            args.common.block_size,
+                            args.sublists,
+                            args.seed.0,
+                        )?
+                    }
+                };
+                progress.doing(|| {
+                    format!(
+                        "repetition {}/{}, {label}, {threads} threads, {mode:?}",
+                        rep + 1,
+                        args.common.repeat
+                    )
+                });
+                let r = run_once(
+                    &prepared,
+                    label,
+                    mode,
+                    threads,
+                    blocks,
+                    seconds_of(ri),
+                    args,
+                );
+                runs.push((ri, rep, r));
+                progress.run_done();
+                // Kept for its next run in this repetition as well.
+                if keep || Some(ri) == reference || order[k + 1..].iter().any(|&(r, _)| r == ri) {
+                    kept[ri] = Some(prepared);
+                }
+            }
+        }
+    }
+    Ok(runs)
+}
+
+/// Runs the repetitions in `processes` fresh processes of this program, one
+/// after another, each a `bench cache` with this run's flags and its share
+/// of the repetitions (`--repetitions`); returns their runs in the order
+/// they ran, and the process of each.
+fn run_in_processes(
+    args: &CacheArgs,
+    rows: &[RowName],
+    processes: usize,
+    bar: &harness::Bar,
+) -> anyhow::Result<(Vec<Measured>, Vec<usize>)> {
+    use std::io::{BufRead, Read};
+    let exe = std::env::current_exe().context("finding this program to run its processes")?;
+    let repeat = args.common.repeat;
+    let (mut runs, mut process_of_run) = (Vec::new(), Vec::new());
+    let mut passed_on = Vec::new();
+    for p in 0..processes {
+        let reps = (p * repeat / processes)..((p + 1) * repeat / processes);
+        let which = if reps.len() == 1 {
+            format!("repetition {}", reps.end)
+        } else {
+            format!("repetitions {}-{}", reps.start + 1, reps.end)
+        };
+        bar.doing(format!(
+            "process {}/{processes}: {which} of {repeat}",
+            p + 1
+        ));
+        let mut child = std::process::Command::new(&exe)
+            .args(process_args(args, rows, processes, reps.clone()))
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .with_context(|| format!("starting {}", exe.display()))?;
+        let mut stdout = child.stdout.take().expect("piped");
+        // Read on its own thread: a process writes its runs at the end,
+        // and it would block on a full pipe while this one reads stderr.
+        let reader = std::thread::spawn(move || {
+            let mut text = String::new();
+            stdout.read_to_string(&mut text).map(|_| text)
+        });
+        let mut said = Vec::new();
+        for line in std::io::BufReader::new(child.stderr.take().expect("piped")).lines() {
+            let line = line.context("reading a bench process's stderr")?;
+            if line == RUN_DONE_LINE {
+                bar.runs_done(1);
+            } else {
+                said.push(line);
+            }
+        }
+        let status = child.wait().context("waiting for a bench process")?;
+        let text = reader
+            .join()
+            .expect("the reader does not panic")
+            .context("reading a bench process's stdout")?;
+        if !status.success() {
+            bail!(
+                "bench process {} of {processes} ({status}): {}",
+                p + 1,
+                said.last().map_or("it said nothing", |s| s.as_str())
+            );
+        }
+        let these: ProcessRuns = serde_json::from_str(&text)
+            .with_context(|| format!("reading bench process {} of {processes}'s runs", p + 1))?;
+        process_of_run.extend(std::iter::repeat_n(p, these.runs.len()));
+        runs.extend(these.runs);
+        passed_on.extend(said);
+    }
+    for line in passed_on {
+        eprintln!("{line}");
+    }
+    Ok((runs, process_of_run))
+}
+
+/// The command line of a process of a `--processes` run that runs
+/// repetitions `reps` with this run's flags (the rows named, as resolved).
+fn process_args(
+    args: &CacheArgs,
+    rows: &[RowName],
+    processes: usize,
+    reps: std::ops::Range<usize>,
+) -> Vec<String> {
+    let join = |items: Vec<String>| items.join(",");
+    let mut a: Vec<String> = vec!["bench".into(), "cache".into()];
+    let mut flag = |name: &str, value: String| a.extend([format!("--{name}"), value]);
+    flag(
+        "threads",
+        join(args.common.threads.iter().map(|t| t.to_string()).collect()),
+    );
+    flag("seconds", args.common.seconds.to_string());
+    flag("repeat", args.common.repeat.to_string());
+    flag("block-size", args.common.block_size.to_string());
+    flag("file-bytes", args.file_bytes.to_string());
+    flag(
+        "modes",
+        join(args.modes.iter().map(|m| value_name(m)).collect()),
+    );
+    flag(
+        "caches",
+        join(rows.iter().map(|r| r.name().into()).collect()),
+    );
+    flag(
+        "seed",
+        args.seed.0.map_or("random".into(), |s| s.to_string()),
+    );
+    flag("slices", args.slices.to_string());
+    flag("processes", processes.to_string());
+    flag("repetitions", format!("{}..{}", reps.start, reps.end));
+    if let Some(n) = args.sublists {
+        flag("sublists", n.to_string());
+    }
+    if args.lockstat {
+        a.push("--lockstat".into());
+    }
+    a
+}
+
+/// A value's name on the command line.
+fn value_name(v: &impl clap::ValueEnum) -> String {
+    v.to_possible_value()
+        .expect("no value is skipped")
+        .get_name()
+        .to_string()
 }
 
 /// Loads every thread's object, on up to as many loader threads as CPUs.
@@ -930,6 +1206,15 @@ fn paired_cell(multiarc: &BenchResult, peer: &BenchResult, name: bool) -> String
         String::new()
     };
     match &peer.multiarc_over_this {
+        Some(p) if p.by_process.len() >= 2 => {
+            let (low, high) = p
+                .by_process
+                .iter()
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &r| {
+                    (l.min(r), h.max(r))
+                });
+            format!("{:.2}x{name} (processes {low:.2}-{high:.2}x)", p.median)
+        }
         Some(p) if p.pairs >= 2 => format!(
             "{:.2}x{name} ({:.2}-{:.2}x)",
             p.median, p.low_quartile, p.high_quartile
@@ -964,6 +1249,7 @@ fn best_peer<'a>(peers: impl Iterator<Item = &'a BenchResult>) -> Option<&'a Ben
 fn print_tables(
     args: &CacheArgs,
     slices: usize,
+    processes: usize,
     modes: &[Mode],
     names: &[String],
     policies: &[(String, String)],
@@ -979,12 +1265,13 @@ fn print_tables(
         String::new()
     };
     println!(
-        "multiarc bench: {} threads x {} MiB objects, random {} B reads, {} repetitions of {} s per row{slicing}; {} CPUs ({}), {} GiB",
+        "multiarc bench: {} threads x {} MiB objects, random {} B reads, {} repetitions of {} s per row{slicing} in {processes} process{}; {} CPUs ({}), {} GiB",
         args.common.threads.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(","),
         args.file_bytes >> 20,
         args.common.block_size,
         args.common.repeat,
         args.common.seconds,
+        if processes == 1 { "" } else { "es" },
         m.cpus,
         m.cpu_model,
         m.memory_bytes >> 30
@@ -1030,7 +1317,9 @@ fn print_tables(
         for &(unit, scale, what) in tables {
             println!("\n{mode:?} mode, aggregate {what} per second ({unit}), median of each row's interleaved runs (± half their interquartile range):");
             let ratios = unit == "Mops/s";
-            if ratios {
+            if ratios && processes > 1 {
+                println!("(ratios: multiarc over each run of a compared row, against the multiarc runs just before and after it: the median of those pairs, and the lowest and highest of each process's median; best peer: the smallest median)");
+            } else if ratios {
                 println!("(ratios: multiarc over each run of a compared row, against the multiarc runs just before and after it: the median and the middle half of those pairs; best peer: the smallest median)");
             }
             let mut header = vec!["threads".to_string()];
@@ -1111,6 +1400,76 @@ fn print_tables(
 mod tests {
     use super::*;
     use clap::ValueEnum;
+
+    /// The flags a process of a `--processes` run gets are this run's, with
+    /// the rows as resolved, and its share of the repetitions.
+    #[test]
+    fn a_process_gets_this_runs_flags_and_its_repetitions() {
+        #[derive(clap::Parser)]
+        struct Command {
+            #[command(flatten)]
+            args: CacheArgs,
+        }
+        let parse = |args: &[String]| {
+            <Command as clap::Parser>::try_parse_from(
+                std::iter::once("multiarc").chain(args.iter().map(|a| a.as_str())),
+            )
+            .map(|c| c.args)
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"))
+        };
+        let given: Vec<String> = [
+            "--threads",
+            "1,3",
+            "--seconds",
+            "0.125",
+            "--repeat",
+            "7",
+            "--block-size",
+            "4KiB",
+            "--file-bytes",
+            "3MiB",
+            "--modes",
+            "copy,chase",
+            "--seed",
+            "12",
+            "--slices",
+            "4",
+            "--sublists",
+            "5",
+            "--lockstat",
+        ]
+        .map(String::from)
+        .to_vec();
+        let parent = parse(&given);
+        let rows = [RowName::Multiarc, RowName::MutexLru, RowName::Memcpy];
+        let line = process_args(&parent, &rows, 3, 2..5);
+        assert_eq!(line[..2], ["bench", "cache"]);
+        let child = parse(&line[2..]);
+        assert_eq!(child.common.threads, [1, 3]);
+        assert_eq!(child.common.seconds, 0.125);
+        assert_eq!(child.common.repeat, 7);
+        assert_eq!(child.common.block_size, 4096);
+        assert_eq!(child.file_bytes, 3 << 20);
+        assert_eq!(child.modes, [Mode::Copy, Mode::Chase]);
+        assert_eq!(child.caches, Some(rows.to_vec()));
+        assert_eq!(child.seed.0, Some(12));
+        assert_eq!(child.slices, 4);
+        assert_eq!(child.sublists, Some(5));
+        assert!(child.lockstat);
+        assert_eq!(child.processes, 3);
+        assert_eq!(child.repetitions, Some((2, 5)));
+        assert!(!child.common.json && child.plot.is_none());
+        // A random seed stays random; no sublists, no lockstat stay so.
+        let parent = parse(&["--repeat".to_string(), "2".to_string()]);
+        let child = parse(&process_args(&parent, &rows, 2, 0..1)[2..]);
+        assert_eq!(
+            (child.seed.0, child.sublists, child.lockstat),
+            (None, None, false)
+        );
+        for bad in ["3..3", "4..2", "1", "a..2", "..2"] {
+            assert!(repetitions_arg(bad).is_err(), "{bad}");
+        }
+    }
 
     /// A one-thread result of `cache` in `mode` at `rate` reads per second.
     fn at_rate(cache: &str, mode: Mode, rate: f64) -> BenchResult {

@@ -174,6 +174,11 @@ fn bad_arguments_fail_with_one_clear_line() {
         (vec!["bench", "--seed", "0x10"], "is not a seed"),
         (vec!["bench", "--slices", "0"], "at least 1"),
         (
+            vec!["bench", "--repeat", "2", "--processes", "3"],
+            "--processes (3) must be at most --repeat (2)",
+        ),
+        (vec!["bench", "--processes", "0"], "at least 1"),
+        (
             vec!["bench", "--workload", "randrw", "--locking", "spin"],
             "unknown locking mode",
         ),
@@ -258,23 +263,45 @@ fn compared_rows_run_in_slices_each_paired_with_multiarc() {
         "--caches",
         &caches,
     ];
-    let doc = multiarc_json(&args, "bench --slices");
-    assert_eq!(doc["config"]["slices"], 3, "{doc}");
-    let row = |name: &str| {
-        doc["results"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["cache"] == name)
-            .unwrap_or_else(|| panic!("no {name} row in {doc}"))
-            .clone()
-    };
-    let peer = row(compared);
-    assert_eq!(peer["runs"], 6, "{peer}");
-    assert_eq!(peer["multiarc_over_this"]["pairs"], 6, "{peer}");
-    // multiarc: once after the unpaired row, then after each slice.
-    assert_eq!(row("multiarc")["runs"], 8);
-    assert_eq!(row("multiarc-eager")["runs"], 2);
+    // In this one process (the default), then each repetition in a fresh
+    // process: the same runs and pairs; only the second reports each
+    // process's median.
+    for processes in [1, 2] {
+        let mut args = args.to_vec();
+        let count = processes.to_string();
+        if processes > 1 {
+            args.extend(["--processes", &count]);
+        }
+        let doc = multiarc_json(&args, "bench --slices");
+        assert_eq!(doc["config"]["slices"], 3, "{doc}");
+        assert_eq!(doc["config"]["processes"], processes, "{doc}");
+        let row = |name: &str| {
+            doc["results"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["cache"] == name)
+                .unwrap_or_else(|| panic!("no {name} row in {doc}"))
+                .clone()
+        };
+        let peer = row(compared);
+        assert_eq!(peer["runs"], 6, "{peer}");
+        assert_eq!(peer["multiarc_over_this"]["pairs"], 6, "{peer}");
+        // multiarc: once after the unpaired row, then after each slice.
+        assert_eq!(row("multiarc")["runs"], 8);
+        assert_eq!(row("multiarc-eager")["runs"], 2);
+        let by_process = peer["multiarc_over_this"]["by_process"].as_array();
+        if processes == 1 {
+            assert!(by_process.is_none(), "{peer}");
+        } else {
+            let by_process = by_process.unwrap_or_else(|| panic!("no by_process: {peer}"));
+            assert_eq!(by_process.len(), processes, "{peer}");
+            assert!(
+                by_process.iter().all(|r| r.as_f64().unwrap() > 0.0),
+                "{peer}"
+            );
+        }
+    }
 }
 
 /// `--modes chase` (dependent hits) runs every cache row with no misses and

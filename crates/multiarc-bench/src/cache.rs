@@ -1110,10 +1110,7 @@ fn process_args(
     flag("repeat", args.common.repeat.to_string());
     flag("block-size", args.common.block_size.to_string());
     flag("file-bytes", args.file_bytes.to_string());
-    flag(
-        "modes",
-        join(args.modes.iter().map(|m| value_name(m)).collect()),
-    );
+    flag("modes", join(args.modes.iter().map(value_name).collect()));
     flag(
         "caches",
         join(rows.iter().map(|r| r.name().into()).collect()),

@@ -637,8 +637,8 @@ pub fn run(args: CacheArgs) -> anyhow::Result<()> {
             args.common.block_size
         );
     }
-    if args.plot.is_some() {
-        plot::available()?;
+    if let Some(path) = &args.plot {
+        plot::available(path)?;
     }
     let modes = args.modes.clone();
     let rows: Vec<RowName> = match &args.caches {

@@ -7,8 +7,23 @@ use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use std::path::Path;
 
-/// Whether `--plot` can draw: always, with the `plot` feature.
-pub fn available() -> anyhow::Result<()> {
+/// Whether `--plot PATH` can draw, checked before a long run: with the
+/// `plot` feature, when the directory it goes into exists.
+pub fn available(path: &Path) -> anyhow::Result<()> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        anyhow::bail!(
+            "--plot {}: {} is not a directory",
+            path.display(),
+            dir.display()
+        );
+    }
+    if path.is_dir() {
+        anyhow::bail!("--plot {}: is a directory", path.display());
+    }
     Ok(())
 }
 

@@ -23,7 +23,7 @@ pub struct Panel {
 
 /// Whether `--plot` can draw: never, in this build. The commands call it
 /// before their work, so a lean build fails at once, not after the run.
-pub fn available() -> anyhow::Result<()> {
+pub fn available(_path: &Path) -> anyhow::Result<()> {
     anyhow::bail!(
         "--plot: this multiarc was built without the `plot` feature (no charts); \
          rebuild with default features to draw them"

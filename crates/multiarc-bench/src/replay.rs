@@ -461,8 +461,8 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
     }
     let source = TraceFile::new(&args.trace)?;
     let format = parse_format(&args, &source)?;
-    if args.plot.is_some() {
-        plot::available()?;
+    if let Some(path) = &args.plot {
+        plot::available(path)?;
     }
     let policy_names: Vec<String> = args
         .policy

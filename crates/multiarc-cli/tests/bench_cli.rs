@@ -178,6 +178,23 @@ fn bad_arguments_fail_with_one_clear_line() {
             "--processes (3) must be at most --repeat (2)",
         ),
         (vec!["bench", "--processes", "0"], "at least 1"),
+        // Refused before the run, not after it.
+        (
+            vec!["bench", "--plot", "/no-such-directory/bench.svg"],
+            if cfg!(feature = "plot") {
+                "/no-such-directory is not a directory"
+            } else {
+                "without the `plot` feature"
+            },
+        ),
+        (
+            vec!["bench", "--plot", "/"],
+            if cfg!(feature = "plot") {
+                "--plot /: is a directory"
+            } else {
+                "without the `plot` feature"
+            },
+        ),
         (
             vec!["bench", "--workload", "randrw", "--locking", "spin"],
             "unknown locking mode",

@@ -32,24 +32,24 @@ pub fn available(_path: &Path) -> anyhow::Result<()> {
 
 /// Drawing needs the `plot` feature: an error.
 pub fn line_chart(
-    _path: &Path,
+    path: &Path,
     _title: &str,
     _x_label: &str,
     _y_label: &str,
     _series: &[Series],
     _log_x: bool,
 ) -> anyhow::Result<()> {
-    available()
+    available(path)
 }
 
 /// Drawing needs the `plot` feature: an error.
 pub fn panel_chart(
-    _path: &Path,
+    path: &Path,
     _title: &str,
     _x_label: &str,
     _y_label: &str,
     _panels: &[Panel],
     _emphasise: &dyn Fn(&str) -> bool,
 ) -> anyhow::Result<()> {
-    available()
+    available(path)
 }

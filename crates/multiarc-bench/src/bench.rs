@@ -16,7 +16,7 @@
 //! the other before clap parses ([`workload_flag_as_subcommand`]).
 
 use crate::cache::CacheArgs;
-use crate::cli::{count_arg, enum_arg, parse_enum, size_arg};
+use crate::cli::{count_arg, enum_arg, enum_name, parse_enum, size_arg};
 use crate::file::FileWorkload;
 use crate::harness::CommonArgs;
 use crate::peers;
@@ -268,9 +268,7 @@ pub fn explain_foreign_flag(args: &[OsString], error: &clap::Error) -> Option<St
 
 /// The name `--workload` and the subcommand take.
 fn workload_name(workload: Workload) -> String {
-    clap::ValueEnum::to_possible_value(&workload)
-        .map(|v| v.get_name().to_string())
-        .unwrap_or_default()
+    enum_name(&workload)
 }
 
 /// Runs the benchmark: the workload's subcommand, or the cache workload.

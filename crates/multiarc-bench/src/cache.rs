@@ -13,7 +13,7 @@
 //! (copying random blocks of an equally large array: the ceiling for copy
 //! mode).
 
-use crate::cli::{count_arg, enum_arg, size_arg, text_table};
+use crate::cli::{count_arg, enum_arg, enum_name, size_arg, text_table};
 use crate::harness::{self, machine, measure, CommonArgs, Machine, Run};
 use crate::peers::{self, BenchCache, PEER_NAMES};
 use crate::plot;
@@ -689,11 +689,6 @@ pub fn run(args: CacheArgs) -> anyhow::Result<()> {
     }
     let block = args.common.block_size as usize;
     let blocks = args.file_bytes / args.common.block_size;
-    let mut policies = Vec::new();
-    for r in rows.iter().filter(|r| r.is_cache()) {
-        let c = peers::build(r.name(), 1 << 20, block)?;
-        policies.push((r.name().to_string(), c.policy().to_string()));
-    }
     // The rows the ratio columns compare multiarc with run between two
     // multiarc runs (`schedule`).
     let paired =
@@ -729,6 +724,12 @@ pub fn run(args: CacheArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string(&ProcessRuns { runs })?);
         return Ok(());
     }
+    // What each row's policy is, for the report (not a process's business).
+    let mut policies = Vec::new();
+    for r in rows.iter().filter(|r| r.is_cache()) {
+        let c = peers::build(r.name(), 1 << 20, block)?;
+        policies.push((r.name().to_string(), c.policy().to_string()));
+    }
     let total_runs = measurements_per_rep * args.common.repeat;
     let bar = harness::Bar::new("bench", total_runs, args.common.json);
     // Every run of every (row, mode, threads), in the order they ran, with
@@ -740,7 +741,10 @@ pub fn run(args: CacheArgs) -> anyhow::Result<()> {
     } else {
         run_in_processes(&args, &rows, processes, &bar)?
     };
-    bar.finish(&format!("{} runs in {processes} processes", runs.len()));
+    bar.finish(&match processes {
+        1 => format!("{} runs", runs.len()),
+        _ => format!("{} runs in {processes} processes", runs.len()),
+    });
 
     let paired = reference.map(|m| paired_ratios(&runs, m));
     // The median run of each (row, mode, threads), in row order.
@@ -1110,7 +1114,7 @@ fn process_args(
     flag("repeat", args.common.repeat.to_string());
     flag("block-size", args.common.block_size.to_string());
     flag("file-bytes", args.file_bytes.to_string());
-    flag("modes", join(args.modes.iter().map(value_name).collect()));
+    flag("modes", join(args.modes.iter().map(enum_name).collect()));
     flag(
         "caches",
         join(rows.iter().map(|r| r.name().into()).collect()),
@@ -1129,14 +1133,6 @@ fn process_args(
         a.push("--lockstat".into());
     }
     a
-}
-
-/// A value's name on the command line.
-fn value_name(v: &impl clap::ValueEnum) -> String {
-    v.to_possible_value()
-        .expect("no value is skipped")
-        .get_name()
-        .to_string()
 }
 
 /// Loads every thread's object, on up to as many loader threads as CPUs.

@@ -76,6 +76,14 @@ impl<E> Clone for EnumArg<E> {
     }
 }
 
+/// The name of `value` on the command line (empty for a value clap skips).
+pub fn enum_name<E: clap::ValueEnum>(value: &E) -> String {
+    value
+        .to_possible_value()
+        .map(|v| v.get_name().to_string())
+        .unwrap_or_default()
+}
+
 /// Every name of `E`, in declaration order.
 pub fn enum_names<E: clap::ValueEnum>() -> Vec<String> {
     E::value_variants()

@@ -167,16 +167,20 @@ impl GenerationArcPolicy {
         );
     }
 
+    /// A lazy T1's hit `page`, just taken out of T1: queued in T2 at its
+    /// hit's generation.
+    fn t1_hit_to_t2(&mut self, page: u64, generation: u64) {
+        self.t1_hit -= 1;
+        self.queue(page, 1, generation);
+    }
+
     /// Takes T1's oldest page not hit there out (a lazy T1 queues the hit
     /// ones in T2 at their hit's generation on the way); `None` when every
     /// page of T1 was hit (a raw lazy T1), which leaves T1 empty.
     fn take_t1(&mut self) -> Option<u64> {
         while let Some((_, page)) = self.lists[0].pop_first() {
             match self.live[&page].hit {
-                Some(hit) => {
-                    self.t1_hit -= 1;
-                    self.queue(page, 1, hit);
-                }
+                Some(hit) => self.t1_hit_to_t2(page, hit),
                 None => {
                     self.live.remove(&page);
                     return Some(page);
@@ -194,16 +198,13 @@ impl GenerationArcPolicy {
     /// walk of an empty T2 would fall back to T1's, which moves them.
     fn take_t2(&mut self) -> u64 {
         if self.lists[1].is_empty() {
-            let hit: Vec<((u64, u64), u64)> = self.lists[0]
+            let hit: Vec<((u64, u64), u64, u64)> = self.lists[0]
                 .iter()
-                .filter(|(_, page)| self.live[page].hit.is_some())
-                .map(|(&key, &page)| (key, page))
+                .filter_map(|(&key, &page)| Some((key, page, self.live[&page].hit?)))
                 .collect();
-            for (key, page) in hit {
+            for (key, page, generation) in hit {
                 self.lists[0].remove(&key);
-                self.t1_hit -= 1;
-                let generation = self.live[&page].hit.expect("a hit page");
-                self.queue(page, 1, generation);
+                self.t1_hit_to_t2(page, generation);
             }
         }
         loop {

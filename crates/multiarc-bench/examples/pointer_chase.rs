@@ -6,13 +6,22 @@
 //! counters are not available (this VM exposes none to `perf stat`): a hit
 //! of `t` ns costs at most about `t / chase` of them.
 //!
+//!
+//! Hits that do not depend on each other overlap: the CPU issues the next
+//! hit's loads while the last one's are in flight. `--chains K` runs K
+//! independent cycles in one loop, so that K misses can be in flight at
+//! once, and prints the time per load then: the floor that overlapped
+//! misses reach on this machine. A hit that fetches `m` far lines costs at
+//! least about `m` times that floor, however well it overlaps; that is the
+//! physical bound issue 42 asks for.
+//!
 //! ```text
-//! cargo run --release -p multiarc-bench --example pointer_chase -- [WORKING_SET_MIB ...]
+//! cargo run --release -p multiarc-bench --example pointer_chase -- [--chains 1,2,4,8,16] [WORKING_SET_MIB ...]
 //! ```
 //!
 //! Default working sets: 1, 16, 256 and 4096 MiB (L2, L3, past L3, far
-//! past it). Prints one line per working set: nanoseconds per dependent
-//! load, the median of 5 runs of 10 million loads.
+//! past it); default chains: 1. Prints one line per working set and chain
+//! count: nanoseconds per load, the median of 5 runs of 10 million loads.
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -64,28 +73,93 @@ fn chase(v: &[Line], steps: u64) -> f64 {
     started.elapsed().as_nanos() as f64 / steps as f64
 }
 
+/// `K` chains through the same cycle, started `lines / K` apart, advanced
+/// in turn: each load depends on its own chain's last one only, so up to
+/// `K` misses are in flight. Returns nanoseconds per load (all chains).
+fn chase_overlapped<const K: usize>(v: &[Line], steps: u64) -> f64 {
+    let mut at = [0u64; K];
+    let mut here = 0u64;
+    let apart = (v.len() / K).max(1);
+    for (k, slot) in at.iter_mut().enumerate() {
+        *slot = here;
+        let walk = if k + 1 < K { apart } else { 0 };
+        for _ in 0..walk {
+            here = v[here as usize].next;
+        }
+    }
+    let rounds = steps / K as u64;
+    let started = Instant::now();
+    for _ in 0..rounds {
+        for a in at.iter_mut() {
+            *a = v[*a as usize].next;
+        }
+    }
+    black_box(at);
+    started.elapsed().as_nanos() as f64 / (rounds * K as u64) as f64
+}
+
+fn run(v: &[Line], chains: usize, steps: u64) -> f64 {
+    match chains {
+        1 => chase(v, steps),
+        2 => chase_overlapped::<2>(v, steps),
+        4 => chase_overlapped::<4>(v, steps),
+        8 => chase_overlapped::<8>(v, steps),
+        16 => chase_overlapped::<16>(v, steps),
+        32 => chase_overlapped::<32>(v, steps),
+        _ => unreachable!("checked when parsed"),
+    }
+}
+
+fn usage(problem: &str) -> ! {
+    eprintln!("pointer_chase: {problem}");
+    eprintln!("usage: pointer_chase [--chains 1,2,4,8,16,32] [WORKING_SET_MIB ...]");
+    std::process::exit(2)
+}
+
 fn main() {
-    let sets: Vec<u64> = std::env::args()
-        .skip(1)
-        .map(|a| {
-            a.parse()
-                .unwrap_or_else(|_| panic!("{a:?}: give working sets in MiB"))
-        })
-        .collect();
-    let sets = if sets.is_empty() {
-        vec![1, 16, 256, 4096]
-    } else {
-        sets
-    };
+    let mut sets: Vec<u64> = Vec::new();
+    let mut chain_counts = vec![1usize];
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        if a == "--chains" {
+            let list = args
+                .next()
+                .unwrap_or_else(|| usage("--chains needs a list, e.g. 1,2,4,8"));
+            chain_counts = list
+                .split(',')
+                .map(|c| match c.trim().parse() {
+                    Ok(n @ (1 | 2 | 4 | 8 | 16 | 32)) => n,
+                    _ => usage(&format!("--chains {c:?}: give 1, 2, 4, 8, 16 or 32")),
+                })
+                .collect();
+        } else {
+            match a.parse() {
+                Ok(mib) if mib > 0 => sets.push(mib),
+                _ => usage(&format!(
+                    "{a:?}: give working sets in MiB (a whole number above 0)"
+                )),
+            }
+        }
+    }
+    if sets.is_empty() {
+        sets = vec![1, 16, 256, 4096];
+    }
     for mib in sets {
         let lines = (mib << 20) as usize / std::mem::size_of::<Line>();
         let v = cycle(lines.max(2), 0x5EED ^ mib);
         chase(&v, 1_000_000); // warm the pages and the TLB's upper levels
-        let mut runs: Vec<f64> = (0..5).map(|_| chase(&v, 10_000_000)).collect();
-        runs.sort_by(f64::total_cmp);
-        println!(
-            "{mib} MiB: {:.1} ns per dependent load (median of 5; {:.1}-{:.1})",
-            runs[2], runs[0], runs[4]
-        );
+        for &chains in &chain_counts {
+            let mut runs: Vec<f64> = (0..5).map(|_| run(&v, chains, 10_000_000)).collect();
+            runs.sort_by(f64::total_cmp);
+            let what = if chains == 1 {
+                "ns per dependent load".to_string()
+            } else {
+                format!("ns per load, {chains} chains in flight")
+            };
+            println!(
+                "{mib} MiB: {:.1} {what} (median of 5; {:.1}-{:.1})",
+                runs[2], runs[0], runs[4]
+            );
+        }
     }
 }

@@ -4,12 +4,14 @@
 # on a shared machine falls on every row alike. With GATE=S in the environment a
 # sample first waits up to S seconds for a quiet machine (under 0.3 CPUs busy);
 # each sample records the CPUs it used. Prints medians (min-max) [CPUs].
+# A config's fifth field sets the counter's layout (`--layout beside|apart`,
+# lockbench's default when absent), e.g. target/release/multiarc:pthread:::apart.
 # Example: GATE=30 scripts/lockbench-interleaved.py 5 0.5 1,2,4 out.jsonl \
 #   target/release/multiarc:multiarc target/release/multiarc:multiarc:0 \
 #   target/release/multiarc:pthread target/release/multiarc:std target/release/multiarc:parking_lot
 """Interleaved lockbench: rounds x configs x threadcounts, each a separate invocation, order rotated per round.
 Records per invocation the CPUs utilised (children rusage / wall) and load avg.
-usage: lockbench-interleaved.py ROUNDS SECONDS THREADS out.jsonl config...   config = bin:lock[:spins]"""
+usage: lockbench-interleaved.py ROUNDS SECONDS THREADS out.jsonl config...   config = bin:lock[:spins[:ENV=V,...[:layout]]]"""
 import json, subprocess, sys, statistics, time, os, resource
 rounds, secs, threads, out = int(sys.argv[1]), sys.argv[2], sys.argv[3].split(","), sys.argv[4]
 cfgs = sys.argv[5:]
@@ -36,12 +38,13 @@ with open(out, "a") as f:
             parts = c.split(":")
             binp, lock = parts[0], parts[1]
             cmd = [binp, "lockbench", "--threads", t, "--seconds", secs, "--locks", lock, "--json"]
-            if len(parts) > 2: cmd += ["--spins", parts[2]]
+            if len(parts) > 2 and parts[2]: cmd += ["--spins", parts[2]]
+            if len(parts) > 4 and parts[4]: cmd += ["--layout", parts[4]]
             other = wait_quiet(GATE) if GATE else -1
             ts = time.strftime("%H:%M:%S", time.gmtime()); load = os.getloadavg()[0]
             c0, w0 = cpu(), time.time()
             env = dict(os.environ)
-            if len(parts) > 3:
+            if len(parts) > 3 and parts[3]:
                 for kv in parts[3].split(","):
                     k, v = kv.split("="); env[k] = v
             doc = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True, env=env).stdout)

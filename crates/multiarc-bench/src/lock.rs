@@ -7,11 +7,19 @@
 //! lock and thread count: millions of acquisitions per second, the lock's
 //! size, and fairness (the fewest acquisitions of any thread divided by the
 //! most). Each configuration runs several times; the median run is reported.
+//!
+//! `--layout` places the counter for every lock alike: `beside` the lock
+//! word, in the same allocation, as a `Mutex<u64>` holds it (the default),
+//! or `apart`, on a cache line of its own. Under contention the two differ:
+//! beside, every waiter's look at the word takes the counter's line from
+//! the holder too.
 
 use crate::harness::Bar;
 use anyhow::{bail, Result};
 use multiarc::lock::poison::LockUnpoisoned;
-use multiarc_lock::bench_variants::{PthreadMutex, SpinWakeAllMutex, PTHREAD_MUTEX_SIZE};
+use multiarc_lock::bench_variants::{
+    PthreadMutex, PthreadMutexAt, SpinWakeAllMutex, PTHREAD_MUTEX_SIZE,
+};
 use multiarc_lock::LockstatExt;
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -44,6 +52,10 @@ enum LockName {
     ParkingLot,
     #[value(name = "pthread")]
     Pthread,
+    /// The C library's mutex at byte 48 of a line, its kind (read before
+    /// each compare-exchange) alone on the next line.
+    #[value(name = "pthread-at48")]
+    PthreadAt48,
 }
 
 impl LockName {
@@ -56,6 +68,7 @@ impl LockName {
             LockName::Std => "std",
             LockName::ParkingLot => "parking_lot",
             LockName::Pthread => "pthread",
+            LockName::PthreadAt48 => "pthread-at48",
         }
     }
 
@@ -75,8 +88,8 @@ pub struct LockbenchArgs {
     #[arg(long, default_value_t = 2.0)]
     seconds: f64,
     /// Only these locks, comma-separated: multiarc, multiarc-spinwake, std,
-    /// parking_lot, pthread (the default set), and multiarc-lockstat (our
-    /// lock with lock statistics on).
+    /// parking_lot, pthread, pthread-at48 (the default set), and
+    /// multiarc-lockstat (our lock with lock statistics on).
     #[arg(long, value_parser = crate::cli::enum_arg::<LockName>("lock"), value_delimiter = ',')]
     locks: Option<Vec<LockName>>,
     /// Spin counts to measure our lock with, comma-separated (see
@@ -86,6 +99,11 @@ pub struct LockbenchArgs {
     #[arg(long, value_parser = spin_arg, value_delimiter = ',',
           default_values_t = [multiarc_lock::DEFAULT_SPIN_COUNT])]
     spins: Vec<u32>,
+    /// Where each lock's counter lives, the same for every lock: beside
+    /// the lock word, in its allocation (as a `Mutex<u64>` holds it), or
+    /// apart, on a cache line of its own.
+    #[arg(long, value_parser = crate::cli::enum_arg::<Layout>("layout"), default_value = "beside")]
+    layout: Layout,
     /// Print one JSON document on stdout instead of the table.
     #[arg(long)]
     json: bool,
@@ -114,39 +132,86 @@ trait BenchLock: Send + Sync + 'static {
     }
 }
 
-struct OurMutex(multiarc_lock::Mutex<u64>);
+/// Where the counter a lock guards lives (`--layout`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Layout {
+    /// In the lock's allocation, right after its word (as `Mutex<u64>`).
+    Beside,
+    /// On a cache line of its own, behind a pointer.
+    Apart,
+}
 
-impl BenchLock for OurMutex {
+/// The data a benchmark lock guards: one counter, laid out per [`Layout`].
+trait Counter: Default + Send + 'static {
+    fn bump(&mut self);
+    fn get(&self) -> u64;
+}
+
+/// [`Layout::Beside`]: the counter itself.
+#[derive(Default)]
+struct Beside(u64);
+
+impl Counter for Beside {
+    fn bump(&mut self) {
+        self.0 += 1;
+    }
+    fn get(&self) -> u64 {
+        self.0
+    }
+}
+
+/// A counter alone on its cache line (two lines: adjacent-line prefetch).
+#[repr(align(128))]
+#[derive(Default)]
+struct Line(u64);
+
+/// [`Layout::Apart`]: the counter on a line of its own.
+#[derive(Default)]
+struct Apart(Box<Line>);
+
+impl Counter for Apart {
+    fn bump(&mut self) {
+        self.0 .0 += 1;
+    }
+    fn get(&self) -> u64 {
+        self.0 .0
+    }
+}
+
+struct OurMutex<C>(multiarc_lock::Mutex<C>);
+
+impl<C: Counter> BenchLock for OurMutex<C> {
     const SIZE: usize = std::mem::size_of::<multiarc_lock::Mutex<()>>();
     fn new() -> Self {
-        OurMutex(multiarc_lock::Mutex::new(0))
+        OurMutex(multiarc_lock::Mutex::new(C::default()))
     }
     fn increment(&self) {
-        *self.0.lock() += 1;
+        self.0.lock().bump();
     }
     fn count(&self) -> u64 {
-        *self.0.lock()
+        self.0.lock().get()
     }
 }
 
 /// Our mutex with lock statistics on: what tracing costs.
-struct OurTracedMutex(multiarc_lock::Mutex<u64>);
+struct OurTracedMutex<C>(multiarc_lock::Mutex<C>);
 
 const TRACED_CLASS: &str = "lockbench.mutex";
 
-impl BenchLock for OurTracedMutex {
+impl<C: Counter> BenchLock for OurTracedMutex<C> {
     const SIZE: usize = std::mem::size_of::<multiarc_lock::Mutex<()>>();
     fn new() -> Self {
         multiarc_lock::lockstat::reset();
-        let lock = multiarc_lock::Mutex::new(0);
+        let lock = multiarc_lock::Mutex::new(C::default());
         lock.set_lockstat(Some(multiarc_lock::LockId::new(TRACED_CLASS, 0)));
         OurTracedMutex(lock)
     }
     fn increment(&self) {
-        *self.0.lock() += 1;
+        self.0.lock().bump();
     }
     fn count(&self) -> u64 {
-        *self.0.lock()
+        self.0.lock().get()
     }
     fn check(&self, acquisitions: u64) -> Result<()> {
         let report = multiarc_lock::lockstat::snapshot().filter_class_prefix(TRACED_CLASS);
@@ -162,64 +227,81 @@ impl BenchLock for OurTracedMutex {
     }
 }
 
-struct SpinWakeAll(SpinWakeAllMutex<u64>);
+struct SpinWakeAll<C>(SpinWakeAllMutex<C>);
 
-impl BenchLock for SpinWakeAll {
+impl<C: Counter> BenchLock for SpinWakeAll<C> {
     const SIZE: usize = std::mem::size_of::<SpinWakeAllMutex<()>>();
     fn new() -> Self {
-        SpinWakeAll(SpinWakeAllMutex::new(0))
+        SpinWakeAll(SpinWakeAllMutex::new(C::default()))
     }
     fn increment(&self) {
-        *self.0.lock() += 1;
+        self.0.lock().bump();
     }
     fn count(&self) -> u64 {
-        *self.0.lock()
+        self.0.lock().get()
     }
 }
 
-struct StdMutex(std::sync::Mutex<u64>);
+struct StdMutex<C>(std::sync::Mutex<C>);
 
-impl BenchLock for StdMutex {
+impl<C: Counter> BenchLock for StdMutex<C> {
     const SIZE: usize = std::mem::size_of::<std::sync::Mutex<()>>();
     fn new() -> Self {
-        StdMutex(std::sync::Mutex::new(0))
+        StdMutex(std::sync::Mutex::new(C::default()))
     }
     fn increment(&self) {
-        *self.0.lock_unpoisoned() += 1;
+        self.0.lock_unpoisoned().bump();
     }
     fn count(&self) -> u64 {
-        *self.0.lock_unpoisoned()
+        self.0.lock_unpoisoned().get()
     }
 }
 
-struct ParkingLotMutex(parking_lot::Mutex<u64>);
+struct ParkingLotMutex<C>(parking_lot::Mutex<C>);
 
-impl BenchLock for ParkingLotMutex {
+impl<C: Counter> BenchLock for ParkingLotMutex<C> {
     const SIZE: usize = std::mem::size_of::<parking_lot::Mutex<()>>();
     fn new() -> Self {
-        ParkingLotMutex(parking_lot::Mutex::new(0))
+        ParkingLotMutex(parking_lot::Mutex::new(C::default()))
     }
     fn increment(&self) {
-        *self.0.lock() += 1;
+        self.0.lock().bump();
     }
     fn count(&self) -> u64 {
-        *self.0.lock()
+        self.0.lock().get()
     }
 }
 
 /// The C library's mutex ([`PthreadMutex`], default attributes).
-struct Pthread(PthreadMutex<u64>);
+struct Pthread<C>(PthreadMutex<C>);
 
-impl BenchLock for Pthread {
+impl<C: Counter> BenchLock for Pthread<C> {
     const SIZE: usize = PTHREAD_MUTEX_SIZE;
     fn new() -> Self {
-        Pthread(PthreadMutex::new(0))
+        Pthread(PthreadMutex::new(C::default()))
     }
     fn increment(&self) {
-        *self.0.lock() += 1;
+        self.0.lock().bump();
     }
     fn count(&self) -> u64 {
-        *self.0.lock()
+        self.0.lock().get()
+    }
+}
+
+/// The C library's mutex at byte 48 of its allocation (see
+/// [`PthreadMutexAt`]).
+struct PthreadAt48<C>(PthreadMutexAt<C, 48>);
+
+impl<C: Counter> BenchLock for PthreadAt48<C> {
+    const SIZE: usize = PTHREAD_MUTEX_SIZE;
+    fn new() -> Self {
+        PthreadAt48(PthreadMutexAt::new(C::default()))
+    }
+    fn increment(&self) {
+        self.0.lock().bump();
+    }
+    fn count(&self) -> u64 {
+        self.0.lock().get()
     }
 }
 
@@ -249,10 +331,19 @@ impl Sample {
     }
 }
 
+/// A value alone on its two cache lines (the adjacent-line prefetcher
+/// pairs them).
+#[repr(align(128))]
+struct OwnLines<T>(T);
+
 /// Runs `threads` threads hammering one `L` for `duration`.
 fn run_once<L: BenchLock>(name: &str, threads: usize, duration: Duration) -> Result<Sample> {
-    let lock = Arc::new(L::new());
-    let stop = Arc::new(AtomicBool::new(false));
+    // The lock and the stop flag each on lines of their own: the threads
+    // read the flag every `BATCH` acquisitions, and a flag sharing the
+    // lock's line would take it from the holder (false sharing that moved
+    // one lock's figure threefold with the heap's layout).
+    let lock = Arc::new(OwnLines(L::new()));
+    let stop = Arc::new(OwnLines(AtomicBool::new(false)));
     let start_line = Arc::new(Barrier::new(threads + 1));
     // A thread that cannot be started (a process or memory limit) is an
     // error; the ones already waiting at the start line end with the process.
@@ -263,9 +354,9 @@ fn run_once<L: BenchLock>(name: &str, threads: usize, duration: Duration) -> Res
                 .spawn(move || {
                     start_line.wait();
                     let mut acquisitions = 0u64;
-                    while !stop.load(Ordering::Relaxed) {
+                    while !stop.0.load(Ordering::Relaxed) {
                         for _ in 0..BATCH {
-                            lock.increment();
+                            lock.0.increment();
                         }
                         acquisitions += BATCH;
                     }
@@ -277,7 +368,7 @@ fn run_once<L: BenchLock>(name: &str, threads: usize, duration: Duration) -> Res
     start_line.wait();
     let start = Instant::now();
     std::thread::sleep(duration);
-    stop.store(true, Ordering::Relaxed);
+    stop.0.store(true, Ordering::Relaxed);
     let per_thread = handles
         .into_iter()
         .map(|h| {
@@ -289,14 +380,14 @@ fn run_once<L: BenchLock>(name: &str, threads: usize, duration: Duration) -> Res
         per_thread,
         elapsed: start.elapsed(),
     };
-    let counted = lock.count();
+    let counted = lock.0.count();
     if counted != sample.total() {
         bail!(
             "{name} with {threads} threads: the counter is {counted} but the threads acquired the lock {} times (mutual exclusion broken)",
             sample.total()
         );
     }
-    lock.check(sample.total())?;
+    lock.0.check(sample.total())?;
     Ok(sample)
 }
 
@@ -323,6 +414,7 @@ struct Config {
     statistic: &'static str,
     spins: Vec<u32>,
     locks: Vec<String>,
+    layout: Layout,
 }
 
 #[derive(Serialize)]
@@ -372,6 +464,40 @@ fn selected_locks(args: &LockbenchArgs) -> Vec<LockName> {
         .collect()
 }
 
+/// Measures `lock` (every `--spins` row of ours) with its counter laid out
+/// as `C`.
+fn measure_lock<C: Counter>(
+    lock: LockName,
+    args: &LockbenchArgs,
+    bar: &Bar,
+    results: &mut Vec<Measurement>,
+) -> Result<()> {
+    let name = lock.name();
+    match lock {
+        LockName::Multiarc => {
+            let before = multiarc_lock::spin_count();
+            for &spins in &args.spins {
+                multiarc_lock::set_spin_count(spins);
+                let row = if spins == multiarc_lock::DEFAULT_SPIN_COUNT {
+                    "multiarc".to_string()
+                } else {
+                    format!("multiarc-spin{spins}")
+                };
+                let measured = measure::<OurMutex<C>>(&row, args, bar, results);
+                multiarc_lock::set_spin_count(before);
+                measured?;
+            }
+        }
+        LockName::MultiarcLockstat => measure::<OurTracedMutex<C>>(name, args, bar, results)?,
+        LockName::MultiarcSpinwake => measure::<SpinWakeAll<C>>(name, args, bar, results)?,
+        LockName::Std => measure::<StdMutex<C>>(name, args, bar, results)?,
+        LockName::ParkingLot => measure::<ParkingLotMutex<C>>(name, args, bar, results)?,
+        LockName::Pthread => measure::<Pthread<C>>(name, args, bar, results)?,
+        LockName::PthreadAt48 => measure::<PthreadAt48<C>>(name, args, bar, results)?,
+    }
+    Ok(())
+}
+
 /// Runs `multiarc lockbench`.
 pub fn run(args: LockbenchArgs) -> Result<()> {
     crate::cli::check_seconds(args.seconds)?;
@@ -390,29 +516,9 @@ pub fn run(args: LockbenchArgs) -> Result<()> {
     let bar = Bar::new("lockbench", runs, args.json);
     let mut results = Vec::new();
     for &lock in &locks {
-        let name = lock.name();
-        match lock {
-            LockName::Multiarc => {
-                let before = multiarc_lock::spin_count();
-                for &spins in &args.spins {
-                    multiarc_lock::set_spin_count(spins);
-                    let row = if spins == multiarc_lock::DEFAULT_SPIN_COUNT {
-                        "multiarc".to_string()
-                    } else {
-                        format!("multiarc-spin{spins}")
-                    };
-                    let measured = measure::<OurMutex>(&row, &args, &bar, &mut results);
-                    multiarc_lock::set_spin_count(before);
-                    measured?;
-                }
-            }
-            LockName::MultiarcLockstat => {
-                measure::<OurTracedMutex>(name, &args, &bar, &mut results)?
-            }
-            LockName::MultiarcSpinwake => measure::<SpinWakeAll>(name, &args, &bar, &mut results)?,
-            LockName::Std => measure::<StdMutex>(name, &args, &bar, &mut results)?,
-            LockName::ParkingLot => measure::<ParkingLotMutex>(name, &args, &bar, &mut results)?,
-            LockName::Pthread => measure::<Pthread>(name, &args, &bar, &mut results)?,
+        match args.layout {
+            Layout::Beside => measure_lock::<Beside>(lock, &args, &bar, &mut results)?,
+            Layout::Apart => measure_lock::<Apart>(lock, &args, &bar, &mut results)?,
         }
     }
     bar.finish(&format!("{runs} runs"));
@@ -427,6 +533,7 @@ pub fn run(args: LockbenchArgs) -> Result<()> {
                 statistic: "median",
                 spins: args.spins.clone(),
                 locks: locks.iter().map(|l| l.name().to_string()).collect(),
+                layout: args.layout,
             },
             results,
         };
@@ -444,6 +551,18 @@ fn table(args: &LockbenchArgs, cpus: usize, results: &[Measurement]) -> String {
         out,
         "Lock benchmark: each thread loops lock, increment a shared counter, unlock for {} s;",
         args.seconds
+    );
+    let _ = writeln!(
+        out,
+        "the counter {} (--layout {}).",
+        match args.layout {
+            Layout::Beside => "beside the lock word, in its allocation",
+            Layout::Apart => "on a cache line of its own",
+        },
+        match args.layout {
+            Layout::Beside => "beside",
+            Layout::Apart => "apart",
+        }
     );
     let _ = writeln!(
         out,
@@ -492,12 +611,15 @@ mod tests {
     fn every_lock_keeps_count_under_contention() {
         let d = Duration::from_millis(30);
         for sample in [
-            run_once::<OurMutex>("multiarc", 3, d).unwrap(),
-            run_once::<OurTracedMutex>("multiarc-lockstat", 3, d).unwrap(),
-            run_once::<SpinWakeAll>("multiarc-spinwake", 3, d).unwrap(),
-            run_once::<StdMutex>("std", 3, d).unwrap(),
-            run_once::<ParkingLotMutex>("parking_lot", 3, d).unwrap(),
-            run_once::<Pthread>("pthread", 3, d).unwrap(),
+            run_once::<OurMutex<Beside>>("multiarc", 3, d).unwrap(),
+            run_once::<OurMutex<Apart>>("multiarc", 3, d).unwrap(),
+            run_once::<OurTracedMutex<Beside>>("multiarc-lockstat", 3, d).unwrap(),
+            run_once::<SpinWakeAll<Apart>>("multiarc-spinwake", 3, d).unwrap(),
+            run_once::<StdMutex<Beside>>("std", 3, d).unwrap(),
+            run_once::<ParkingLotMutex<Apart>>("parking_lot", 3, d).unwrap(),
+            run_once::<Pthread<Beside>>("pthread", 3, d).unwrap(),
+            run_once::<Pthread<Apart>>("pthread", 3, d).unwrap(),
+            run_once::<PthreadAt48<Beside>>("pthread-at48", 3, d).unwrap(),
         ] {
             assert_eq!(sample.per_thread.len(), 3);
             assert!(sample.total() > 0);
@@ -507,8 +629,8 @@ mod tests {
 
     #[test]
     fn sizes_are_reported() {
-        assert_eq!(OurMutex::SIZE, 4);
-        assert_eq!(SpinWakeAll::SIZE, 4);
+        assert_eq!(OurMutex::<Beside>::SIZE, 4);
+        assert_eq!(SpinWakeAll::<Apart>::SIZE, 4);
     }
 
     #[test]
@@ -529,7 +651,7 @@ mod tests {
         }
         assert_eq!(
             crate::cli::enum_names::<LockName>().join(","),
-            "multiarc,multiarc-lockstat,multiarc-spinwake,std,parking_lot,pthread"
+            "multiarc,multiarc-lockstat,multiarc-spinwake,std,parking_lot,pthread,pthread-at48"
         );
     }
 

@@ -6,8 +6,8 @@
 //!   `adaptive` and `adaptive-mini` (`multiarc_sim::adaptive`), `car-eager-t1`, `car-lru-t2`
 //!   and `car-eager-t1-lru-t2` (`CarPolicy::with_parts`), `car-t2-aged-125`, `-250`,
 //!   `-500` and `car-t2-aged-125-gated` (`CarPolicy::with_t2_aged`), `arc-gen-4`, `-16`,
-//!   `-64`, `arc-gen-4-misses`, `arc-gen-16-misses`, `arc-gen-4-lazy-t1` and
-//!   `arc-gen-4-lazy-t1-raw` (`multiarc_sim::generations`), `car-t2-laps-2`
+//!   `-64`, `arc-gen-4-misses`, `arc-gen-16-misses`, `arc-gen-4-lazy-t1`,
+//!   `arc-gen-4-lazy-t1-raw` and `arc-gen-4-now` (`multiarc_sim::generations`), `car-t2-laps-2`
 //!   and `car-t2-laps-4` (`CarPolicy::with_t2_hit_laps`),
 //!   `s3fifo` (`multiarc_sim::s3fifo`), `lirs` (`multiarc_sim::lirs`) and
 //!   Belady's `opt`, which needs each
@@ -248,6 +248,9 @@ pub fn build(name: &str, blocks: u64) -> anyhow::Result<Policy> {
                 GenerationArcPolicy::new(blocks as usize, 4, Clock::Requests).with_lazy_t1(count),
             ))
         }
+        "arc-gen-4-now" => Policy::Page(Box::new(
+            GenerationArcPolicy::new(blocks as usize, 4, Clock::Requests).with_requeue_now(),
+        )),
         "s3fifo" => Policy::Page(Box::new(S3FifoPolicy::new(blocks as usize))),
         "lirs" => Policy::Page(Box::new(LirsPolicy::new(blocks as usize))),
         "opt" => Policy::Opt(OptPolicy::new(blocks as usize)),
@@ -285,6 +288,7 @@ pub const PAGE_NAMES: &[&str] = &[
     "arc-gen-16-misses",
     "arc-gen-4-lazy-t1",
     "arc-gen-4-lazy-t1-raw",
+    "arc-gen-4-now",
     "lru",
     "s3arc",
     "adaptive",

@@ -17,9 +17,7 @@
 use crate::harness::Bar;
 use anyhow::{bail, Result};
 use multiarc::lock::poison::LockUnpoisoned;
-use multiarc_lock::bench_variants::{
-    PthreadMutex, PthreadMutexAt, SpinWakeAllMutex, PTHREAD_MUTEX_SIZE,
-};
+use multiarc_lock::bench_variants::{PthreadMutexAt, SpinWakeAllMutex, PTHREAD_MUTEX_SIZE};
 use multiarc_lock::LockstatExt;
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -272,30 +270,14 @@ impl<C: Counter> BenchLock for ParkingLotMutex<C> {
     }
 }
 
-/// The C library's mutex ([`PthreadMutex`], default attributes).
-struct Pthread<C>(PthreadMutex<C>);
+/// The C library's mutex (default attributes) at byte `OFFSET` of its
+/// allocation ([`PthreadMutexAt`]): `pthread` at 0, `pthread-at48` at 48.
+struct Pthread<C, const OFFSET: usize>(PthreadMutexAt<C, OFFSET>);
 
-impl<C: Counter> BenchLock for Pthread<C> {
+impl<C: Counter, const OFFSET: usize> BenchLock for Pthread<C, OFFSET> {
     const SIZE: usize = PTHREAD_MUTEX_SIZE;
     fn new() -> Self {
-        Pthread(PthreadMutex::new(C::default()))
-    }
-    fn increment(&self) {
-        self.0.lock().bump();
-    }
-    fn count(&self) -> u64 {
-        self.0.lock().get()
-    }
-}
-
-/// The C library's mutex at byte 48 of its allocation (see
-/// [`PthreadMutexAt`]).
-struct PthreadAt48<C>(PthreadMutexAt<C, 48>);
-
-impl<C: Counter> BenchLock for PthreadAt48<C> {
-    const SIZE: usize = PTHREAD_MUTEX_SIZE;
-    fn new() -> Self {
-        PthreadAt48(PthreadMutexAt::new(C::default()))
+        Pthread(PthreadMutexAt::new(C::default()))
     }
     fn increment(&self) {
         self.0.lock().bump();
@@ -492,8 +474,8 @@ fn measure_lock<C: Counter>(
         LockName::MultiarcSpinwake => measure::<SpinWakeAll<C>>(name, args, bar, results)?,
         LockName::Std => measure::<StdMutex<C>>(name, args, bar, results)?,
         LockName::ParkingLot => measure::<ParkingLotMutex<C>>(name, args, bar, results)?,
-        LockName::Pthread => measure::<Pthread<C>>(name, args, bar, results)?,
-        LockName::PthreadAt48 => measure::<PthreadAt48<C>>(name, args, bar, results)?,
+        LockName::Pthread => measure::<Pthread<C, 0>>(name, args, bar, results)?,
+        LockName::PthreadAt48 => measure::<Pthread<C, 48>>(name, args, bar, results)?,
     }
     Ok(())
 }
@@ -617,9 +599,9 @@ mod tests {
             run_once::<SpinWakeAll<Apart>>("multiarc-spinwake", 3, d).unwrap(),
             run_once::<StdMutex<Beside>>("std", 3, d).unwrap(),
             run_once::<ParkingLotMutex<Apart>>("parking_lot", 3, d).unwrap(),
-            run_once::<Pthread<Beside>>("pthread", 3, d).unwrap(),
-            run_once::<Pthread<Apart>>("pthread", 3, d).unwrap(),
-            run_once::<PthreadAt48<Beside>>("pthread-at48", 3, d).unwrap(),
+            run_once::<Pthread<Beside, 0>>("pthread", 3, d).unwrap(),
+            run_once::<Pthread<Apart, 0>>("pthread", 3, d).unwrap(),
+            run_once::<Pthread<Beside, 48>>("pthread-at48", 3, d).unwrap(),
         ] {
             assert_eq!(sample.per_thread.len(), 3);
             assert!(sample.total() > 0);

@@ -106,10 +106,6 @@ pub struct PthreadMutexAt<T, const OFFSET: usize> {
     inner: Box<PthreadInner<T, OFFSET>>,
 }
 
-/// [`PthreadMutexAt`] at a line's start.
-#[cfg(unix)]
-pub type PthreadMutex<T> = PthreadMutexAt<T, 0>;
-
 ///
 /// Aligned to 128 bytes (two lines: the adjacent-line prefetcher) so that no
 /// other allocation shares the mutex's lines, as the benchmark's other locks

@@ -74,12 +74,16 @@
 //!   portable fallback built on `std`'s `Mutex`/`Condvar` on other targets,
 //!   and an emulation on loom's primitives under `--cfg loom`, so that the
 //!   state machines are model-checked (`tests/loom_lock.rs`).
-//! * A contended locker spins a little before it sleeps (unless others
-//!   already sleep on the lock), as `parking_lot`'s do: it looks at the lock
-//!   again after 2, 4 and 8 `pause` instructions, then after each of up to
-//!   seven `sched_yield`s ([`DEFAULT_SPIN_COUNT`]
-//!   looks in all; a run-time tunable, [`set_spin_count`], measured by
-//!   `multiarc lockbench --spins`). Without it nearly every contended
+//! * A contended locker spins before it sleeps (unless others already
+//!   sleep on the lock), with exponential backoff: it looks at the lock
+//!   again after 2, 4, 8, ... `pause` instructions, up to 1024 between
+//!   looks, each wait from the fourth on after a `sched_yield` (a holder
+//!   preempted on this CPU can run), for at most about 20 µs, what a futex
+//!   sleep and wake-up cost where measured, or [`DEFAULT_SPIN_COUNT`] looks
+//!   (a run-time tunable,
+//!   [`set_spin_count`], measured by `multiarc lockbench --spins`). Rare
+//!   looks leave the lock's cache line with a holder that re-locks.
+//!   Without a spin nearly every contended
 //!   acquisition cost a `FUTEX_WAIT` that found the lock already released
 //!   and two `FUTEX_WAKE`s that woke nobody (the unlock that found the
 //!   contended mark, then the unlock of the locker that set it).
@@ -232,10 +236,12 @@ impl std::fmt::Display for LockId {
     }
 }
 
-/// The default of [`set_spin_count`]: how many times a contended locker
-/// re-checks the lock before it sleeps.
+/// The default of [`set_spin_count`]: how many times at most a contended
+/// locker re-checks the lock before it sleeps. High enough that the spin's
+/// time budget (about 20 µs) is what ends it where a `pause` takes 10 ns or
+/// more.
 #[cfg(not(loom))]
-pub const DEFAULT_SPIN_COUNT: u32 = 10;
+pub const DEFAULT_SPIN_COUNT: u32 = 40;
 /// Under loom a spin is a yield to the model checker; one re-check is
 /// enough for the models to cover the spinning paths.
 #[cfg(loom)]
@@ -248,9 +254,9 @@ static SPIN_COUNT: std::sync::atomic::AtomicU32 =
 
 /// Sets how many times a contended locker of [`Mutex`] or [`RwLock`] looks
 /// at the lock again before it goes to sleep: 0 sleeps at once; the default
-/// is [`DEFAULT_SPIN_COUNT`]. The first three looks are 2, 4 and 8 `pause`
-/// instructions apart, the later ones a `sched_yield` apart. It applies to
-/// all locks of this module.
+/// is [`DEFAULT_SPIN_COUNT`]. The looks are 2, 4, 8, ... `pause`
+/// instructions apart, at most 1024, from the fourth on after a
+/// `sched_yield`, and the spin ends after about 20 µs whatever the count. It applies to all locks of this module.
 pub fn set_spin_count(n: u32) {
     SPIN_COUNT.store(n, std::sync::atomic::Ordering::Relaxed);
 }

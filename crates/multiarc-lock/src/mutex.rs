@@ -132,8 +132,9 @@ impl<F: Futex> FutexMutex<F> {
     /// section so that tracing does not lengthen it.
     ///
     /// Before each sleep the locker looks at the word again up to the spin
-    /// count ([`crate::spin_count`]) times, waiting in between ([`SpinWait`]):
-    /// a holder that is running usually releases within that, and a locker
+    /// count ([`crate::spin_count`]) times or for the spin's time budget,
+    /// waiting longer between looks each time ([`SpinWait`]): a holder that
+    /// is running usually releases within that, and a locker
     /// that takes the lock before marking it contended saves its own
     /// `FUTEX_WAIT` and the unlocker's `FUTEX_WAKE`. It does not spin while
     /// the word is marked contended: sleepers mean a queue, which a spinner

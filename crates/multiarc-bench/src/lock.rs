@@ -159,14 +159,9 @@ impl Counter for Beside {
     }
 }
 
-/// A counter alone on its cache line (two lines: adjacent-line prefetch).
-#[repr(align(128))]
-#[derive(Default)]
-struct Line(u64);
-
 /// [`Layout::Apart`]: the counter on a line of its own.
 #[derive(Default)]
-struct Apart(Box<Line>);
+struct Apart(Box<OwnLines<u64>>);
 
 impl Counter for Apart {
     fn bump(&mut self) {
@@ -316,6 +311,7 @@ impl Sample {
 /// A value alone on its two cache lines (the adjacent-line prefetcher
 /// pairs them).
 #[repr(align(128))]
+#[derive(Default)]
 struct OwnLines<T>(T);
 
 /// Runs `threads` threads hammering one `L` for `duration`.
@@ -534,18 +530,11 @@ fn table(args: &LockbenchArgs, cpus: usize, results: &[Measurement]) -> String {
         "Lock benchmark: each thread loops lock, increment a shared counter, unlock for {} s;",
         args.seconds
     );
-    let _ = writeln!(
-        out,
-        "the counter {} (--layout {}).",
-        match args.layout {
-            Layout::Beside => "beside the lock word, in its allocation",
-            Layout::Apart => "on a cache line of its own",
-        },
-        match args.layout {
-            Layout::Beside => "beside",
-            Layout::Apart => "apart",
-        }
-    );
+    let (place, flag) = match args.layout {
+        Layout::Beside => ("beside the lock word, in its allocation", "beside"),
+        Layout::Apart => ("on a cache line of its own", "apart"),
+    };
+    let _ = writeln!(out, "the counter {place} (--layout {flag}).");
     let _ = writeln!(
         out,
         "median of {RUNS} runs; {cpus} CPUs. Macq/s = million acquisitions per second (all threads);"

@@ -106,7 +106,7 @@ pub struct PthreadMutexAt<T, const OFFSET: usize> {
     inner: Box<PthreadInner<T, OFFSET>>,
 }
 
-///
+/// The mutex and its data in one allocation, the mutex at byte `OFFSET`.
 /// Aligned to 128 bytes (two lines: the adjacent-line prefetcher) so that no
 /// other allocation shares the mutex's lines, as the benchmark's other locks
 /// sit in an allocation of their own.

@@ -80,10 +80,9 @@
 //!   looks, each wait from the fourth on after a `sched_yield` (a holder
 //!   preempted on this CPU can run), for at most about 20 µs, what a futex
 //!   sleep and wake-up cost where measured, or [`DEFAULT_SPIN_COUNT`] looks
-//!   (a run-time tunable,
-//!   [`set_spin_count`], measured by `multiarc lockbench --spins`). Rare
-//!   looks leave the lock's cache line with a holder that re-locks.
-//!   Without a spin nearly every contended
+//!   (a run-time tunable, [`set_spin_count`], measured by `multiarc
+//!   lockbench --spins`). Rare looks leave the lock's cache line with a
+//!   holder that re-locks. Without a spin nearly every contended
 //!   acquisition cost a `FUTEX_WAIT` that found the lock already released
 //!   and two `FUTEX_WAKE`s that woke nobody (the unlock that found the
 //!   contended mark, then the unlock of the locker that set it).
@@ -256,7 +255,8 @@ static SPIN_COUNT: std::sync::atomic::AtomicU32 =
 /// at the lock again before it goes to sleep: 0 sleeps at once; the default
 /// is [`DEFAULT_SPIN_COUNT`]. The looks are 2, 4, 8, ... `pause`
 /// instructions apart, at most 1024, from the fourth on after a
-/// `sched_yield`, and the spin ends after about 20 µs whatever the count. It applies to all locks of this module.
+/// `sched_yield`, and the spin ends after about 20 µs whatever the count.
+/// It applies to all locks of this module.
 pub fn set_spin_count(n: u32) {
     SPIN_COUNT.store(n, std::sync::atomic::Ordering::Relaxed);
 }

@@ -144,8 +144,8 @@ impl SpinWait {
         } else {
             pauses_before_look(self.step)
         };
-        // From the longest wait on, also give the CPU away first: with
-        // more threads than CPUs the holder may be preempted on this one.
+        // From the fourth look on, give the CPU away first: with more
+        // threads than CPUs the holder may be preempted on this one.
         #[cfg(not(loom))]
         if self.step >= YIELD_STEP {
             std::thread::yield_now();

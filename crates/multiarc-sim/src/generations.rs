@@ -17,8 +17,14 @@
 //!   generation and goes on; otherwise it demotes it to B2.
 //! - **Generations** advance every `c / per` requests ([`Clock::Requests`]),
 //!   or every `c / per` misses ([`Clock::Misses`]: a clock that a cache
-//!   could keep without a shared write per hit). With one generation per
-//!   request the model is ARC, hit for hit (a unit test checks it).
+//!   could keep without a shared write per hit), or every `c / per` misses
+//!   and *first hits* ([`Clock::FirstHits`]): a hit is a first hit when the
+//!   generation its page last noted (when it was queued or last hit) is not
+//!   the current one. A cache's hit finds that out from the entry's word it
+//!   already reads, and only a first hit stores the new generation, so
+//!   only a first hit needs to count itself: at most once per page per
+//!   generation. With one generation per request the model is ARC, hit for
+//!   hit (a unit test checks it).
 //!
 //! - **Lazy T1** ([`GenerationArcPolicy::with_lazy_t1`]): a T1 hit, too,
 //!   only notes its generation, so no hit moves anything. REPLACE, taking
@@ -34,6 +40,13 @@
 //!   generation, not at its hit's: what a list can do (link at the head),
 //!   where the ordered map can place a page among older ones.
 //!
+//! - **Bounded segments** ([`GenerationArcPolicy::with_segments`]): a
+//!   cache would keep T2 as a list cut into segments, one per recent
+//!   generation, with a page re-queued at the back of its hit's segment.
+//!   It can keep only so many: with `k` segments, the generations older
+//!   than the newest `k` share the oldest segment, so a page hit in one of
+//!   them is re-queued at that segment's back.
+//!
 //! Everything else (p, the ghosts, the directory) is ARC's, as
 //! [`crate::reference::ArcPolicy`] has it.
 
@@ -47,6 +60,9 @@ pub enum Clock {
     Requests,
     /// Every `c / per` misses.
     Misses,
+    /// Every `c / per` misses and first hits (a hit on a page whose noted
+    /// generation is an earlier one).
+    FirstHits,
 }
 
 /// A live page: which list (0 = T1, 1 = T2), its key there, and the
@@ -82,6 +98,10 @@ pub struct GenerationArcPolicy {
     t1_hit: usize,
     /// REPLACE queues a hit T2 page again at the current generation.
     requeue_now: bool,
+    /// Segments T2 keeps (`None`: one per generation, unbounded).
+    segments: Option<u64>,
+    /// Hits that were first hits (the first-hits clock).
+    first_hits: u64,
 }
 
 /// What a lazy T1 counts as |T1| (see the module's documentation).
@@ -97,8 +117,9 @@ impl GenerationArcPolicy {
     /// A cache of `capacity_pages` pages (at least 1) whose generation
     /// advances every `capacity_pages / per` ticks of `clock` (at least
     /// one); `per` 0 gives one generation per tick. Names:
-    /// `arc-gen-4`, `-16`, `-64`, `arc-gen-4-misses`, `arc-gen-16-misses`
-    /// (`arc-gen` for other values).
+    /// `arc-gen-4`, `-16`, `-64`, `arc-gen-4-misses`, `arc-gen-16-misses`,
+    /// `arc-gen-4-firsts`, `arc-gen-8-firsts`, `arc-gen-16-firsts` (`arc-gen`
+    /// for other values).
     pub fn new(capacity_pages: usize, per: u64, clock: Clock) -> GenerationArcPolicy {
         assert!(capacity_pages > 0, "a capacity of at least one page");
         let name = match (per, clock) {
@@ -107,6 +128,9 @@ impl GenerationArcPolicy {
             (64, Clock::Requests) => "arc-gen-64",
             (4, Clock::Misses) => "arc-gen-4-misses",
             (16, Clock::Misses) => "arc-gen-16-misses",
+            (4, Clock::FirstHits) => "arc-gen-4-firsts",
+            (8, Clock::FirstHits) => "arc-gen-8-firsts",
+            (16, Clock::FirstHits) => "arc-gen-16-firsts",
             _ => "arc-gen",
         };
         GenerationArcPolicy {
@@ -128,6 +152,8 @@ impl GenerationArcPolicy {
             lazy_t1: None,
             t1_hit: 0,
             requeue_now: false,
+            segments: None,
+            first_hits: 0,
         }
     }
 
@@ -157,6 +183,32 @@ impl GenerationArcPolicy {
         };
         self.requeue_now = true;
         self
+    }
+
+    /// The same policy with T2 cut into `k` segments (at least one; see
+    /// the module's documentation). Names: `arc-gen-4-firsts-k4`, `-k8` and
+    /// `-k16` for four generations per cache size in misses and first hits,
+    /// `arc-gen-16-firsts-k16`, `-k32` and `-k64` for sixteen,
+    /// `arc-gen-segments` otherwise.
+    pub fn with_segments(mut self, k: u64) -> GenerationArcPolicy {
+        self.name = match (self.name, k) {
+            ("arc-gen-4-firsts", 4) => "arc-gen-4-firsts-k4",
+            ("arc-gen-4-firsts", 8) => "arc-gen-4-firsts-k8",
+            ("arc-gen-4-firsts", 16) => "arc-gen-4-firsts-k16",
+            ("arc-gen-16-firsts", 16) => "arc-gen-16-firsts-k16",
+            ("arc-gen-16-firsts", 32) => "arc-gen-16-firsts-k32",
+            ("arc-gen-16-firsts", 64) => "arc-gen-16-firsts-k64",
+            _ => "arc-gen-segments",
+        };
+        self.segments = Some(k.max(1));
+        self
+    }
+
+    /// Hits so far that found their page's noted generation an earlier
+    /// one (counted by the first-hits clock only): in a cache, the hits that
+    /// store a generation and count themselves.
+    pub fn first_hits(&self) -> u64 {
+        self.first_hits
     }
 
     fn generation(&self) -> u64 {
@@ -234,6 +286,9 @@ impl GenerationArcPolicy {
                 Some(hit) if hit > key.0 => {
                     let at = if self.requeue_now {
                         self.generation()
+                    } else if let Some(k) = self.segments {
+                        // The oldest segment holds every older generation.
+                        hit.max((self.generation() + 1).saturating_sub(k))
                     } else {
                         hit
                     };
@@ -266,8 +321,13 @@ impl PagePolicy for GenerationArcPolicy {
         if self.clock == Clock::Requests {
             self.ticks += 1;
         }
-        if let Some(&Live { list, key, .. }) = self.live.get(&x) {
+        if let Some(&Live { list, key, hit }) = self.live.get(&x) {
             let generation = self.generation();
+            if self.clock == Clock::FirstHits && hit.unwrap_or(key.0) != generation {
+                // A first hit: it notes the generation it read, then counts.
+                self.ticks += 1;
+                self.first_hits += 1;
+            }
             if list == 0 && self.lazy_t1.is_some() {
                 // Case I from a lazy T1: the generation is noted, and the
                 // page counts in T2 from now (exact) for ARC's rules.
@@ -292,6 +352,10 @@ impl PagePolicy for GenerationArcPolicy {
             self.ticks += 1;
         }
         let generation = self.generation();
+        if self.clock == Clock::FirstHits {
+            // The page is queued at the generation read, then counted.
+            self.ticks += 1;
+        }
         let (t1, t2) = (self.len(0), self.len(1));
         let (b1, b2) = (self.b1.len, self.b2.len);
         match self.ghosts.get(&x).map(|&(which, _)| which) {
@@ -427,6 +491,61 @@ mod tests {
             "the head and the hit's generation gave the same hits"
         );
         assert!(gap.abs() < 2.0, "{gap:.2} points from ARC");
+    }
+
+    /// The first-hits clock counts every miss, and a hit only when its page
+    /// last noted an earlier generation: a page hit again and again within
+    /// one generation counts once at most.
+    #[test]
+    fn first_hits_count_a_page_once_per_generation() {
+        let mut g = GenerationArcPolicy::new(100, 4, Clock::FirstHits);
+        assert_eq!(g.name(), "arc-gen-4-firsts");
+        for k in 0..10 {
+            assert!(!g.access(k));
+        }
+        assert_eq!(g.ticks, 10, "one tick per miss");
+        // Queued in generation 0 and hit in it: no first hit, however often
+        // (the first of them moves each page from T1 to T2).
+        for _ in 0..5 {
+            for k in 0..10 {
+                assert!(g.access(k));
+            }
+        }
+        assert_eq!(g.ticks, 10, "hits within the page's generation");
+        for k in 100..115 {
+            assert!(!g.access(k));
+        }
+        assert_eq!(g.generation(), 1, "25 ticks make a generation");
+        for _ in 0..3 {
+            for k in 0..10 {
+                assert!(g.access(k));
+            }
+        }
+        assert_eq!(g.ticks, 35, "one first hit per page in generation 1");
+        assert_eq!(g.first_hits(), 10);
+        let (_, gap) =
+            hits_and_points_from_arc(&mut GenerationArcPolicy::new(400, 4, Clock::FirstHits), 400);
+        assert!(gap.abs() < 2.0, "{gap:.2} points from ARC");
+    }
+
+    /// Bounded segments change where an old hit page is re-queued, so
+    /// with one segment the order is another one; with as many segments as
+    /// generations ever seen it is the unbounded model's.
+    #[test]
+    fn bounded_segments_merge_old_generations() {
+        let c = 400;
+        let hits = |p: &mut GenerationArcPolicy| trace().iter().filter(|&&k| p.access(k)).count();
+        let unbounded = hits(&mut GenerationArcPolicy::new(c, 4, Clock::FirstHits));
+        let all =
+            hits(&mut GenerationArcPolicy::new(c, 4, Clock::FirstHits).with_segments(1 << 40));
+        assert_eq!(all, unbounded);
+        let one = hits(&mut GenerationArcPolicy::new(c, 4, Clock::FirstHits).with_segments(1));
+        assert_ne!(
+            one, unbounded,
+            "one segment gave the unbounded order's hits"
+        );
+        let k8 = GenerationArcPolicy::new(c, 4, Clock::FirstHits).with_segments(8);
+        assert_eq!(k8.name(), "arc-gen-4-firsts-k8");
     }
 
     #[test]

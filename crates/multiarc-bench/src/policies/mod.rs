@@ -6,7 +6,9 @@
 //!   `adaptive` and `adaptive-mini` (`multiarc_sim::adaptive`), `car-eager-t1`, `car-lru-t2`
 //!   and `car-eager-t1-lru-t2` (`CarPolicy::with_parts`), `car-t2-aged-125`, `-250`,
 //!   `-500` and `car-t2-aged-125-gated` (`CarPolicy::with_t2_aged`), `arc-gen-4`, `-16`,
-//!   `-64`, `arc-gen-4-misses`, `arc-gen-16-misses`, `arc-gen-4-lazy-t1`,
+//!   `-64`, `arc-gen-4-misses`, `arc-gen-16-misses`, `arc-gen-4-firsts`, `-8-firsts`,
+//!   `-16-firsts`, `arc-gen-4-firsts-k4`, `-k8`, `-k16`, `arc-gen-16-firsts-k16`, `-k32`,
+//!   `-k64`, `arc-gen-4-lazy-t1`,
 //!   `arc-gen-4-lazy-t1-raw` and `arc-gen-4-now` (`multiarc_sim::generations`), `car-t2-laps-2`
 //!   and `car-t2-laps-4` (`CarPolicy::with_t2_hit_laps`),
 //!   `s3fifo` (`multiarc_sim::s3fifo`), `lirs` (`multiarc_sim::lirs`) and
@@ -225,13 +227,17 @@ pub fn build(name: &str, blocks: u64) -> anyhow::Result<Policy> {
                 gated,
             )))
         }
-        "arc-gen-4" | "arc-gen-16" | "arc-gen-64" | "arc-gen-4-misses" | "arc-gen-16-misses" => {
+        "arc-gen-4" | "arc-gen-16" | "arc-gen-64" | "arc-gen-4-misses" | "arc-gen-16-misses"
+        | "arc-gen-4-firsts" | "arc-gen-8-firsts" | "arc-gen-16-firsts" => {
             let (per, clock) = match name {
                 "arc-gen-4" => (4, Clock::Requests),
                 "arc-gen-16" => (16, Clock::Requests),
                 "arc-gen-64" => (64, Clock::Requests),
                 "arc-gen-4-misses" => (4, Clock::Misses),
-                _ => (16, Clock::Misses),
+                "arc-gen-16-misses" => (16, Clock::Misses),
+                "arc-gen-4-firsts" => (4, Clock::FirstHits),
+                "arc-gen-8-firsts" => (8, Clock::FirstHits),
+                _ => (16, Clock::FirstHits),
             };
             Policy::Page(Box::new(GenerationArcPolicy::new(
                 blocks as usize,
@@ -246,6 +252,24 @@ pub fn build(name: &str, blocks: u64) -> anyhow::Result<Policy> {
             };
             Policy::Page(Box::new(
                 GenerationArcPolicy::new(blocks as usize, 4, Clock::Requests).with_lazy_t1(count),
+            ))
+        }
+        "arc-gen-4-firsts-k4"
+        | "arc-gen-4-firsts-k8"
+        | "arc-gen-4-firsts-k16"
+        | "arc-gen-16-firsts-k16"
+        | "arc-gen-16-firsts-k32"
+        | "arc-gen-16-firsts-k64" => {
+            let (per, k) = match name {
+                "arc-gen-4-firsts-k4" => (4, 4),
+                "arc-gen-4-firsts-k8" => (4, 8),
+                "arc-gen-4-firsts-k16" => (4, 16),
+                "arc-gen-16-firsts-k16" => (16, 16),
+                "arc-gen-16-firsts-k32" => (16, 32),
+                _ => (16, 64),
+            };
+            Policy::Page(Box::new(
+                GenerationArcPolicy::new(blocks as usize, per, Clock::FirstHits).with_segments(k),
             ))
         }
         "arc-gen-4-now" => Policy::Page(Box::new(
@@ -286,6 +310,15 @@ pub const PAGE_NAMES: &[&str] = &[
     "arc-gen-64",
     "arc-gen-4-misses",
     "arc-gen-16-misses",
+    "arc-gen-4-firsts",
+    "arc-gen-8-firsts",
+    "arc-gen-16-firsts",
+    "arc-gen-4-firsts-k4",
+    "arc-gen-4-firsts-k8",
+    "arc-gen-4-firsts-k16",
+    "arc-gen-16-firsts-k16",
+    "arc-gen-16-firsts-k32",
+    "arc-gen-16-firsts-k64",
     "arc-gen-4-lazy-t1",
     "arc-gen-4-lazy-t1-raw",
     "arc-gen-4-now",

@@ -65,6 +65,29 @@ pub enum Clock {
     FirstHits,
 }
 
+/// The variants [`GenerationArcPolicy::named`] builds (what the simulator's
+/// registries offer by name).
+pub const NAMES: &[&str] = &[
+    "arc-gen-4",
+    "arc-gen-16",
+    "arc-gen-64",
+    "arc-gen-4-misses",
+    "arc-gen-16-misses",
+    "arc-gen-4-firsts",
+    "arc-gen-8-firsts",
+    "arc-gen-16-firsts",
+    "arc-gen-4-firsts-k4",
+    "arc-gen-4-firsts-k8",
+    "arc-gen-4-firsts-k16",
+    "arc-gen-16-firsts-k16",
+    "arc-gen-16-firsts-k32",
+    "arc-gen-16-firsts-k64",
+    "arc-gen-16-firsts-k64-at-misses",
+    "arc-gen-4-lazy-t1",
+    "arc-gen-4-lazy-t1-raw",
+    "arc-gen-4-now",
+];
+
 /// A live page: which list (0 = T1, 1 = T2), its key there, and the
 /// generation of its last hit since it was queued (T2 only).
 #[derive(Clone, Copy, Debug)]
@@ -102,6 +125,9 @@ pub struct GenerationArcPolicy {
     segments: Option<u64>,
     /// Hits that were first hits (the first-hits clock).
     first_hits: u64,
+    /// The generation as the last miss left it, when only misses move it
+    /// (`with_advance_at_misses`).
+    seen: Option<u64>,
 }
 
 /// What a lazy T1 counts as |T1| (see the module's documentation).
@@ -116,23 +142,11 @@ pub enum LazyT1 {
 impl GenerationArcPolicy {
     /// A cache of `capacity_pages` pages (at least 1) whose generation
     /// advances every `capacity_pages / per` ticks of `clock` (at least
-    /// one); `per` 0 gives one generation per tick. Names:
-    /// `arc-gen-4`, `-16`, `-64`, `arc-gen-4-misses`, `arc-gen-16-misses`,
-    /// `arc-gen-4-firsts`, `arc-gen-8-firsts`, `arc-gen-16-firsts` (`arc-gen`
-    /// for other values).
+    /// one); `per` 0 gives one generation per tick. Its name is `arc-gen`;
+    /// [`GenerationArcPolicy::named`] builds the variants the registries
+    /// offer, under their names.
     pub fn new(capacity_pages: usize, per: u64, clock: Clock) -> GenerationArcPolicy {
         assert!(capacity_pages > 0, "a capacity of at least one page");
-        let name = match (per, clock) {
-            (4, Clock::Requests) => "arc-gen-4",
-            (16, Clock::Requests) => "arc-gen-16",
-            (64, Clock::Requests) => "arc-gen-64",
-            (4, Clock::Misses) => "arc-gen-4-misses",
-            (16, Clock::Misses) => "arc-gen-16-misses",
-            (4, Clock::FirstHits) => "arc-gen-4-firsts",
-            (8, Clock::FirstHits) => "arc-gen-8-firsts",
-            (16, Clock::FirstHits) => "arc-gen-16-firsts",
-            _ => "arc-gen",
-        };
         GenerationArcPolicy {
             c: capacity_pages,
             p: 0,
@@ -148,60 +162,109 @@ impl GenerationArcPolicy {
             b2: Queue::default(),
             ghosts: HashMap::new(),
             stamp: 0,
-            name,
+            name: "arc-gen",
             lazy_t1: None,
             t1_hit: 0,
             requeue_now: false,
             segments: None,
             first_hits: 0,
+            seen: None,
         }
     }
 
     /// The same policy with T1 hits that only note their generation,
     /// counting |T1| as `count` says (see the module's documentation).
-    /// Names: `arc-gen-4-lazy-t1` (exact) and `arc-gen-4-lazy-t1-raw` for
-    /// four generations per cache size in requests, `arc-gen-lazy-t1`
-    /// otherwise.
     pub fn with_lazy_t1(mut self, count: LazyT1) -> GenerationArcPolicy {
-        self.name = match (self.name, count) {
-            ("arc-gen-4", LazyT1::Exact) => "arc-gen-4-lazy-t1",
-            ("arc-gen-4", LazyT1::Raw) => "arc-gen-4-lazy-t1-raw",
-            _ => "arc-gen-lazy-t1",
-        };
         self.lazy_t1 = Some(count);
         self
     }
 
     /// The same policy whose REPLACE queues a hit T2 page again at the
     /// current generation, at T2's back, as a list can (see the module's
-    /// documentation). Name: `arc-gen-4-now` for four generations per cache
-    /// size in requests, `arc-gen-now` otherwise.
+    /// documentation).
     pub fn with_requeue_now(mut self) -> GenerationArcPolicy {
-        self.name = match self.name {
-            "arc-gen-4" => "arc-gen-4-now",
-            _ => "arc-gen-now",
-        };
         self.requeue_now = true;
         self
     }
 
     /// The same policy with T2 cut into `k` segments (at least one; see
-    /// the module's documentation). Names: `arc-gen-4-firsts-k4`, `-k8` and
-    /// `-k16` for four generations per cache size in misses and first hits,
-    /// `arc-gen-16-firsts-k16`, `-k32` and `-k64` for sixteen,
-    /// `arc-gen-segments` otherwise.
+    /// the module's documentation).
     pub fn with_segments(mut self, k: u64) -> GenerationArcPolicy {
-        self.name = match (self.name, k) {
-            ("arc-gen-4-firsts", 4) => "arc-gen-4-firsts-k4",
-            ("arc-gen-4-firsts", 8) => "arc-gen-4-firsts-k8",
-            ("arc-gen-4-firsts", 16) => "arc-gen-4-firsts-k16",
-            ("arc-gen-16-firsts", 16) => "arc-gen-16-firsts-k16",
-            ("arc-gen-16-firsts", 32) => "arc-gen-16-firsts-k32",
-            ("arc-gen-16-firsts", 64) => "arc-gen-16-firsts-k64",
-            _ => "arc-gen-segments",
-        };
         self.segments = Some(k.max(1));
         self
+    }
+
+    /// The same policy whose generation moves only at misses: a first hit
+    /// ticks, and the generation the ticks make is read at the next miss
+    /// (after its own tick, before its REPLACE). What `Policy::Generations`
+    /// in the cache does, whose hits do not sum the clock's stripes.
+    pub fn with_advance_at_misses(mut self) -> GenerationArcPolicy {
+        self.seen = Some(self.ticks / self.step);
+        self
+    }
+
+    /// The variant called `name`, one of [`NAMES`], for `capacity_pages`
+    /// pages; `None` for any other name. A name reads as its parts:
+    /// `arc-gen-{per}` (generations per cache size, in requests), then
+    /// `-misses` or `-firsts` for the clock ([`Clock`]), `-k{k}` for bounded
+    /// segments ([`GenerationArcPolicy::with_segments`]), `-at-misses`
+    /// ([`GenerationArcPolicy::with_advance_at_misses`]), `-lazy-t1` with
+    /// `-raw` for a lazy T1 counted raw
+    /// ([`GenerationArcPolicy::with_lazy_t1`]), and `-now`
+    /// ([`GenerationArcPolicy::with_requeue_now`]).
+    pub fn named(name: &str, capacity_pages: usize) -> Option<GenerationArcPolicy> {
+        let name: &'static str = NAMES.iter().find(|&&n| n == name)?;
+        let mut rest = name.strip_prefix("arc-gen-")?;
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let per = rest[..digits].parse().ok()?;
+        rest = &rest[digits..];
+        let mut take = |part: &str| match rest.strip_prefix(part) {
+            Some(after) => {
+                rest = after;
+                true
+            }
+            None => false,
+        };
+        let clock = if take("-misses") {
+            Clock::Misses
+        } else if take("-firsts") {
+            Clock::FirstHits
+        } else {
+            Clock::Requests
+        };
+        let mut policy = GenerationArcPolicy::new(capacity_pages, per, clock);
+        if take("-k") {
+            let digits = rest
+                .find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(rest.len());
+            policy = policy.with_segments(rest[..digits].parse().ok()?);
+            rest = &rest[digits..];
+        }
+        if let Some(after) = rest.strip_prefix("-at-misses") {
+            policy = policy.with_advance_at_misses();
+            rest = after;
+        }
+        let mut take = |part: &str| match rest.strip_prefix(part) {
+            Some(after) => {
+                rest = after;
+                true
+            }
+            None => false,
+        };
+        if take("-lazy-t1") {
+            let count = if take("-raw") {
+                LazyT1::Raw
+            } else {
+                LazyT1::Exact
+            };
+            policy = policy.with_lazy_t1(count);
+        }
+        if take("-now") {
+            policy = policy.with_requeue_now();
+        }
+        (rest.is_empty()).then_some(GenerationArcPolicy { name, ..policy })
     }
 
     /// Hits so far that found their page's noted generation an earlier
@@ -211,8 +274,9 @@ impl GenerationArcPolicy {
         self.first_hits
     }
 
-    fn generation(&self) -> u64 {
-        self.ticks / self.step
+    /// The current generation.
+    pub fn generation(&self) -> u64 {
+        self.seen.unwrap_or(self.ticks / self.step)
     }
 
     /// |T1| or |T2| as ARC's rules read it: a lazy T1's hit pages count
@@ -356,6 +420,9 @@ impl PagePolicy for GenerationArcPolicy {
             // The page is queued at the generation read, then counted.
             self.ticks += 1;
         }
+        if self.seen.is_some() {
+            self.seen = Some(self.ticks / self.step);
+        }
         let (t1, t2) = (self.len(0), self.len(1));
         let (b1, b2) = (self.b1.len, self.b2.len);
         match self.ghosts.get(&x).map(|&(which, _)| which) {
@@ -459,8 +526,8 @@ mod tests {
             (LazyT1::Exact, "arc-gen-4-lazy-t1"),
             (LazyT1::Raw, "arc-gen-4-lazy-t1-raw"),
         ] {
-            let mut lazy = GenerationArcPolicy::new(c, 4, Clock::Requests).with_lazy_t1(count);
-            assert_eq!(lazy.name(), name);
+            let mut lazy = GenerationArcPolicy::named(name, c).expect("a known name");
+            assert_eq!(lazy.lazy_t1, Some(count), "{name}");
             let (_, gap) = hits_and_points_from_arc(&mut lazy, c);
             assert!(gap.abs() < 2.0, "{name}: {gap:.2} points from ARC");
             // Every page is in one list once, and the hit count of T1 is
@@ -481,8 +548,8 @@ mod tests {
     #[test]
     fn requeue_now_changes_the_order() {
         let c = 400;
-        let mut now = GenerationArcPolicy::new(c, 4, Clock::Requests).with_requeue_now();
-        assert_eq!(now.name(), "arc-gen-4-now");
+        let mut now = GenerationArcPolicy::named("arc-gen-4-now", c).expect("a known name");
+        assert!(now.requeue_now);
         let (now_hits, gap) = hits_and_points_from_arc(&mut now, c);
         let (at_hit, _) =
             hits_and_points_from_arc(&mut GenerationArcPolicy::new(c, 4, Clock::Requests), c);
@@ -498,8 +565,8 @@ mod tests {
     /// one generation counts once at most.
     #[test]
     fn first_hits_count_a_page_once_per_generation() {
-        let mut g = GenerationArcPolicy::new(100, 4, Clock::FirstHits);
-        assert_eq!(g.name(), "arc-gen-4-firsts");
+        let mut g = GenerationArcPolicy::named("arc-gen-4-firsts", 100).expect("a known name");
+        assert_eq!((g.clock, g.step), (Clock::FirstHits, 25));
         for k in 0..10 {
             assert!(!g.access(k));
         }
@@ -528,6 +595,28 @@ mod tests {
         assert!(gap.abs() < 2.0, "{gap:.2} points from ARC");
     }
 
+    /// With the generation moved at misses only, first hits tick but the
+    /// generation they make is read at the next miss.
+    #[test]
+    fn advance_at_misses_moves_the_generation_at_the_next_miss() {
+        let mut g = GenerationArcPolicy::new(100, 4, Clock::FirstHits).with_advance_at_misses();
+        for k in 0..25 {
+            assert!(!g.access(k));
+        }
+        assert_eq!((g.ticks, g.generation()), (25, 1), "the 25th miss moved it");
+        for k in 0..25 {
+            assert!(g.access(k), "page {k}");
+        }
+        assert_eq!(g.first_hits(), 25, "queued in generation 0, hit in 1");
+        assert_eq!(
+            (g.ticks, g.generation()),
+            (50, 1),
+            "first hits do not move it"
+        );
+        assert!(!g.access(1_000));
+        assert_eq!((g.ticks, g.generation()), (51, 2), "the next miss does");
+    }
+
     /// Bounded segments change where an old hit page is re-queued, so
     /// with one segment the order is another one; with as many segments as
     /// generations ever seen it is the unbounded model's.
@@ -544,8 +633,6 @@ mod tests {
             one, unbounded,
             "one segment gave the unbounded order's hits"
         );
-        let k8 = GenerationArcPolicy::new(c, 4, Clock::FirstHits).with_segments(8);
-        assert_eq!(k8.name(), "arc-gen-4-firsts-k8");
     }
 
     #[test]
@@ -559,9 +646,51 @@ mod tests {
         );
         assert!(gap.abs() < 2.0, "{gap:.2} points from ARC");
         assert_eq!(coarse.name(), "arc-gen");
+    }
+
+    /// Every offered name builds the variant its parts name, under that
+    /// name; no other name builds anything.
+    #[test]
+    fn names_build_the_variants_they_name() {
+        for &name in NAMES {
+            let g = GenerationArcPolicy::named(name, 1_600).expect(name);
+            assert_eq!(g.name(), name);
+        }
+        let parts = |name| {
+            let g = GenerationArcPolicy::named(name, 1_600).expect(name);
+            (g.step, g.clock, g.segments, g.lazy_t1, g.requeue_now)
+        };
         assert_eq!(
-            GenerationArcPolicy::new(c, 4, Clock::Misses).name(),
-            "arc-gen-4-misses"
+            parts("arc-gen-4"),
+            (400, Clock::Requests, None, None, false)
         );
+        assert_eq!(
+            parts("arc-gen-16-misses"),
+            (100, Clock::Misses, None, None, false)
+        );
+        assert_eq!(
+            parts("arc-gen-4-firsts-k8"),
+            (400, Clock::FirstHits, Some(8), None, false)
+        );
+        assert_eq!(
+            parts("arc-gen-16-firsts-k64-at-misses"),
+            (100, Clock::FirstHits, Some(64), None, false)
+        );
+        assert_eq!(
+            parts("arc-gen-4-lazy-t1"),
+            (400, Clock::Requests, None, Some(LazyT1::Exact), false)
+        );
+        assert_eq!(
+            parts("arc-gen-4-now"),
+            (400, Clock::Requests, None, None, true)
+        );
+        let at_misses = GenerationArcPolicy::named("arc-gen-16-firsts-k64-at-misses", 1_600);
+        assert_eq!(at_misses.expect("a known name").seen, Some(0));
+        for unknown in ["arc-gen", "arc-gen-5", "arc-gen-4-k8", "arc", ""] {
+            assert!(
+                GenerationArcPolicy::named(unknown, 100).is_none(),
+                "{unknown}"
+            );
+        }
     }
 }

@@ -5,11 +5,8 @@
 //!   `multiarc_sim::reference`), `s3arc` (`multiarc_sim::s3arc`),
 //!   `adaptive` and `adaptive-mini` (`multiarc_sim::adaptive`), `car-eager-t1`, `car-lru-t2`
 //!   and `car-eager-t1-lru-t2` (`CarPolicy::with_parts`), `car-t2-aged-125`, `-250`,
-//!   `-500` and `car-t2-aged-125-gated` (`CarPolicy::with_t2_aged`), `arc-gen-4`, `-16`,
-//!   `-64`, `arc-gen-4-misses`, `arc-gen-16-misses`, `arc-gen-4-firsts`, `-8-firsts`,
-//!   `-16-firsts`, `arc-gen-4-firsts-k4`, `-k8`, `-k16`, `arc-gen-16-firsts-k16`, `-k32`,
-//!   `-k64`, `arc-gen-4-lazy-t1`,
-//!   `arc-gen-4-lazy-t1-raw` and `arc-gen-4-now` (`multiarc_sim::generations`), `car-t2-laps-2`
+//!   `-500` and `car-t2-aged-125-gated` (`CarPolicy::with_t2_aged`), the `arc-gen-*`
+//!   variants (`multiarc_sim::generations::NAMES`), `car-t2-laps-2`
 //!   and `car-t2-laps-4` (`CarPolicy::with_t2_hit_laps`),
 //!   `s3fifo` (`multiarc_sim::s3fifo`), `lirs` (`multiarc_sim::lirs`) and
 //!   Belady's `opt`, which needs each
@@ -18,7 +15,9 @@
 //!   (`multiarc`, `multiarc-eager`, `multiarc-lazy`, `multiarc-1list`, and
 //!   `multiarc-s3arc`: the cache with `Policy::S3arc`, whose reference
 //!   model is the page-based `s3arc`; `multiarc-adaptive`: the cache with
-//!   `Policy::Adaptive`, whose model is `adaptive`) and
+//!   `Policy::Adaptive`, whose model is `adaptive`; `multiarc-gen`: the
+//!   cache with `Policy::Generations`, whose model is
+//!   `arc-gen-16-firsts-k64`) and
 //!   the peers (moka, quick_cache, foyer, tinyufo, concread-arc,
 //!   mutex-lru), each holding 1-byte values with a capacity counted in
 //!   blocks.
@@ -31,7 +30,7 @@ pub use tiered::{check_room, TierOptions, TieredCache, MAX_TIER_BLOCKS};
 use crate::peers::{self, BenchCache};
 use anyhow::bail;
 use multiarc_sim::adaptive::AdaptivePolicy;
-use multiarc_sim::generations::{Clock, GenerationArcPolicy, LazyT1};
+use multiarc_sim::generations::{self, GenerationArcPolicy};
 use multiarc_sim::lirs::LirsPolicy;
 use multiarc_sim::opt::{NextUses, OptPolicy, NEVER};
 use multiarc_sim::reference::{ArcPolicy, CarPolicy, LruPolicy, PagePolicy};
@@ -227,53 +226,8 @@ pub fn build(name: &str, blocks: u64) -> anyhow::Result<Policy> {
                 gated,
             )))
         }
-        "arc-gen-4" | "arc-gen-16" | "arc-gen-64" | "arc-gen-4-misses" | "arc-gen-16-misses"
-        | "arc-gen-4-firsts" | "arc-gen-8-firsts" | "arc-gen-16-firsts" => {
-            let (per, clock) = match name {
-                "arc-gen-4" => (4, Clock::Requests),
-                "arc-gen-16" => (16, Clock::Requests),
-                "arc-gen-64" => (64, Clock::Requests),
-                "arc-gen-4-misses" => (4, Clock::Misses),
-                "arc-gen-16-misses" => (16, Clock::Misses),
-                "arc-gen-4-firsts" => (4, Clock::FirstHits),
-                "arc-gen-8-firsts" => (8, Clock::FirstHits),
-                _ => (16, Clock::FirstHits),
-            };
-            Policy::Page(Box::new(GenerationArcPolicy::new(
-                blocks as usize,
-                per,
-                clock,
-            )))
-        }
-        "arc-gen-4-lazy-t1" | "arc-gen-4-lazy-t1-raw" => {
-            let count = match name {
-                "arc-gen-4-lazy-t1" => LazyT1::Exact,
-                _ => LazyT1::Raw,
-            };
-            Policy::Page(Box::new(
-                GenerationArcPolicy::new(blocks as usize, 4, Clock::Requests).with_lazy_t1(count),
-            ))
-        }
-        "arc-gen-4-firsts-k4"
-        | "arc-gen-4-firsts-k8"
-        | "arc-gen-4-firsts-k16"
-        | "arc-gen-16-firsts-k16"
-        | "arc-gen-16-firsts-k32"
-        | "arc-gen-16-firsts-k64" => {
-            let (per, k) = match name {
-                "arc-gen-4-firsts-k4" => (4, 4),
-                "arc-gen-4-firsts-k8" => (4, 8),
-                "arc-gen-4-firsts-k16" => (4, 16),
-                "arc-gen-16-firsts-k16" => (16, 16),
-                "arc-gen-16-firsts-k32" => (16, 32),
-                _ => (16, 64),
-            };
-            Policy::Page(Box::new(
-                GenerationArcPolicy::new(blocks as usize, per, Clock::FirstHits).with_segments(k),
-            ))
-        }
-        "arc-gen-4-now" => Policy::Page(Box::new(
-            GenerationArcPolicy::new(blocks as usize, 4, Clock::Requests).with_requeue_now(),
+        name if generations::NAMES.contains(&name) => Policy::Page(Box::new(
+            GenerationArcPolicy::named(name, blocks as usize).expect("a name it offers"),
         )),
         "s3fifo" => Policy::Page(Box::new(S3FifoPolicy::new(blocks as usize))),
         "lirs" => Policy::Page(Box::new(LirsPolicy::new(blocks as usize))),
@@ -284,15 +238,17 @@ pub fn build(name: &str, blocks: u64) -> anyhow::Result<Policy> {
             Policy::Cache(peers::build(other, blocks, 1)?)
         }
         other => bail!(
-            "unknown policy {other:?} (known: {}, {}, {})",
+            "unknown policy {other:?} (known: {}, {}, {}, {})",
             PAGE_NAMES.join(", "),
+            generations::NAMES.join(", "),
             peers::MULTIARC_NAMES.join(", "),
             peers::PEER_NAMES.join(", ")
         ),
     })
 }
 
-/// The simulator's page-based policies, by name.
+/// The simulator's page-based policies, by name, but for the generations
+/// model's variants (`multiarc_sim::generations::NAMES`).
 pub const PAGE_NAMES: &[&str] = &[
     "arc",
     "car",
@@ -305,23 +261,6 @@ pub const PAGE_NAMES: &[&str] = &[
     "car-t2-aged-250",
     "car-t2-aged-500",
     "car-t2-aged-125-gated",
-    "arc-gen-4",
-    "arc-gen-16",
-    "arc-gen-64",
-    "arc-gen-4-misses",
-    "arc-gen-16-misses",
-    "arc-gen-4-firsts",
-    "arc-gen-8-firsts",
-    "arc-gen-16-firsts",
-    "arc-gen-4-firsts-k4",
-    "arc-gen-4-firsts-k8",
-    "arc-gen-4-firsts-k16",
-    "arc-gen-16-firsts-k16",
-    "arc-gen-16-firsts-k32",
-    "arc-gen-16-firsts-k64",
-    "arc-gen-4-lazy-t1",
-    "arc-gen-4-lazy-t1-raw",
-    "arc-gen-4-now",
     "lru",
     "s3arc",
     "adaptive",
@@ -395,6 +334,7 @@ mod tests {
             "multiarc-eager",
             "multiarc-s3arc",
             "multiarc-adaptive",
+            "multiarc-gen",
             "arc",
             "car",
             "lru",
@@ -458,6 +398,7 @@ mod tests {
             "multiarc-lazy",
             "multiarc-s3arc",
             "multiarc-adaptive",
+            "multiarc-gen",
         ] {
             assert!(can_have_tier(name), "{name}");
         }

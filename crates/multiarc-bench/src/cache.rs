@@ -39,6 +39,8 @@ enum RowName {
     MultiarcS3arc,
     #[value(name = "multiarc-adaptive")]
     MultiarcAdaptive,
+    #[value(name = "multiarc-gen")]
+    MultiarcGen,
     #[value(name = "moka")]
     Moka,
     #[value(name = "quick_cache")]
@@ -69,6 +71,7 @@ impl RowName {
             RowName::Multiarc1List => "multiarc-1list",
             RowName::MultiarcS3arc => "multiarc-s3arc",
             RowName::MultiarcAdaptive => "multiarc-adaptive",
+            RowName::MultiarcGen => "multiarc-gen",
             RowName::Moka => "moka",
             RowName::QuickCache => "quick_cache",
             RowName::Foyer => "foyer",
@@ -119,7 +122,8 @@ pub struct CacheArgs {
     /// Rows to run (default: all). multiarc rows: multiarc (default
     /// configuration), multiarc-eager, multiarc-lazy, multiarc-1list,
     /// multiarc-s3arc (the S3ARC policy, lazy hits), multiarc-adaptive (the
-    /// adaptive policy, lazy hits; only when named here); peers:
+    /// adaptive policy, lazy hits), multiarc-gen (the generations policy,
+    /// lazy hits; these two only when named here); peers:
     /// moka, quick_cache, foyer, tinyufo, concread-arc, mutex-lru; baselines:
     /// pagecache, memcpy (copy mode only).
     #[arg(long, value_parser = enum_arg::<RowName>("cache"), value_delimiter = ',')]
@@ -654,8 +658,10 @@ pub fn run(args: CacheArgs) -> anyhow::Result<()> {
             .filter(|r| !peers::is_missing_peer(r.name()))
             .filter(|r| !is_default_under_another_name(*r))
             // The adaptive policy's hits are the lazy mode's, as the
-            // default's and S3ARC's: a row on request only.
-            .filter(|r| *r != RowName::MultiarcAdaptive)
+            // default's and S3ARC's, and the generations policy's a first
+            // hit's store more (none in a run without misses): rows on
+            // request only.
+            .filter(|r| !matches!(r, RowName::MultiarcAdaptive | RowName::MultiarcGen))
             .collect(),
     };
     let names: Vec<String> = rows.iter().map(|r| r.name().to_string()).collect();

@@ -49,6 +49,7 @@ pub const MULTIARC_NAMES: &[&str] = &[
     "multiarc-1list",
     "multiarc-s3arc",
     "multiarc-adaptive",
+    "multiarc-gen",
 ];
 /// Whether `name` is a multiarc row on the multilist (every one of
 /// [`MULTIARC_NAMES`] but `multiarc-1list`, the design before OpenZFS 5497).
@@ -257,6 +258,7 @@ pub fn multiarc_settings(name: &str) -> (HitMode, Policy) {
         "multiarc-lazy" => (HitMode::Lazy, Policy::Arc),
         "multiarc-s3arc" => (HitMode::Lazy, Policy::S3arc),
         "multiarc-adaptive" => (HitMode::Lazy, Policy::Adaptive),
+        "multiarc-gen" => (HitMode::Lazy, Policy::Generations),
         _ => (HitMode::default(), Policy::default()),
     }
 }
@@ -289,6 +291,9 @@ impl Multiarc {
             }
             (_, Policy::Adaptive, _) => {
                 "adaptive: ARC's and S3ARC's rules as experts, switched on regrets; lazy hits"
+            }
+            (_, Policy::Generations, _) => {
+                "generations: ARC's rules, MFU in 64 segments of coarse generations; lazy hits"
             }
             (HitMode::Eager, _, Some(1)) => "ARC, one locked list per state (before OpenZFS 5497)",
             (HitMode::Lazy, _, Some(1)) => "CAR, one locked list per state",

@@ -72,22 +72,23 @@ pub struct ReplayArgs {
     capacity: Vec<String>,
     /// Policies: multiarc, multiarc-eager, multiarc-lazy, multiarc-s3arc
     /// (the cache with its S3ARC policy), multiarc-adaptive (with its
-    /// adaptive policy), arc, car, lru, s3arc (S3ARC's
+    /// adaptive policy), multiarc-gen (with its generations policy), arc,
+    /// car, lru, s3arc (S3ARC's
     /// page-based model), adaptive (the adaptive policy's), adaptive-mini
     /// (its experts switched by miniature simulations), car-eager-t1,
     /// car-lru-t2, car-eager-t1-lru-t2 (CAR with its approximations of
     /// ARC taken away), car-t2-laps-2, car-t2-laps-4 (T2's hand gives a
     /// lap per hit), car-t2-aged-125, -250, -500, car-t2-aged-125-gated (T2
-    /// in aged order), arc-gen-4, -16, -64, arc-gen-4-misses,
-    /// arc-gen-16-misses (ARC with T2 in coarse generations),
-    /// arc-gen-4-lazy-t1, arc-gen-4-lazy-t1-raw (T1 hits noted too), s3fifo
+    /// in aged order), the arc-gen-* variants (ARC with T2 in coarse
+    /// generations; `multiarc_sim::generations::NAMES`), s3fifo
     /// (S3-FIFO), lirs (LIRS), opt, and the peers
     /// moka, quick_cache, foyer, tinyufo, concread-arc, mutex-lru. Default:
     /// multiarc, multiarc-s3arc, arc, lru, opt and the peers.
     #[arg(long, value_parser = name_arg, value_delimiter = ',')]
     policy: Option<Vec<String>>,
     /// Second-tier sizes for the multiarc policies (multiarc,
-    /// multiarc-eager, multiarc-lazy, multiarc-s3arc, multiarc-adaptive), comma-separated, in the syntax of
+    /// multiarc-eager, multiarc-lazy, multiarc-s3arc, multiarc-adaptive,
+    /// multiarc-gen), comma-separated, in the syntax of
     /// --capacity: each multiarc policy runs with memory of each --capacity
     /// plus an L2 (OpenZFS's L2ARC) of each size, on a device file in
     /// --l2-dir, the feed driven synchronously. Other policies run as without it.

@@ -502,6 +502,7 @@ fn replay_rows_repeat_across_runs_and_policy_lists() {
         "multiarc-1list",
         "multiarc-s3arc",
         "multiarc-adaptive",
+        "multiarc-gen",
         "arc",
         "car",
         "lru",

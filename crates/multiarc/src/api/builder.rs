@@ -175,8 +175,9 @@ impl<K> Builder<K> {
     /// The replacement policy: [`Policy::Arc`] (default: ARC, with CAR's
     /// clocks in the lazy hit mode), [`Policy::S3arc`] (S3-FIFO's
     /// probationary queue with ARC's ghost lists and adaptation) or
-    /// [`Policy::Adaptive`] (the two as experts, chosen by regret). The
-    /// last two need the lazy hit mode: `build` refuses them with
+    /// [`Policy::Adaptive`] (the two as experts, chosen by regret) or
+    /// [`Policy::Generations`] (ARC with MFU in coarse generations). All
+    /// but ARC need the lazy hit mode: `build` refuses them with
     /// [`HitMode::Eager`]. The policy changes what eviction does, never
     /// what a hit does.
     ///
@@ -263,6 +264,7 @@ impl<K> Builder<K> {
         if self.policy != Policy::Arc && self.hit_mode == HitMode::Eager {
             let name = match self.policy {
                 Policy::S3arc => "S3ARC",
+                Policy::Generations => "generations",
                 _ => "adaptive",
             };
             return Err(ConfigError::invalid(format!(
@@ -430,6 +432,11 @@ mod tests {
             .hit_mode(HitMode::Eager)
             .policy(Policy::S3arc))
         .contains("S3ARC policy needs the lazy hit mode"));
+        assert!(err(Builder::new()
+            .max_bytes(10)
+            .hit_mode(HitMode::Eager)
+            .policy(Policy::Generations))
+        .contains("generations policy needs the lazy hit mode"));
         let c = Builder::<u64>::new()
             .max_bytes(10)
             .policy(Policy::S3arc)

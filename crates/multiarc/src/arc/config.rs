@@ -81,7 +81,37 @@ pub enum Policy {
     /// against ARC:
     /// docs/BENCHMARKS.md, "Held-out traces".
     Adaptive,
+    /// Generations: ARC's rules, with MFU (T2) kept in order of coarse
+    /// *generations* instead of CAR's clock. Lazy hit mode only. A hit
+    /// still takes its hold and counts itself in one atomic add; in
+    /// addition it compares the generation its buffer last noted (a byte
+    /// of the header) with the cache's current one and, where they differ
+    /// (a *first hit*, at most once per buffer per generation), stores the
+    /// current one with a plain store and counts its bytes on a counter of
+    /// its thread's own. A hit on an MRU buffer moves it to MFU at once,
+    /// as ARC's does, where the locks are free (a try-lock: else the
+    /// evictor moves it when it reaches MRU's tail, as CAR's clock would).
+    /// The generation advances every `c / 16` bytes of misses and first
+    /// hits. Each MFU sublist is cut into segments, one per generation of
+    /// the newest 64: the evictor re-queues an MFU
+    /// buffer at its tail that noted a later generation than it was queued
+    /// in at the end of that generation's segment, and evicts the others.
+    ///
+    /// Its page-based reference model is
+    /// `multiarc_sim::generations::GenerationArcPolicy` named
+    /// `arc-gen-16-firsts-k64`; the cache follows it at one sublist with
+    /// inline eviction, up to when a generation advances (at misses, not
+    /// at first hits; `tests/differential.rs`).
+    Generations,
 }
+
+/// Generations per cache size (`Policy::Generations`): the generation
+/// advances every `c / GENERATIONS_PER_CACHE` bytes of misses and first
+/// hits.
+pub(crate) const GENERATIONS_PER_CACHE: u64 = 16;
+/// The generations with a segment of their own in each MFU sublist
+/// (`Policy::Generations`); older ones share the oldest.
+pub(crate) const GENERATIONS_KEPT: u64 = 64;
 
 /// The tunables, as the builder validated them (`api/builder.rs`).
 #[derive(Clone, Debug)]

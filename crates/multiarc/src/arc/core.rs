@@ -6,8 +6,9 @@
 //! guards what, and in which order they are taken: the locking model at
 //! the top of `arc/mod.rs`.
 
-use super::config::{Config, HitMode};
+use super::config::{Config, HitMode, Policy, GENERATIONS_KEPT};
 use super::evict_handshake::EvictHandshake;
+use super::generations::GenerationClock;
 use super::inflight::InFlight;
 use super::policy::{GhostHit, Sizes};
 use super::replacement::{rules, Replacement};
@@ -51,6 +52,8 @@ pub(crate) struct Core<K, M> {
     pub(crate) tier: Option<Arc<dyn SecondTier<K>>>,
     /// The random starts of eviction walks and feeds (`random`).
     draws: Draws,
+    /// The generations policy's clock (`Policy::Generations` only).
+    pub(crate) generations: Option<GenerationClock>,
     /// Entries out of the table that a probe without the lock may still be
     /// reading (lazy mode), one bin per sublist index.
     garbage: Box<[GarbageBin<K>]>,
@@ -97,6 +100,8 @@ impl<K: Eq + Hash, M> Core<K, M> {
             handshake: EvictHandshake::default(),
             tier,
             draws: Draws::new(config.seed.unwrap_or_else(random_seed)),
+            generations: (config.policy == Policy::Generations)
+                .then(|| GenerationClock::new((cpus * 2).max(8))),
             garbage: (0..n)
                 .map(|_| CachePadded::new(Mutex::new(Limbo::default())))
                 .collect(),
@@ -200,6 +205,35 @@ impl<K, M> Core<K, M> {
     #[inline]
     pub(crate) fn list(&self, state: State) -> &Multilist<K> {
         &self.lists[state as usize]
+    }
+
+    /// Links live `entry`, whose key hashes to `hash`, in MFU: at the head,
+    /// or under the generations policy at the end of the segment of the
+    /// generation it noted.
+    ///
+    /// # Safety
+    /// As `Multilist::push_head`; the caller holds the entry's stripe lock
+    /// exclusively.
+    pub(crate) unsafe fn push_mfu(&self, entry: EntryPtr<K>, hash: u64) {
+        let list = self.list(State::Mfu);
+        match &self.generations {
+            // SAFETY: this function's contract.
+            None => unsafe { list.push_head(entry, hash) },
+            Some(clock) => {
+                // SAFETY: alive (this function's contract).
+                let noted = unsafe { entry.header() }.noted_generation();
+                // SAFETY: this function's contract.
+                unsafe {
+                    list.link_in_generation(
+                        entry,
+                        hash,
+                        clock.widen(noted),
+                        clock.current(),
+                        GENERATIONS_KEPT,
+                    )
+                };
+            }
+        }
     }
 
     /// The four lists: MRU, MFU, MRU ghost, MFU ghost.

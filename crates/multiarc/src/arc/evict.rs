@@ -14,6 +14,7 @@
 //! tests and replay). The cache's insert, resize and wait paths are generic
 //! over it, so they do not branch on the choice at run time.
 
+use super::config::GENERATIONS_KEPT;
 use super::core::Core;
 use super::evict_handshake::{EvictHandshake, IDLE_CHECK};
 use super::hit_mode::{HitModeImpl, Tail};
@@ -525,13 +526,36 @@ fn evict_state<K: Key, M: HitModeImpl>(
                                 // Referenced in T1: to T2's head (CAR).
                                 e.set_state(State::Mfu);
                                 // SAFETY: in the table, under the stripe lock
-                                // we hold; unlinked before it is freed.
-                                unsafe { core.list(State::Mfu).push_head(moving, hash) };
+                                // we hold; unlinked before it is freed. (The
+                                // generations policy: at the end of the
+                                // segment of the generation of its hit.)
+                                unsafe { core.push_mfu(moving, hash) };
                                 core.move_bytes(i, State::Mru, State::Mfu, e.bytes);
                             } else {
                                 // SAFETY: as above.
                                 unsafe { sl.push_head(moving) };
                             }
+                            walk.moved += e.bytes.max(1);
+                            continue;
+                        }
+                        Tail::Keep => {
+                            // Hit in a later generation than it was queued
+                            // in: queued again in that one's segment.
+                            let moving = sl.take(slot);
+                            let clock = core
+                                .generations
+                                .as_ref()
+                                .expect("only the generations policy keeps");
+                            // SAFETY: in the table, under the stripe lock we
+                            // hold; unlinked before it is freed.
+                            unsafe {
+                                sl.link_in_generation(
+                                    moving,
+                                    clock.widen(e.noted_generation()),
+                                    clock.current(),
+                                    GENERATIONS_KEPT,
+                                )
+                            };
                             walk.moved += e.bytes.max(1);
                             continue;
                         }

@@ -50,6 +50,9 @@ pub(crate) enum Tail {
     /// Read ahead, and used since (lazy mode): that use was its first, so
     /// it goes to the head of its own list (MRU), unmarked, not to MFU.
     Requeue,
+    /// Hit in a later generation than it was queued in (the generations
+    /// policy, MFU): queued again at the end of that generation's segment.
+    Keep,
 }
 
 /// A way of recording hits. Every method that names a stripe lock expects
@@ -581,11 +584,152 @@ impl Lazy {
         unsafe { core.retire(e) };
     }
 
+    /// The lazy lookup (see `lookup`); `ACCESS`: the hit is an access the
+    /// policy sees (the generations policy notes its generation and moves
+    /// an MRU buffer), not a read within a use already counted.
+    #[inline]
+    fn probe<K: Key, const ACCESS: bool>(
+        core: &Core<K, Self>,
+        hash: u64,
+        key: &K,
+    ) -> Option<(EntryPtr<K>, usize)> {
+        let stripe = core.table.stripe(hash);
+        let Some(pinned) = reclaim::try_pin() else {
+            return Self::lookup_locked::<K, ACCESS>(core, hash, key);
+        };
+        for _ in 0..2 {
+            let Some(seq) = stripe.begin_probe() else {
+                break;
+            };
+            let Probe::Found(e) = stripe.probe(&pinned, hash, key) else {
+                if stripe.unchanged(seq) {
+                    return None;
+                }
+                continue;
+            };
+            // SAFETY: pinned, and the probe found it in the table: it is
+            // freed only after a grace period that waits for us.
+            let h = unsafe { e.header() };
+            // Acquire: pairs with the Release of the stores that made the
+            // entry live (and of the last release before a reuse of its
+            // word's state); the entry's memory is ours to read while we
+            // are pinned.
+            let prev = h.meta.fetch_add(HOLD + HIT, Ordering::Acquire);
+            if meta::state(prev).is_live() {
+                if prev >= HITS_FOLD_BIT || meta::holds(prev) >= HOLD_LIMIT {
+                    Self::hit_slow(core, h, prev);
+                }
+                // Live when pinned: it was in the table when the probe read
+                // its slot, and a hold keeps it from being freed.
+                let len = h.buffer_len();
+                if ACCESS {
+                    Self::note_hit(core, e, h, prev, len);
+                }
+                return Some((e, len));
+            }
+            // A ghost, or an entry on its way out: let go; a ghost with the
+            // stripe unchanged is a miss, anything else is looked up again.
+            Self::let_go(h);
+            if meta::state(prev).is_ghost() && stripe.unchanged(seq) {
+                return None;
+            }
+        }
+        Self::lookup_locked::<K, ACCESS>(core, hash, key)
+    }
+
+    /// What a hit does beyond its hold under the generations policy
+    /// (nothing under the others: one branch on a field the hit's core
+    /// reads anyway). A first hit in this generation notes it, with a plain
+    /// store, and ticks the clock on this thread's own line; a hit on an MRU
+    /// buffer moves it to MFU.
+    #[inline]
+    fn note_hit<K: Key>(
+        core: &Core<K, Self>,
+        e: EntryPtr<K>,
+        h: &Header<K>,
+        prev: u64,
+        len: usize,
+    ) {
+        let Some(clock) = &core.generations else {
+            return;
+        };
+        let now = clock.current() as u8;
+        if h.noted_generation() != now {
+            h.note_generation(now);
+            clock.tick(len as u64);
+        }
+        if meta::state(prev) == State::Mru {
+            Self::promote_hit(core, e);
+        }
+    }
+
+    /// The generations policy: a hit on MRU buffer `e` (held by the hitter)
+    /// moves it to MFU now, as ARC's case I does, if its stripe lock is
+    /// free (else the evictor promotes it at MRU's tail). A buffer read
+    /// ahead stays: this use is its first (`read_ahead_at_tail`).
+    #[cold]
+    #[inline(never)]
+    fn promote_hit<K: Key>(core: &Core<K, Self>, e: EntryPtr<K>) {
+        // SAFETY: the hitter's hold keeps it alive.
+        let h = unsafe { e.header() };
+        let hash = core.hash(&h.key);
+        let Some(_stripe) = core.table.stripe(hash).try_write() else {
+            return;
+        };
+        // Under the stripe lock, its state moves no more; live entries are
+        // in the table and linked in their state's list.
+        if h.state() != State::Mru || h.read_ahead() {
+            return;
+        }
+        core.list(State::Mru).remove(h, hash);
+        let prev = h.meta.fetch_and(!HITS_MASK, Ordering::AcqRel);
+        Self::count_hits(core, State::Mru, meta::hits(prev));
+        h.set_state(State::Mfu);
+        // SAFETY: in the table, under the stripe lock we hold; it leaves its
+        // list before it is freed (`detach`, the eviction walk).
+        unsafe { core.push_mfu(e, hash) };
+        core.move_bytes(core.sublist_of(hash), State::Mru, State::Mfu, h.bytes);
+    }
+
+    /// The generations policy's evictor at a list tail (`at_tail`'s
+    /// contract): an MRU buffer with hits (one whose hit could not move it)
+    /// is promoted; an MFU buffer that noted a later generation than it was
+    /// queued in is kept, to be queued in that one's segment; any other is
+    /// evicted, hit or not, unless held.
+    fn generations_at_tail<K>(core: &Core<K, Self>, h: &Header<K>, state: State) -> Tail {
+        let mut w = h.word();
+        if meta::hits(w) != 0 {
+            let prev = h.meta.fetch_and(!HITS_MASK, Ordering::AcqRel);
+            Self::count_hits(core, state, meta::hits(prev));
+            if state == State::Mru {
+                return Tail::Promote;
+            }
+            w = meta::with_state(prev & !HITS_MASK, state);
+        }
+        if state == State::Mfu && h.noted_generation() != h.queued_generation() {
+            return Tail::Keep;
+        }
+        loop {
+            if meta::holds(w) != 0 {
+                return Tail::Skip;
+            }
+            match h.meta.compare_exchange(
+                w,
+                meta::with_state(w, State::Dead),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Tail::Evict,
+                Err(now) => w = now,
+            }
+        }
+    }
+
     /// The lookup under the stripe's shared lock: when probes without it
     /// kept meeting writers.
     #[cold]
     #[inline(never)]
-    fn lookup_locked<K: Key>(
+    fn lookup_locked<K: Key, const ACCESS: bool>(
         core: &Core<K, Self>,
         hash: u64,
         key: &K,
@@ -602,6 +746,10 @@ impl Lazy {
         }
         if prev >= HITS_FOLD_BIT || meta::holds(prev) >= HOLD_LIMIT {
             Self::hit_slow(core, h, prev);
+        }
+        drop(stripe);
+        if ACCESS {
+            Self::note_hit(core, e, h, prev, len);
         }
         Some((e, len))
     }
@@ -652,57 +800,21 @@ impl HitModeImpl for Lazy {
     /// meta word, length).
     #[inline]
     fn lookup<K: Key>(core: &Core<K, Self>, hash: u64, key: &K) -> Option<(EntryPtr<K>, usize)> {
-        let stripe = core.table.stripe(hash);
-        let Some(pinned) = reclaim::try_pin() else {
-            return Self::lookup_locked(core, hash, key);
-        };
-        for _ in 0..2 {
-            let Some(seq) = stripe.begin_probe() else {
-                break;
-            };
-            let Probe::Found(e) = stripe.probe(&pinned, hash, key) else {
-                if stripe.unchanged(seq) {
-                    return None;
-                }
-                continue;
-            };
-            // SAFETY: pinned, and the probe found it in the table: it is
-            // freed only after a grace period that waits for us.
-            let h = unsafe { e.header() };
-            // Acquire: pairs with the Release of the stores that made the
-            // entry live (and of the last release before a reuse of its
-            // word's state); the entry's memory is ours to read while we
-            // are pinned.
-            let prev = h.meta.fetch_add(HOLD + HIT, Ordering::Acquire);
-            if meta::state(prev).is_live() {
-                if prev >= HITS_FOLD_BIT || meta::holds(prev) >= HOLD_LIMIT {
-                    Self::hit_slow(core, h, prev);
-                }
-                // Live when pinned: it was in the table when the probe read
-                // its slot, and a hold keeps it from being freed.
-                return Some((e, h.buffer_len()));
-            }
-            // A ghost, or an entry on its way out: let go; a ghost with the
-            // stripe unchanged is a miss, anything else is looked up again.
-            Self::let_go(h);
-            if meta::state(prev).is_ghost() && stripe.unchanged(seq) {
-                return None;
-            }
-        }
-        Self::lookup_locked(core, hash, key)
+        Self::probe::<K, true>(core, hash, key)
     }
 
     /// Lazy: a lookup, then its hit taken back (a second atomic, only on
     /// this path). Taken back from a live entry's count only: an `Anon`
     /// entry's hits count probes (module comment), and a count the evictor
     /// folded meanwhile has already gone to the statistics (the hit then
-    /// counted: rare, and only ever one).
+    /// counted: rare, and only ever one). Under the generations policy it
+    /// notes no generation and moves nothing.
     fn lookup_same_use<K: Key>(
         core: &Core<K, Self>,
         hash: u64,
         key: &K,
     ) -> Option<(EntryPtr<K>, usize)> {
-        let (e, len) = Self::lookup(core, hash, key)?;
+        let (e, len) = Self::probe::<K, false>(core, hash, key)?;
         // SAFETY: the lookup's hold keeps it alive.
         let h = unsafe { e.header() };
         let _ = h
@@ -719,6 +831,16 @@ impl HitModeImpl for Lazy {
         let prev = h.meta.fetch_add(HOLD + HIT, Ordering::Relaxed);
         if prev >= HITS_FOLD_BIT || meta::holds(prev) >= HOLD_LIMIT {
             Self::hit_slow(core, h, prev);
+        }
+        if let Some(clock) = &core.generations {
+            // The generations policy: the hit's generation is noted (an MRU
+            // buffer is promoted by the evictor, whose walk sees the hit:
+            // the caller holds the stripe lock a move would take).
+            let now = clock.current() as u8;
+            if h.noted_generation() != now {
+                h.note_generation(now);
+                clock.tick(h.bytes);
+            }
         }
     }
 
@@ -738,10 +860,17 @@ impl HitModeImpl for Lazy {
     }
 
     unsafe fn installed<K: Key>(core: &Core<K, Self>, state: State, e: EntryPtr<K>, hash: u64) {
-        // Buffers are linked even while held.
+        // Buffers are linked even while held (under the generations policy
+        // a new MFU buffer in the segment of the generation its insert
+        // noted in it).
         // SAFETY: in the table, under the stripe lock the caller holds; it
         // leaves its list before it is freed (`detach`, the eviction walk).
-        unsafe { core.list(state).push_head(e, hash) };
+        unsafe {
+            match state {
+                State::Mfu => core.push_mfu(e, hash),
+                _ => core.list(state).push_head(e, hash),
+            }
+        };
     }
 
     unsafe fn detach<K: Key>(core: &Core<K, Self>, old: EntryPtr<K>) {
@@ -790,8 +919,10 @@ impl HitModeImpl for Lazy {
                 return tail;
             }
         }
-        if core.replacement.tail_rule() == TailRule::Frequency {
-            return Self::s3arc_at_tail(core, h, state);
+        match core.replacement.tail_rule() {
+            TailRule::Frequency => return Self::s3arc_at_tail(core, h, state),
+            TailRule::Generations => return Self::generations_at_tail(core, h, state),
+            TailRule::Clock => {}
         }
         // Holds and hits can start at any time (probes take no lock), so
         // the eviction is a compare-exchange from the word that says

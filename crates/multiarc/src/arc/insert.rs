@@ -122,6 +122,15 @@ pub(crate) fn insert_entry_as<K: Key, M: HitModeImpl, V: Evictor>(
     //    anonymous meanwhile.
     core.add_bytes(idx, State::Anon, size);
     let b2_hit = matches!(ghost_hit, Some((GhostHit::Mfu, _)));
+    // The generations policy: the buffer is queued in the generation it
+    // reads now; then the miss ticks the clock, which moves on by the whole
+    // steps ticked since, before the REPLACE (as the model's miss does).
+    let generation = core.generations.as_ref().map(|clock| {
+        let read = clock.current();
+        clock.tick(size);
+        clock.advance(core.c());
+        read
+    });
     V::make_room(core, size, b2_hit);
 
     // CAR adapts after its REPLACE, with the hit key still counted in
@@ -187,6 +196,10 @@ pub(crate) fn insert_entry_as<K: Key, M: HitModeImpl, V: Evictor>(
             State::Mru
         };
         entry = EntryPtr::new(key, data, state, holds);
+        if let Some(generation) = generation {
+            // SAFETY: ours (new, not yet in the table).
+            unsafe { entry.header() }.queue_in_generation(generation as u8);
+        }
         if read_ahead {
             core.events.count(Event::ReadAheadInsert);
             if demanded {

@@ -17,6 +17,7 @@
 //! - `evict` (with `evict_handshake`): the eviction walk, the evictors and
 //!   the evict thread.
 //! - `second_tier`: the second tier as the ARC sees it.
+//! - `generations`: the generations policy's clock.
 //! - `config`, `key`, `stats`: the settings, keys and statistics the facade
 //!   shows.
 //!
@@ -46,6 +47,13 @@
 //! marked ghost is that expert's regret; enough regrets and the other
 //! expert decides. Hits are untouched: all of it happens on misses and in
 //! the evictor.
+//! `Policy::Generations` (lazy mode only) is ARC's rules with MFU in order
+//! of coarse generations: a hit notes the clock's generation in its
+//! entry, once per generation (the header's policy bytes), and moves an
+//! MRU buffer to MFU where the stripe lock is free; each MFU sublist is cut
+//! into segments, one per recent generation (`mem::multilist`), and the
+//! evictor queues a tail buffer that noted a later generation again in
+//! that one's segment (`Lazy::generations_at_tail`, `generations`).
 //!
 //! # Locking model
 //!
@@ -110,11 +118,19 @@
 //! hits also write their stripe lock and sublist lock): per-state byte
 //! counts and the statistics are striped (`mem::striped`), and lazy hits
 //! count themselves in the entry's meta word.
+//!
+//! The generations policy (`Policy::Generations`, lazy mode) adds two
+//! things to a hit: a first hit in a generation stores a byte of its entry
+//! and adds to its thread's stripe of the clock (`generations.rs`), and a
+//! hit on an MRU buffer *tries* the stripe lock and, holding it, takes the
+//! MRU and then the MFU sublist lock to move the buffer: the documented
+//! order, and a busy stripe only leaves the move to the evictor.
 
 mod config;
 mod core;
 mod evict;
 mod evict_handshake;
+mod generations;
 mod hit_mode;
 mod inflight;
 mod insert;

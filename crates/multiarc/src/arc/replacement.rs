@@ -33,6 +33,11 @@ pub(crate) enum TailRule {
     /// S3ARC: in MRU, two hits promote to MFU and fewer evict; in MFU, the
     /// count is a frequency that earns a lap per hit, up to a bound.
     Frequency,
+    /// The generations policy: in MRU, any hit promotes (a hit that could
+    /// not move its buffer at once); in MFU, a buffer that noted a later
+    /// generation than it was queued in is queued again in that one's
+    /// segment, and any other is evicted, hit or not.
+    Generations,
 }
 
 /// A replacement policy's decisions, where ARC and S3ARC differ.
@@ -222,6 +227,57 @@ impl Replacement for S3arcRules {
     }
 }
 
+/// The generations policy's rules: ARC's exactly (its REPLACE and order,
+/// not CAR's: T1 hits move at the hit, so |T1| is ARC's), with MFU's tail
+/// read by generation ([`TailRule::Generations`]).
+pub(crate) struct GenerationRules;
+
+impl Replacement for GenerationRules {
+    fn initial_p(&self, c: u64) -> u64 {
+        ArcRules.initial_p(c)
+    }
+
+    fn adapt(&self, p: u64, c: u64, hit: GhostHit, size: u64, s: &Sizes) -> u64 {
+        policy::adapt(p, c, hit, size, s)
+    }
+
+    fn rescale_p(&self, p: u64, old_c: u64, new_c: u64) -> u64 {
+        policy::rescale_p(p, old_c, new_c)
+    }
+
+    fn ghost_excess(&self, s: &Sizes, c: u64) -> (u64, u64) {
+        policy::ghost_excess(s, c)
+    }
+
+    fn evict_from_mru(
+        &self,
+        s: &Sizes,
+        p: u64,
+        b2_hit: bool,
+        _hit_mode_rule: fn(&Sizes, u64, bool) -> bool,
+    ) -> bool {
+        policy::evict_from_mru(s, p, b2_hit)
+    }
+
+    fn adapts_before_replace(&self, _hit_mode_order: bool) -> bool {
+        true
+    }
+
+    fn walk_laps(&self) -> u64 {
+        // A buffer re-queued once has noted the generation it is queued in,
+        // so it is evicted when the walk meets it again, unless hit again.
+        ArcRules.walk_laps()
+    }
+
+    fn admits_mfu_ghost_to_mfu(&self, _reused: bool) -> bool {
+        true
+    }
+
+    fn tail_rule(&self) -> TailRule {
+        TailRule::Generations
+    }
+}
+
 /// The adaptive policy: [`ArcRules`] and [`S3arcRules`] as two experts,
 /// one deciding at a time (`Policy::Adaptive`'s documentation says how it
 /// chooses).
@@ -395,6 +451,7 @@ pub(crate) fn rules(policy: Policy, c: u64) -> Box<dyn Replacement> {
         Policy::Arc => Box::new(ArcRules),
         Policy::S3arc => Box::new(S3arcRules),
         Policy::Adaptive => Box::new(AdaptiveRules::new(c)),
+        Policy::Generations => Box::new(GenerationRules),
     }
 }
 

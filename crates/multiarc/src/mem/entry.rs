@@ -57,7 +57,7 @@
 //! hits count them), the retirer makes the entry `Dead`, and it is freed
 //! after every such probe is done (`arc::hit_mode`, `epoch`).
 
-use super::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use super::sync::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::alloc::{self, Layout};
 use std::ptr::NonNull;
 
@@ -171,9 +171,13 @@ pub(crate) struct Header<K> {
     /// A ghost: no data follows.
     ghost: bool,
     /// S3ARC: a buffer the evictor gave another turn in MFU (it was hit
-    /// there since it entered MFU), or the MFU ghost of one. Written and
-    /// read under the entry's stripe lock, held exclusively.
-    reused_in_mfu: AtomicBool,
+    /// there since it entered MFU), or the MFU ghost of one (0 or 1).
+    /// Written and read under the entry's stripe lock, held exclusively.
+    ///
+    /// The generations policy (`Policy::Generations`): the generation (its
+    /// low byte) the live buffer was queued in, written where it is linked
+    /// and read by the evictor, under its sublist's lock.
+    policy_flag: AtomicU8,
     /// A buffer inserted by a read ahead (`Cache::load_ahead_async`) that no
     /// demand read has used yet as far as the evictor knows (OpenZFS's
     /// `ARC_FLAG_PREFETCH`), or the MRU ghost of one evicted unread. Its
@@ -185,9 +189,15 @@ pub(crate) struct Header<K> {
     /// A ghost's mark from the replacement policy, set when the ghost is
     /// made and never changed (0 for live buffers): the adaptive policy's
     /// record of which of its experts decided a contested eviction
-    /// (`arc::replacement`). In the header's padding (it stays 40 B for
-    /// `BlockKey`).
-    policy_mark: u8,
+    /// (`arc::replacement`).
+    ///
+    /// The generations policy: the generation (low byte) a live buffer last
+    /// noted, when it was queued or hit since. A hit that finds another
+    /// generation here stores the current one (a plain store, no lock, no
+    /// read-modify-write), so it is written at most once per buffer per
+    /// generation. Both bytes are in the header's padding: it stays 40 B
+    /// for `BlockKey`.
+    policy_mark: AtomicU8,
     /// Under loom, retired entries are marked instead of freed (and freed
     /// with the cache), so a model in which a probe meets a "freed" entry
     /// fails an assertion instead of reading freed memory.
@@ -229,18 +239,46 @@ impl<K> Header<K> {
 
     /// S3ARC: whether the entry was reused in MFU (see the field).
     pub(crate) fn reused_in_mfu(&self) -> bool {
-        self.reused_in_mfu.load(Ordering::Relaxed)
+        self.policy_flag.load(Ordering::Relaxed) != 0
     }
 
     /// S3ARC: marks a buffer reused in MFU. Caller holds the entry's stripe
     /// lock exclusively.
     pub(crate) fn mark_reused_in_mfu(&self) {
-        self.reused_in_mfu.store(true, Ordering::Relaxed);
+        self.policy_flag.store(1, Ordering::Relaxed);
     }
 
     /// The replacement policy's mark on a ghost (see the field).
     pub(crate) fn policy_mark(&self) -> u8 {
-        self.policy_mark
+        self.policy_mark.load(Ordering::Relaxed)
+    }
+
+    /// The generations policy: the generation a live buffer was queued in
+    /// (low byte; see `policy_flag`). Caller holds its sublist's lock.
+    pub(crate) fn queued_generation(&self) -> u8 {
+        self.policy_flag.load(Ordering::Relaxed)
+    }
+
+    /// The generations policy: the generation a live buffer last noted, when
+    /// queued or hit (low byte; see `policy_mark`). Read without a lock.
+    #[inline]
+    pub(crate) fn noted_generation(&self) -> u8 {
+        self.policy_mark.load(Ordering::Relaxed)
+    }
+
+    /// The generations policy: a hit in generation `generation`, which the
+    /// buffer had not noted (no lock; see `policy_mark`).
+    #[inline]
+    pub(crate) fn note_generation(&self, generation: u8) {
+        self.policy_mark.store(generation, Ordering::Relaxed);
+    }
+
+    /// The generations policy: the buffer is queued in generation
+    /// `generation`, which it also notes. Caller holds the sublist's lock
+    /// it is linked under.
+    pub(crate) fn queue_in_generation(&self, generation: u8) {
+        self.policy_flag.store(generation, Ordering::Relaxed);
+        self.policy_mark.store(generation, Ordering::Relaxed);
     }
 
     /// Whether the entry was read ahead and not yet used (see the field).
@@ -425,9 +463,9 @@ impl<K> EntryPtr<K> {
                 bytes: data.len() as u64,
                 slot: AtomicU32::new(NO_SLOT),
                 ghost: false,
-                reused_in_mfu: AtomicBool::new(false),
+                policy_flag: AtomicU8::new(0),
                 read_ahead: AtomicBool::new(false),
-                policy_mark: 0,
+                policy_mark: AtomicU8::new(0),
                 #[cfg(loom)]
                 freed: AtomicBool::new(false),
             },
@@ -454,9 +492,9 @@ impl<K> EntryPtr<K> {
                 bytes,
                 slot: AtomicU32::new(NO_SLOT),
                 ghost: true,
-                reused_in_mfu: AtomicBool::new(reused_in_mfu),
+                policy_flag: AtomicU8::new(reused_in_mfu.into()),
                 read_ahead: AtomicBool::new(read_ahead),
-                policy_mark,
+                policy_mark: AtomicU8::new(policy_mark),
                 #[cfg(loom)]
                 freed: AtomicBool::new(false),
             },

@@ -23,11 +23,22 @@
 //! examines; it can drop the lock between batches and resume at the marker,
 //! so no lock is held for a whole pass and buffers inserted at the head
 //! meanwhile are not disturbed.
+//!
+//! A sublist can also be cut into *segments*, one per recent generation (a
+//! number its user counts up): a marker opens a generation's segment at the
+//! head, and an entry can be linked at the most recent end of an older
+//! generation's segment ([`SublistList::link_in_generation`]), so the list
+//! stays in order of generation (and of linking within one), as a queue per
+//! generation would, with no search. Only so many segments are kept: older
+//! generations share the oldest one. The generations policy keeps its MFU
+//! this way (`arc/hit_mode.rs`); walks step over segment markers as over
+//! their own.
 
 use super::entry::{EntryPtr, Header, NO_SLOT};
 use super::sync;
 use crate::lock::CachePadded;
 use crate::lock::{LockId, LockstatExt, Mutex, MutexGuard};
+use std::collections::VecDeque;
 
 const NIL: u32 = u32::MAX;
 
@@ -48,6 +59,9 @@ pub(crate) struct SublistList<K> {
     /// Linked entries (markers excluded) and their bytes.
     len: usize,
     bytes: u64,
+    /// Segment markers, newest first: (generation, slot). A generation's
+    /// segment runs from its marker headward to the next newer one.
+    segments: VecDeque<(u64, u32)>,
 }
 
 impl<K> SublistList<K> {
@@ -59,6 +73,7 @@ impl<K> SublistList<K> {
             free: NIL,
             len: 0,
             bytes: 0,
+            segments: VecDeque::new(),
         }
     }
 
@@ -141,15 +156,91 @@ impl<K> SublistList<K> {
     /// `entry` is alive, and stays so while it is linked: it is unlinked,
     /// under this sublist's lock, before it is freed.
     pub(crate) unsafe fn push_head(&mut self, entry: EntryPtr<K>) {
+        let head = self.head;
+        // SAFETY: this function's contract.
+        unsafe { self.link_entry_before(entry, head) };
+    }
+
+    /// Links `entry` headward of node `before` (NIL: at the tail).
+    ///
+    /// # Safety
+    /// As [`SublistList::push_head`].
+    unsafe fn link_entry_before(&mut self, entry: EntryPtr<K>, before: u32) {
         // SAFETY: alive (this function's contract).
         let e = unsafe { entry.header() };
         debug_assert_eq!(e.slot(), NO_SLOT, "entry already linked");
         self.len += 1;
         self.bytes += e.bytes;
         let slot = self.alloc(Some(entry));
-        let head = self.head;
-        self.link_before(slot, head);
+        self.link_before(slot, before);
         e.set_slot(slot);
+    }
+
+    /// Links `entry` at the most recent end of generation `generation`'s
+    /// segment, `current` being the newest generation and `keep` the number
+    /// of generations (at least 1) that keep segments of their own: a
+    /// segment marker is dropped once its generation is `keep - 1` or more
+    /// older than `current` (with `keep` k, the generations older than the
+    /// newest k share the oldest segment; the markers that remain are those
+    /// of the newest k - 1). A kept generation's marker is placed with its
+    /// first entry, so the list is in order of generation, then of linking,
+    /// as `multiarc_sim::generations`' T2 is. The entry then notes
+    /// `generation` as the one it is queued in
+    /// (`Header::queue_in_generation`).
+    ///
+    /// # Safety
+    /// As [`SublistList::push_head`].
+    pub(crate) unsafe fn link_in_generation(
+        &mut self,
+        entry: EntryPtr<K>,
+        generation: u64,
+        current: u64,
+        keep: u64,
+    ) {
+        let oldest_kept = (current + 2).saturating_sub(keep.max(1));
+        while let Some(&(g, marker)) = self.segments.back() {
+            if g >= oldest_kept {
+                break;
+            }
+            self.segments.pop_back();
+            self.remove_marker(marker);
+        }
+        // Markers are newest first: `at` is where `generation`'s marker is
+        // or would go, `newer` the marker of the next newer generation.
+        let at = self.segments.partition_point(|&(g, _)| g > generation);
+        let newer_end = match at {
+            0 => self.head,
+            _ => self.nodes[self.segments[at - 1].1 as usize].next,
+        };
+        let before = match self.segments.get(at) {
+            // The segment is there: at its end, just tailward of the newer
+            // one's marker (or at the head).
+            Some(&(g, _)) if g == generation => newer_end,
+            // Kept but not there yet: its marker goes just tailward of the
+            // newer one's (every entry between them is older: a generation
+            // in the kept range has a marker once it has an entry), and the
+            // entry headward of it.
+            _ if generation >= oldest_kept => {
+                let marker = self.alloc(None);
+                self.link_before(marker, newer_end);
+                self.segments.insert(at, (generation, marker));
+                marker
+            }
+            // Older than every kept segment: at the end of the oldest one,
+            // which they share.
+            _ => newer_end,
+        };
+        // SAFETY: this function's contract (alive while linked).
+        unsafe {
+            self.link_entry_before(entry, before);
+            entry.header().queue_in_generation(generation as u8);
+        }
+    }
+
+    /// The segment markers' generations, newest first (for tests).
+    #[cfg(test)]
+    pub(crate) fn segment_generations(&self) -> Vec<u64> {
+        self.segments.iter().map(|&(g, _)| g).collect()
     }
 
     /// Unlinks `entry`, which must be linked in this sublist.
@@ -313,6 +404,27 @@ impl<K> Multilist<K> {
         unsafe { self.lock_sublist(self.index_of(hash)).push_head(entry) };
     }
 
+    /// Links `entry`, whose key hashes to `hash`, in its sublist at the end
+    /// of generation `generation`'s segment
+    /// ([`SublistList::link_in_generation`]).
+    ///
+    /// # Safety
+    /// As [`SublistList::push_head`].
+    pub(crate) unsafe fn link_in_generation(
+        &self,
+        entry: EntryPtr<K>,
+        hash: u64,
+        generation: u64,
+        current: u64,
+        keep: u64,
+    ) {
+        // SAFETY: this function's contract.
+        unsafe {
+            self.lock_sublist(self.index_of(hash))
+                .link_in_generation(entry, generation, current, keep)
+        };
+    }
+
     /// Unlinks `entry`, whose key hashes to `hash`, which is linked in its
     /// sublist.
     pub(crate) fn remove(&self, entry: &Header<K>, hash: u64) {
@@ -442,5 +554,76 @@ mod tests {
         l.remove_marker(m2);
         assert_eq!(l.keys_from_head(), vec![9, 3, 1]);
         assert_eq!(l.len(), 3);
+    }
+
+    fn link(l: &mut SublistList<u32>, k: u32, generation: u64, current: u64, keep: u64) {
+        // SAFETY: test entries are never freed.
+        unsafe { l.link_in_generation(entry(k), generation, current, keep) }
+    }
+
+    /// Entries linked in a generation's segment come after every entry of
+    /// older generations and before every one of newer generations, in
+    /// the order they were linked; segments beyond the kept ones merge
+    /// into the oldest, and walks step over their markers.
+    #[test]
+    fn segments_keep_generation_order() {
+        let mut l = SublistList::new();
+        // Generation 0: 1, 2; generation 1: 3; generation 2: 4.
+        link(&mut l, 1, 0, 0, 4);
+        link(&mut l, 2, 0, 0, 4);
+        link(&mut l, 3, 1, 1, 4);
+        link(&mut l, 4, 2, 2, 4);
+        assert_eq!(l.keys_from_head(), vec![4, 3, 2, 1]);
+        assert_eq!(l.segment_generations(), vec![2, 1, 0]);
+        // Queued again in generation 0 and 1: at their segments' ends.
+        link(&mut l, 5, 0, 2, 4);
+        link(&mut l, 6, 1, 2, 4);
+        assert_eq!(l.keys_from_head(), vec![4, 6, 3, 5, 2, 1]);
+        let queued: Vec<u8> = [4, 6, 5]
+            .iter()
+            .map(|&k| {
+                let e = l
+                    .nodes
+                    .iter()
+                    .find_map(|n| n.entry.filter(|e| header(e).key == k));
+                header(&e.unwrap()).queued_generation()
+            })
+            .collect();
+        assert_eq!(queued, vec![2, 1, 0]);
+        // Generation 4 with 4 kept: generations 1-4 keep segments of their
+        // own, older ones share generation 1's, so the markers of 2 and 4
+        // remain (of the newest k - 1; 3 has no entry yet). An entry of
+        // generation 1 goes to the back of everything older than 2; the
+        // first of generation 3 opens its segment between 2's and 4's.
+        link(&mut l, 7, 4, 4, 4);
+        assert_eq!(l.segment_generations(), vec![4, 2]);
+        link(&mut l, 8, 1, 4, 4);
+        link(&mut l, 9, 3, 4, 4);
+        assert_eq!(l.keys_from_head(), vec![7, 9, 4, 8, 6, 3, 5, 2, 1]);
+        assert_eq!(l.segment_generations(), vec![4, 3, 2]);
+        // Generation 6: 2's and 3's markers go, and an entry of generation
+        // 0 joins the back of the merged oldest segment.
+        link(&mut l, 10, 0, 6, 4);
+        assert_eq!(l.segment_generations(), vec![4]);
+        assert_eq!(l.keys_from_head(), vec![7, 10, 9, 4, 8, 6, 3, 5, 2, 1]);
+        // A walk meets the entries from the tail, markers stepped over.
+        let m = l.insert_marker_at_tail();
+        let mut walked = Vec::new();
+        while let Some((_, e)) = l.step_marker(m) {
+            walked.push(header(&e).key);
+        }
+        assert_eq!(walked, vec![1, 2, 5, 3, 6, 8, 4, 9, 10, 7]);
+        assert_eq!((l.len(), l.bytes()), (10, 100));
+
+        // A generation between two kept ones gets its marker with its first
+        // entry, so a later entry of it still lands before newer ones.
+        let mut l = SublistList::new();
+        link(&mut l, 1, 0, 2, 8);
+        link(&mut l, 2, 2, 2, 8);
+        link(&mut l, 3, 1, 2, 8);
+        link(&mut l, 4, 1, 2, 8);
+        link(&mut l, 5, 0, 2, 8);
+        assert_eq!(l.keys_from_head(), vec![2, 4, 3, 5, 1]);
+        assert_eq!(l.segment_generations(), vec![2, 1, 0]);
     }
 }

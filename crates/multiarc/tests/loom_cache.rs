@@ -12,13 +12,18 @@
 #![cfg(loom)]
 
 use loom::thread;
-use multiarc::{Builder, Cache, HitMode};
+use multiarc::{Builder, Cache, HitMode, Policy};
 use std::sync::Arc;
 
 fn cache(max: u64, mode: HitMode) -> Arc<Cache<u64>> {
+    cache_with_policy(max, mode, Policy::Arc)
+}
+
+fn cache_with_policy(max: u64, mode: HitMode, policy: Policy) -> Arc<Cache<u64>> {
     Arc::new(
         Builder::new()
             .hit_mode(mode)
+            .policy(policy)
             .max_bytes(max)
             .min_bytes(1)
             .sublists(1)
@@ -169,6 +174,62 @@ fn lazy_hits_are_counted_exactly_across_promotion() {
         assert_eq!(s.hits, 1 + theirs, "{s:?}");
         assert_eq!(s.mru_hits + s.mfu_hits, s.hits, "{s:?}");
         assert_eq!(s.anon_bytes, 0, "{s:?}");
+    });
+}
+
+/// The generations policy: a hit on MRU buffer 1 moves it to MFU itself
+/// (a stripe try-lock, then the MRU and MFU sublist locks) while an insert's
+/// eviction walks MRU's tail, buffer 1 first. Whichever goes first, the hit
+/// is counted once, no byte is lost between the lists, and a buffer the
+/// reader holds is not evicted.
+#[test]
+fn generations_hit_promotion_races_with_eviction() {
+    let mut model = loom::model::Builder::new();
+    model.max_branches = 20_000;
+    model.check(|| {
+        let cache = cache_with_policy(2, HitMode::Lazy, Policy::Generations);
+        drop(cache.insert(1, vec![1]));
+        drop(cache.insert(2, vec![2]));
+        let reader = {
+            let cache = Arc::clone(&cache);
+            thread::spawn(move || match cache.get(&1) {
+                Some(h) => {
+                    assert_eq!(&h[..], &[1]);
+                    1
+                }
+                None => 0,
+            })
+        };
+        drop(cache.insert(3, vec![3]));
+        let theirs = reader.join().unwrap();
+        let s = cache.stats();
+        assert_eq!(s.hits, theirs, "{s:?}");
+        assert_eq!(s.mru_hits + s.mfu_hits, s.hits, "{s:?}");
+        check_quiescent(&cache);
+    });
+}
+
+/// The generations policy: a hit's move of MRU buffer 1 to MFU races with
+/// its removal. Whichever takes the stripe lock first, the buffer ends out
+/// of every list, freed once (by the remover or the reader's release), its
+/// bytes accounted.
+#[test]
+fn generations_hit_promotion_races_with_remove() {
+    model(|| {
+        let cache = cache_with_policy(4, HitMode::Lazy, Policy::Generations);
+        drop(cache.insert(1, vec![7]));
+        let reader = {
+            let cache = Arc::clone(&cache);
+            thread::spawn(move || {
+                if let Some(h) = cache.get(&1) {
+                    assert_eq!(h[0], 7);
+                }
+            })
+        };
+        assert!(cache.remove(&1));
+        reader.join().unwrap();
+        check_quiescent(&cache);
+        assert_eq!(cache.stats().size, 0);
     });
 }
 

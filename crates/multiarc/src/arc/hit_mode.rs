@@ -697,19 +697,25 @@ impl Lazy {
     /// queued in is kept, to be queued in that one's segment; any other is
     /// evicted, hit or not, unless held.
     fn generations_at_tail<K>(core: &Core<K, Self>, h: &Header<K>, state: State) -> Tail {
+        // Hits can start at any time (probes take no lock): each look at the
+        // word that could end in an eviction starts again from its hits, as
+        // CAR's clock does, and the eviction is the compare-exchange that
+        // sees it unheld and unreferenced. A hit's noted generation is stored
+        // before its release, whose Release the failed compare-exchange's
+        // Acquire reads: a look after it sees the generation too.
         let mut w = h.word();
-        if meta::hits(w) != 0 {
-            let prev = h.meta.fetch_and(!HITS_MASK, Ordering::AcqRel);
-            Self::count_hits(core, state, meta::hits(prev));
-            if state == State::Mru {
-                return Tail::Promote;
-            }
-            w = meta::with_state(prev & !HITS_MASK, state);
-        }
-        if state == State::Mfu && h.noted_generation() != h.queued_generation() {
-            return Tail::Keep;
-        }
         loop {
+            if meta::hits(w) != 0 {
+                let prev = h.meta.fetch_and(!HITS_MASK, Ordering::AcqRel);
+                Self::count_hits(core, state, meta::hits(prev));
+                if state == State::Mru {
+                    return Tail::Promote;
+                }
+                w = prev & !HITS_MASK;
+            }
+            if state == State::Mfu && h.noted_generation() != h.queued_generation() {
+                return Tail::Keep;
+            }
             if meta::holds(w) != 0 {
                 return Tail::Skip;
             }

@@ -691,46 +691,6 @@ impl Lazy {
         core.move_bytes(core.sublist_of(hash), State::Mru, State::Mfu, h.bytes);
     }
 
-    /// The generations policy's evictor at a list tail (`at_tail`'s
-    /// contract): an MRU buffer with hits (one whose hit could not move it)
-    /// is promoted; an MFU buffer that noted a later generation than it was
-    /// queued in is kept, to be queued in that one's segment; any other is
-    /// evicted, hit or not, unless held.
-    fn generations_at_tail<K>(core: &Core<K, Self>, h: &Header<K>, state: State) -> Tail {
-        // Hits can start at any time (probes take no lock): each look at the
-        // word that could end in an eviction starts again from its hits, as
-        // CAR's clock does, and the eviction is the compare-exchange that
-        // sees it unheld and unreferenced. A hit's noted generation is stored
-        // before its release, whose Release the failed compare-exchange's
-        // Acquire reads: a look after it sees the generation too.
-        let mut w = h.word();
-        loop {
-            if meta::hits(w) != 0 {
-                let prev = h.meta.fetch_and(!HITS_MASK, Ordering::AcqRel);
-                Self::count_hits(core, state, meta::hits(prev));
-                if state == State::Mru {
-                    return Tail::Promote;
-                }
-                w = prev & !HITS_MASK;
-            }
-            if state == State::Mfu && h.noted_generation() != h.queued_generation() {
-                return Tail::Keep;
-            }
-            if meta::holds(w) != 0 {
-                return Tail::Skip;
-            }
-            match h.meta.compare_exchange(
-                w,
-                meta::with_state(w, State::Dead),
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return Tail::Evict,
-                Err(now) => w = now,
-            }
-        }
-    }
-
     /// The lookup under the stripe's shared lock: when probes without it
     /// kept meeting writers.
     #[cold]
@@ -925,23 +885,36 @@ impl HitModeImpl for Lazy {
                 return tail;
             }
         }
-        match core.replacement.tail_rule() {
-            TailRule::Frequency => return Self::s3arc_at_tail(core, h, state),
-            TailRule::Generations => return Self::generations_at_tail(core, h, state),
-            TailRule::Clock => {}
+        let rule = core.replacement.tail_rule();
+        if rule == TailRule::Frequency {
+            return Self::s3arc_at_tail(core, h, state);
         }
+        // The generations policy reads an MFU buffer's generations, not its
+        // hits: a hit there earns no move by itself.
+        let generations = rule == TailRule::Generations;
         // Holds and hits can start at any time (probes take no lock), so
         // the eviction is a compare-exchange from the word that says
         // "unheld, unreferenced" to `Dead`; Acquire orders the reads of
-        // released holds before the free.
+        // released holds before the free. Every look after a failed one
+        // starts again from the hits. (The generations policy: a hit's
+        // noted generation is stored before its release, whose Release that
+        // Acquire reads, so a look after it sees the generation too.)
         let mut w = h.word();
         loop {
             if meta::hits(w) != 0 {
                 // Referenced: clear the bit (fold its count into the
-                // statistics) and move it (CAR: T1 -> T2 head, T2 -> T2 head).
+                // statistics) and move it (CAR: T1 -> T2 head, T2 -> T2
+                // head; generations: T1 -> T2, a hit that could not move it).
                 let prev = h.meta.fetch_and(!HITS_MASK, Ordering::AcqRel);
                 Self::count_hits(core, state, meta::hits(prev));
-                return Tail::Promote;
+                if !generations || state == State::Mru {
+                    return Tail::Promote;
+                }
+                w = prev & !HITS_MASK;
+            }
+            if generations && state == State::Mfu && h.noted_generation() != h.queued_generation() {
+                // Hit in a later generation than it was queued in.
+                return Tail::Keep;
             }
             if meta::holds(w) != 0 {
                 return Tail::Skip;

@@ -53,7 +53,7 @@
 //! MRU buffer to MFU where the stripe lock is free; each MFU sublist is cut
 //! into segments, one per recent generation (`mem::multilist`), and the
 //! evictor queues a tail buffer that noted a later generation again in
-//! that one's segment (`Lazy::generations_at_tail`, `generations`).
+//! that one's segment (`Lazy::at_tail`, `generations`).
 //!
 //! # Locking model
 //!

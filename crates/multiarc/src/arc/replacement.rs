@@ -238,15 +238,15 @@ impl Replacement for GenerationRules {
     }
 
     fn adapt(&self, p: u64, c: u64, hit: GhostHit, size: u64, s: &Sizes) -> u64 {
-        policy::adapt(p, c, hit, size, s)
+        ArcRules.adapt(p, c, hit, size, s)
     }
 
     fn rescale_p(&self, p: u64, old_c: u64, new_c: u64) -> u64 {
-        policy::rescale_p(p, old_c, new_c)
+        ArcRules.rescale_p(p, old_c, new_c)
     }
 
     fn ghost_excess(&self, s: &Sizes, c: u64) -> (u64, u64) {
-        policy::ghost_excess(s, c)
+        ArcRules.ghost_excess(s, c)
     }
 
     fn evict_from_mru(
@@ -256,6 +256,7 @@ impl Replacement for GenerationRules {
         b2_hit: bool,
         _hit_mode_rule: fn(&Sizes, u64, bool) -> bool,
     ) -> bool {
+        // ARC's own REPLACE, whatever the hit mode's.
         policy::evict_from_mru(s, p, b2_hit)
     }
 
@@ -269,8 +270,8 @@ impl Replacement for GenerationRules {
         ArcRules.walk_laps()
     }
 
-    fn admits_mfu_ghost_to_mfu(&self, _reused: bool) -> bool {
-        true
+    fn admits_mfu_ghost_to_mfu(&self, reused: bool) -> bool {
+        ArcRules.admits_mfu_ghost_to_mfu(reused)
     }
 
     fn tail_rule(&self) -> TailRule {

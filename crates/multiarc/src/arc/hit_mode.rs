@@ -638,8 +638,8 @@ impl Lazy {
     }
 
     /// What a hit does beyond its hold under the generations policy
-    /// (nothing under the others: one branch on a field the hit's core
-    /// reads anyway). A first hit in this generation notes it, with a plain
+    /// (under the others: a load of `Core::generations` and one branch). A
+    /// first hit in this generation notes it, with a plain
     /// store, and ticks the clock on this thread's own line; a hit on an MRU
     /// buffer moves it to MFU.
     #[inline]

@@ -106,6 +106,11 @@ pub struct ReplayArgs {
     /// overwrites whatever it reaches, as OpenZFS's L2ARC does).
     #[arg(long)]
     l2_keep_ratio: Option<u64>,
+    /// A copy read back from the --l2 tier enters memory as a new block
+    /// (MRU, ARC's p left alone), not as a ghost hit of the list it was
+    /// fed from (`Builder::l2_readback_as_new`).
+    #[arg(long)]
+    l2_readback_as_new: bool,
     /// Seed of the multiarc rows' random choices (`Builder::seed`: their
     /// key hasher and where each eviction walk starts among the sublists).
     /// Those rows evict inline, so a replay with the same seed gives the
@@ -152,6 +157,9 @@ struct ReplayResult {
     l2_write_bytes: u64,
     /// Copies its hand kept and wrote again.
     l2_kept: u64,
+    /// Blocks memory evicted that the second tier had no copy of (its feed
+    /// had not reached them; each replayed block is one byte).
+    l2_evicted_uncopied: u64,
     /// Hits of either tier per request.
     hit_ratio: f64,
 }
@@ -395,6 +403,7 @@ fn replay(
                 l2_hits: tier_counts.hits,
                 l2_write_bytes: tier_counts.write_bytes,
                 l2_kept: tier_counts.kept,
+                l2_evicted_uncopied: tier_counts.evicted_uncopied,
                 hit_ratio: hits as f64 / requests as f64,
             });
         }
@@ -484,9 +493,14 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
         );
     }
     if args.l2.is_none()
-        && (args.l2_dir.is_some() || args.l2_mfu_only || args.l2_keep_ratio.is_some())
+        && (args.l2_dir.is_some()
+            || args.l2_mfu_only
+            || args.l2_keep_ratio.is_some()
+            || args.l2_readback_as_new)
     {
-        bail!("--l2-dir, --l2-mfu-only and --l2-keep-ratio apply with --l2 only");
+        bail!(
+            "--l2-dir, --l2-mfu-only, --l2-keep-ratio and --l2-readback-as-new apply with --l2 only"
+        );
     }
     let plan = Plan {
         policies: policy_names,
@@ -496,6 +510,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
             dir: args.l2_dir.clone().unwrap_or_else(std::env::temp_dir),
             mfu_only: args.l2_mfu_only,
             keep_ratio: args.l2_keep_ratio,
+            readback_as_new: args.l2_readback_as_new,
         },
         block_size: args.block_size,
         seed: args.seed,
@@ -611,6 +626,7 @@ mod tests {
                 dir: PathBuf::from("."),
                 mfu_only: false,
                 keep_ratio: None,
+                readback_as_new: false,
             },
             block_size: 8192,
             seed: DEFAULT_SEED,

@@ -404,6 +404,29 @@ fn replay_with_a_second_tier() {
     let out = run(&["--l2-keep-ratio", "4"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("apply with --l2 only"));
+    // Every tiered row says how many blocks memory dropped uncopied; the
+    // memory-only rows have none.
+    assert!(tiered["l2_evicted_uncopied"].is_u64(), "{tiered}");
+    assert_eq!(arc["l2_evicted_uncopied"], 0);
+    // Copies read back as new blocks: the tier still serves hits.
+    let doc = json(&run(&[
+        "--l2",
+        "1000",
+        "--l2-dir",
+        dir.to_str().unwrap(),
+        "--l2-readback-as-new",
+    ]));
+    let as_new = doc["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["policy"] == "multiarc")
+        .unwrap()
+        .clone();
+    assert!(as_new["l2_hits"].as_u64().unwrap() > 0, "{as_new}");
+    let out = run(&["--l2-readback-as-new"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("apply with --l2 only"));
     let out = run(&["--l2", "1000", "--l2-keep-ratio", "65"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("l2_keep_ratio (65) must be at most 64"));

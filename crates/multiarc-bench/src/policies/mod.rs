@@ -97,6 +97,9 @@ pub struct TierCounts {
     pub write_bytes: u64,
     /// Copies its hand kept and wrote again.
     pub kept: u64,
+    /// Bytes memory evicted that the tier could have held and had no copy
+    /// of (its feed had not reached them: `Stats::evict_l2_eligible`).
+    pub evicted_uncopied: u64,
 }
 
 impl Policy {
@@ -144,6 +147,7 @@ impl Policy {
                     hits: s.l2_hits,
                     write_bytes: s.l2_write_bytes,
                     kept: s.l2_kept,
+                    evicted_uncopied: s.evict_l2_eligible,
                 }
             }
             _ => TierCounts::default(),
@@ -409,6 +413,7 @@ mod tests {
             dir: std::env::temp_dir(),
             mfu_only: false,
             keep_ratio: None,
+            readback_as_new: false,
         };
         assert!(build_tiered("lru", 10, 10, &options, 0).is_err());
     }

@@ -16,6 +16,9 @@ pub struct TierOptions {
     pub mfu_only: bool,
     /// `Builder::l2_keep_ratio`, when given.
     pub keep_ratio: Option<u64>,
+    /// A copy read back enters memory as a new block
+    /// (`Builder::l2_readback_as_new`).
+    pub readback_as_new: bool,
 }
 
 /// A multiarc cache with a second tier, and the tier's device file.
@@ -115,6 +118,7 @@ pub(super) fn build(
         .l2_rebuild(false)
         .l2_direct(false)
         .l2_mfu_only(options.mfu_only)
+        .l2_readback_as_new(options.readback_as_new)
         .build()
         .map_err(|e| anyhow::anyhow!("{policy} with --l2 {tier_blocks} blocks: {e}"))?;
     Ok(TieredCache {
